@@ -1,0 +1,389 @@
+//! Quantization of f32 activation rows into the type a kernel consumes, exactly as ggml's x86
+//! build does it.
+//!
+//! ggml's x86 code (which is what users of llama.cpp on this class of CPU run) computes the Q8_0
+//! and Q8_1 inverse scale as `127 / amax` and rounds half to even; the generic C in the spec uses
+//! `1 / d` and rounds half away from zero. The two differ only on exact ties and one-ulp scale
+//! differences; qrepack follows the x86 build so that its results match ggml's `mul_mat` there.
+//! Q8_K follows ggml's reference quantizer for single rows and the x86 4-row routine for quads
+//! (they agree except when `+amax` and `-amax` both occur in a block).
+
+use bytemuck::{Pod, Zeroable};
+
+use crate::blocks::{BlockQ8K, BlockQ8Kx4, BlockQ8_0, BlockQ8_0x4, BlockQ8_1, F16Bits};
+use crate::types::QK_K;
+
+/// How one activation row (and a group of four rows) is quantized for a kernel.
+///
+/// `Row` is one block of one row; `Quad` is one block of four rows. Kernels of interleaved
+/// layouts read quads in ggml's interleaved form; the plain path reads four ordinary rows back to
+/// back (`QUAD_IS_ROWS`).
+pub trait ActFormat: Send + Sync + 'static {
+    /// One block of one quantized row.
+    type Row: Pod + Send + Sync;
+    /// One block of four quantized rows (or a `Row` when `QUAD_IS_ROWS`).
+    type Quad: Pod + Send + Sync;
+    /// Activations per block.
+    const BLOCK: usize;
+    /// True when a group of four rows is simply four rows of `Row` blocks, one after the other.
+    const QUAD_IS_ROWS: bool;
+    /// Quantizes one row (`x.len() == out.len() * BLOCK`).
+    fn quantize_row(x: &[f32], out: &mut [Self::Row]);
+    /// Quantizes four rows into `out`: `nb` quads, or `4 * nb` rows when `QUAD_IS_ROWS`.
+    fn quantize_quad(x: [&[f32]; 4], out: &mut [Self::Quad]);
+    /// Number of `Quad` items holding four rows of `nb` blocks.
+    fn quad_len(nb: usize) -> usize {
+        if Self::QUAD_IS_ROWS {
+            4 * nb
+        } else {
+            nb
+        }
+    }
+}
+
+#[inline]
+fn amax(x: &[f32]) -> f32 {
+    x.iter().fold(0.0f32, |m, v| m.max(v.abs()))
+}
+
+#[inline]
+fn to_i8_saturating(v: f32) -> i8 {
+    // `as` saturates and maps NaN to 0: never UB.
+    v.round_ties_even().clamp(-128.0, 127.0) as i8
+}
+
+/// One Q8_0 block from 32 values, ggml x86 style.
+pub fn quantize_block_q8_0(x: &[f32]) -> BlockQ8_0 {
+    let m = amax(x);
+    let id = if m != 0.0 { 127.0 / m } else { 0.0 };
+    let mut qs = [0i8; 32];
+    for (q, &v) in qs.iter_mut().zip(x) {
+        *q = to_i8_saturating(v * id);
+    }
+    BlockQ8_0 {
+        d: F16Bits::from_f32(m / 127.0),
+        qs,
+    }
+}
+
+/// One Q8_1 block from 32 values, ggml x86 style (`s = d * sum(q)` with the unrounded `d`).
+pub fn quantize_block_q8_1(x: &[f32]) -> BlockQ8_1 {
+    let b = quantize_block_q8_0(x);
+    let sum: i32 = b.qs.iter().map(|&q| q as i32).sum();
+    BlockQ8_1 {
+        d: b.d,
+        s: F16Bits::from_f32(amax(x) / 127.0 * sum as f32),
+        qs: b.qs,
+    }
+}
+
+/// One Q8_K block from 256 values, as ggml's reference quantizer.
+pub fn quantize_block_q8_k(x: &[f32]) -> BlockQ8K {
+    let mut amax = 0.0f32;
+    let mut max = 0.0f32;
+    for &v in x {
+        if amax < v.abs() {
+            amax = v.abs();
+            max = v;
+        }
+    }
+    q8_k_with_scale(x, if amax != 0.0 { -127.0 / max } else { 0.0 })
+}
+
+fn q8_k_with_scale(x: &[f32], iscale: f32) -> BlockQ8K {
+    let mut block = BlockQ8K::zeroed();
+    if iscale == 0.0 {
+        return block;
+    }
+    for (q, &v) in block.qs.iter_mut().zip(x) {
+        *q = to_i8_saturating((iscale * v).min(127.0));
+    }
+    for (g, sum) in block.bsums.iter_mut().enumerate() {
+        *sum = block.qs[g * 16..g * 16 + 16]
+            .iter()
+            .map(|&q| q as i16)
+            .sum();
+    }
+    block.d = 1.0 / iscale;
+    block
+}
+
+/// The x86 4-row routine's choice of sign: positive `amax` wins ties.
+fn q8_k_quad_scale(x: &[f32]) -> f32 {
+    let m = amax(x);
+    if m == 0.0 {
+        0.0
+    } else if x.contains(&m) {
+        -127.0 / m
+    } else {
+        127.0 / m
+    }
+}
+
+/// Q8_0 activations, four rows interleaved in chunks of `IL` bytes (4 or 8).
+pub struct Q8_0Interleaved<const IL: usize>;
+/// Q8_K activations, four rows interleaved in chunks of 8 bytes.
+pub struct Q8KInterleaved;
+
+impl<const IL: usize> ActFormat for Q8_0Interleaved<IL> {
+    type Row = BlockQ8_0;
+    type Quad = BlockQ8_0x4;
+    const BLOCK: usize = 32;
+    const QUAD_IS_ROWS: bool = false;
+
+    fn quantize_row(x: &[f32], out: &mut [BlockQ8_0]) {
+        for (b, xs) in out.iter_mut().zip(x.chunks_exact(32)) {
+            *b = quantize_block_q8_0(xs);
+        }
+    }
+
+    fn quantize_quad(x: [&[f32]; 4], out: &mut [BlockQ8_0x4]) {
+        for (i, quad) in out.iter_mut().enumerate() {
+            let blocks = x.map(|row| quantize_block_q8_0(&row[i * 32..i * 32 + 32]));
+            *quad = interleave_q8_0(&blocks, IL);
+        }
+    }
+}
+
+/// Interleaves one block of four Q8_0 rows in chunks of `il` bytes.
+pub fn interleave_q8_0(rows: &[BlockQ8_0; 4], il: usize) -> BlockQ8_0x4 {
+    let mut out = BlockQ8_0x4::zeroed();
+    for (m, row) in rows.iter().enumerate() {
+        out.d[m] = row.d;
+        for (c, chunk) in row.qs.chunks_exact(il).enumerate() {
+            let dst = (c * 4 + m) * il;
+            out.qs[dst..dst + il].copy_from_slice(chunk);
+        }
+    }
+    out
+}
+
+impl ActFormat for Q8KInterleaved {
+    type Row = BlockQ8K;
+    type Quad = BlockQ8Kx4;
+    const BLOCK: usize = QK_K;
+    const QUAD_IS_ROWS: bool = false;
+
+    fn quantize_row(x: &[f32], out: &mut [BlockQ8K]) {
+        for (b, xs) in out.iter_mut().zip(x.chunks_exact(QK_K)) {
+            *b = quantize_block_q8_k(xs);
+        }
+    }
+
+    fn quantize_quad(x: [&[f32]; 4], out: &mut [BlockQ8Kx4]) {
+        for (i, quad) in out.iter_mut().enumerate() {
+            let blocks = x.map(|row| {
+                let xs = &row[i * QK_K..(i + 1) * QK_K];
+                q8_k_with_scale(xs, q8_k_quad_scale(xs))
+            });
+            *quad = interleave_q8_k(&blocks);
+        }
+    }
+}
+
+/// Interleaves one block of four Q8_K rows in chunks of 8 bytes, with ggml's bsums order:
+/// the sum of 16-group `g` of row `m` goes to `(g / 4) * 16 + m * 4 + g % 4`.
+pub fn interleave_q8_k(rows: &[BlockQ8K; 4]) -> BlockQ8Kx4 {
+    let mut out = BlockQ8Kx4::zeroed();
+    for (m, row) in rows.iter().enumerate() {
+        out.d[m] = row.d;
+        for (c, chunk) in row.qs.chunks_exact(8).enumerate() {
+            let dst = (c * 4 + m) * 8;
+            out.qs[dst..dst + 8].copy_from_slice(chunk);
+        }
+        for (g, &s) in row.bsums.iter().enumerate() {
+            out.bsums[(g / 4) * 16 + m * 4 + g % 4] = s;
+        }
+    }
+    out
+}
+
+/// Activation formats whose quads are interleaved: they can be split back into four rows.
+pub trait InterleavedAct: ActFormat {
+    /// The four rows of one quad block.
+    fn split_quad(quad: &Self::Quad) -> [Self::Row; 4];
+}
+
+impl<const IL: usize> InterleavedAct for Q8_0Interleaved<IL> {
+    fn split_quad(quad: &BlockQ8_0x4) -> [BlockQ8_0; 4] {
+        let mut rows = [BlockQ8_0::zeroed(); 4];
+        for (m, row) in rows.iter_mut().enumerate() {
+            row.d = quad.d[m];
+            for (c, chunk) in row.qs.chunks_exact_mut(IL).enumerate() {
+                let src = (c * 4 + m) * IL;
+                chunk.copy_from_slice(&quad.qs[src..src + IL]);
+            }
+        }
+        rows
+    }
+}
+
+impl InterleavedAct for Q8KInterleaved {
+    fn split_quad(quad: &BlockQ8Kx4) -> [BlockQ8K; 4] {
+        let mut rows = [BlockQ8K::zeroed(); 4];
+        for (m, row) in rows.iter_mut().enumerate() {
+            row.d = quad.d[m];
+            for (c, chunk) in row.qs.chunks_exact_mut(8).enumerate() {
+                let src = (c * 4 + m) * 8;
+                chunk.copy_from_slice(&quad.qs[src..src + 8]);
+            }
+            for (g, s) in row.bsums.iter_mut().enumerate() {
+                *s = quad.bsums[(g / 4) * 16 + m * 4 + g % 4];
+            }
+        }
+        rows
+    }
+}
+
+macro_rules! plain_format {
+    ($(#[$m:meta])* $name:ident, $row:ty, $block:expr, |$x:ident, $out:ident| $body:block) => {
+        $(#[$m])*
+        pub struct $name;
+        impl ActFormat for $name {
+            type Row = $row;
+            type Quad = $row;
+            const BLOCK: usize = $block;
+            const QUAD_IS_ROWS: bool = true;
+            fn quantize_row($x: &[f32], $out: &mut [$row]) $body
+            fn quantize_quad(x: [&[f32]; 4], out: &mut [$row]) {
+                let nb = out.len() / 4;
+                for (row, dst) in x.iter().zip(out.chunks_exact_mut(nb.max(1))) {
+                    Self::quantize_row(row, dst);
+                }
+            }
+        }
+    };
+}
+
+plain_format!(
+    /// Plain Q8_0 rows (the vec_dot type of Q4_0, Q5_0, Q8_0 and IQ4_NL).
+    PlainQ8_0, BlockQ8_0, 32, |x, out| {
+    for (b, xs) in out.iter_mut().zip(x.chunks_exact(32)) {
+        *b = quantize_block_q8_0(xs);
+    }
+});
+plain_format!(
+    /// Plain Q8_1 rows (the vec_dot type of Q4_1 and Q5_1).
+    PlainQ8_1, BlockQ8_1, 32, |x, out| {
+    for (b, xs) in out.iter_mut().zip(x.chunks_exact(32)) {
+        *b = quantize_block_q8_1(xs);
+    }
+});
+plain_format!(
+    /// Plain Q8_K rows (the vec_dot type of the K-quants and IQ4_XS).
+    PlainQ8K, BlockQ8K, QK_K, |x, out| {
+    for (b, xs) in out.iter_mut().zip(x.chunks_exact(QK_K)) {
+        *b = quantize_block_q8_k(xs);
+    }
+});
+plain_format!(
+    /// Activations rounded to f16 (the vec_dot type of F16).
+    PlainF16, F16Bits, 1, |x, out| {
+    for (h, &v) in out.iter_mut().zip(x) {
+        *h = F16Bits::from_f32(v);
+    }
+});
+plain_format!(
+    /// Activations rounded to bf16 (the vec_dot type of BF16).
+    PlainBf16, Bf16Bits, 1, |x, out| {
+    for (h, &v) in out.iter_mut().zip(x) {
+        *h = Bf16Bits::from_f32(v);
+    }
+});
+plain_format!(
+    /// Activations kept as f32.
+    PlainF32, f32, 1, |x, out| {
+    out.copy_from_slice(&x[..out.len()]);
+});
+
+/// A bfloat16 stored as two little-endian bytes, alignment 1.
+///
+/// ```
+/// use qrepack::activation::Bf16Bits;
+/// assert_eq!(Bf16Bits::from_f32(1.0).to_f32(), 1.0);
+/// // rounds to nearest even like ggml_compute_fp32_to_bf16
+/// assert_eq!(Bf16Bits::from_f32(1.0 + 1.0 / 256.0).to_f32(), 1.0);
+/// ```
+#[repr(transparent)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Pod, Zeroable)]
+pub struct Bf16Bits(pub [u8; 2]);
+
+impl Bf16Bits {
+    /// ggml's rounding: nearest even, NaN kept quiet.
+    #[inline]
+    pub fn from_f32(x: f32) -> Self {
+        let u = x.to_bits();
+        let h = if (u & 0x7fff_ffff) > 0x7f80_0000 {
+            (u >> 16) | 64
+        } else {
+            (u + (0x7fff + ((u >> 16) & 1))) >> 16
+        };
+        Bf16Bits((h as u16).to_le_bytes())
+    }
+    /// Exact widening to f32.
+    #[inline]
+    pub fn to_f32(self) -> f32 {
+        f32::from_bits((u16::from_le_bytes(self.0) as u32) << 16)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn data(n: usize, seed: u64) -> Vec<f32> {
+        let mut s = seed;
+        (0..n)
+            .map(|_| {
+                s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                ((s >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
+            })
+            .collect()
+    }
+
+    #[test]
+    fn q8_0_block_bounds_and_scale() {
+        let x = data(32, 1);
+        let b = quantize_block_q8_0(&x);
+        let m = amax(&x);
+        assert_eq!(b.d, F16Bits::from_f32(m / 127.0));
+        let imax = x.iter().position(|v| v.abs() == m).unwrap();
+        assert_eq!(b.qs[imax].unsigned_abs(), 127);
+        for (q, v) in b.qs.iter().zip(&x) {
+            assert!((*q as f32 - v * 127.0 / m).abs() <= 0.5 + 1e-4);
+        }
+    }
+
+    #[test]
+    fn q8_k_bsums_are_group_sums_and_quad_matches_rows() {
+        let x = data(4 * 512, 7);
+        let rows: [&[f32]; 4] = [&x[0..512], &x[512..1024], &x[1024..1536], &x[1536..2048]];
+        let mut quads = vec![BlockQ8Kx4::zeroed(); 2];
+        Q8KInterleaved::quantize_quad(rows, &mut quads);
+        for (m, row) in rows.iter().enumerate() {
+            let mut single = vec![BlockQ8K::zeroed(); 2];
+            Q8KInterleaved::quantize_row(row, &mut single);
+            for (i, b) in single.iter().enumerate() {
+                assert_eq!(quads[i].d[m], b.d);
+                for g in 0..16 {
+                    let s: i16 = b.qs[g * 16..g * 16 + 16].iter().map(|&q| q as i16).sum();
+                    assert_eq!(b.bsums[g], s);
+                    assert_eq!(quads[i].bsums[(g / 4) * 16 + m * 4 + g % 4], s);
+                }
+                for j in 0..256 {
+                    assert_eq!(quads[i].qs[(j / 8) * 32 + m * 8 + j % 8], b.qs[j]);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn zero_rows_quantize_to_zero() {
+        let x = [0.0f32; 256];
+        let b = quantize_block_q8_k(&x);
+        assert_eq!(b.d, 0.0);
+        assert!(b.qs.iter().all(|&q| q == 0));
+        let b0 = quantize_block_q8_0(&x[..32]);
+        assert_eq!(b0.d.to_f32(), 0.0);
+    }
+}

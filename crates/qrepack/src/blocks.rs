@@ -1,0 +1,170 @@
+//! ggml's block structures, byte for byte.
+//!
+//! Weight blocks hold their f16 scales as raw little-endian bytes ([`F16Bits`]), so every weight
+//! block has alignment 1 and any byte slice (a memory map, a `Vec<u8>`) can be viewed as a slice
+//! of blocks without copying ([`view_blocks`]). The activation blocks that qrepack itself allocates
+//! (`Q8_K`, `Q8_Kx4`) keep ggml's natural `f32`/`i16` fields.
+
+use bytemuck::{Pod, Zeroable};
+use half::f16;
+
+use crate::error::Error;
+use crate::types::QK_K;
+
+/// An IEEE half stored as two little-endian bytes (ggml's `ggml_half`), alignment 1.
+///
+/// ```
+/// use qrepack::blocks::F16Bits;
+/// let h = F16Bits::from_f32(0.5);
+/// assert_eq!(h.to_f32(), 0.5);
+/// assert_eq!(h.0, 0x3800u16.to_le_bytes());
+/// ```
+#[repr(transparent)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Pod, Zeroable)]
+pub struct F16Bits(pub [u8; 2]);
+
+impl F16Bits {
+    /// Rounds to nearest-even, as ggml's `GGML_FP32_TO_FP16` (F16C `vcvtps2ph`) does.
+    #[inline]
+    pub fn from_f32(x: f32) -> Self {
+        F16Bits(f16::from_f32(x).to_bits().to_le_bytes())
+    }
+    /// Exact widening to f32.
+    #[inline]
+    pub fn to_f32(self) -> f32 {
+        f16::from_bits(u16::from_le_bytes(self.0)).to_f32()
+    }
+}
+
+/// The 16 non-linear levels of IQ4_NL and IQ4_XS.
+pub const IQ4NL_LEVELS: [i8; 16] = [
+    -127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113,
+];
+
+macro_rules! blocks {
+    ($( $(#[$m:meta])* $name:ident [$size:expr] { $($field:ident : $fty:ty),* $(,)? } )*) => {$(
+        $(#[$m])*
+        #[repr(C)]
+        #[derive(Clone, Copy, Debug, PartialEq, Pod, Zeroable)]
+        pub struct $name { $(pub $field: $fty),* }
+        const _: () = assert!(std::mem::size_of::<$name>() == $size);
+    )*};
+}
+
+blocks! {
+    /// 32 weights: `d * (q - 8)`, 4-bit `q`; low nibbles are weights 0..16, high nibbles 16..32.
+    BlockQ4_0 [18] { d: F16Bits, qs: [u8; 16] }
+    /// 32 weights: `d * q + m`.
+    BlockQ4_1 [20] { d: F16Bits, m: F16Bits, qs: [u8; 16] }
+    /// 32 weights: `d * (q - 16)` with the fifth bit of weight `j` in bit `j` of `qh`.
+    BlockQ5_0 [22] { d: F16Bits, qh: [u8; 4], qs: [u8; 16] }
+    /// 32 weights: `d * q + m`, 5-bit `q`.
+    BlockQ5_1 [24] { d: F16Bits, m: F16Bits, qh: [u8; 4], qs: [u8; 16] }
+    /// 32 weights: `d * q`, 8-bit `q`.
+    BlockQ8_0 [34] { d: F16Bits, qs: [i8; 32] }
+    /// 32 activations: `d * q`, with `s = d * sum(q)`.
+    BlockQ8_1 [36] { d: F16Bits, s: F16Bits, qs: [i8; 32] }
+    /// 256 weights in 16 groups of 16, 2-bit, 4-bit scales and mins.
+    BlockQ2K [84] { scales: [u8; 16], qs: [u8; 64], d: F16Bits, dmin: F16Bits }
+    /// 256 weights in 16 groups of 16, 3-bit, 6-bit scales.
+    BlockQ3K [110] { hmask: [u8; 32], qs: [u8; 64], scales: [u8; 12], d: F16Bits }
+    /// 256 weights in 8 groups of 32, 4-bit, 6-bit scales and mins packed in 12 bytes.
+    BlockQ4K [144] { d: F16Bits, dmin: F16Bits, scales: [u8; 12], qs: [u8; 128] }
+    /// 256 weights in 8 groups of 32, 5-bit, 6-bit scales and mins.
+    BlockQ5K [176] { d: F16Bits, dmin: F16Bits, scales: [u8; 12], qh: [u8; 32], qs: [u8; 128] }
+    /// 256 weights in 16 groups of 16, 6-bit, 8-bit scales.
+    BlockQ6K [210] { ql: [u8; 128], qh: [u8; 64], scales: [i8; 16], d: F16Bits }
+    /// 256 activations: `d * q` with the sums of each 16 quants.
+    BlockQ8K [292] { d: f32, qs: [i8; 256], bsums: [i16; 16] }
+    /// 32 weights: `d * IQ4NL_LEVELS[q]`.
+    BlockIq4Nl [18] { d: F16Bits, qs: [u8; 16] }
+    /// 256 weights in 8 groups of 32: `d * (scale - 32) * IQ4NL_LEVELS[q]`, 6-bit scales.
+    BlockIq4Xs [136] { d: F16Bits, scales_h: [u8; 2], scales_l: [u8; 4], qs: [u8; 128] }
+
+    /// Four Q4_0 rows interleaved: the 4 scales, then quants in chunks of 4 or 8 bytes taken
+    /// round-robin from the rows, each nibble xor 8 (signed form).
+    BlockQ4_0x4 [72] { d: [F16Bits; 4], qs: [u8; 64] }
+    /// Eight Q4_0 rows interleaved in chunks of 8 bytes, nibbles xor 8.
+    BlockQ4_0x8 [144] { d: [F16Bits; 8], qs: [u8; 128] }
+    /// Eight Q4_K rows: scales, mins, the 6-bit sub-block scales regrouped per sub-block
+    /// (12 bytes for the 8 rows' sub-block `s`), quants in chunks of 8 bytes.
+    BlockQ4Kx8 [1152] { d: [F16Bits; 8], dmin: [F16Bits; 8], scales: [u8; 96], qs: [u8; 1024] }
+    /// Four IQ4_NL rows interleaved in chunks of 4 bytes.
+    BlockIq4Nlx4 [72] { d: [F16Bits; 4], qs: [u8; 64] }
+    /// Eight IQ4_NL rows interleaved in chunks of 8 bytes.
+    BlockIq4Nlx8 [144] { d: [F16Bits; 8], qs: [u8; 128] }
+
+    /// Four activation rows of Q8_0 interleaved in chunks of 4 or 8 bytes.
+    BlockQ8_0x4 [136] { d: [F16Bits; 4], qs: [i8; 128] }
+    /// Four activation rows of Q8_K interleaved in chunks of 8 bytes, with ggml's bsums order.
+    BlockQ8Kx4 [1168] { d: [f32; 4], qs: [i8; 1024], bsums: [i16; 64] }
+}
+
+const _: () = assert!(QK_K == 256);
+
+/// Views `bytes` as a slice of blocks without copying.
+///
+/// Fails when the length is not a whole number of blocks, or (only for the activation blocks
+/// with `f32` fields) when the bytes are misaligned.
+///
+/// ```
+/// use qrepack::blocks::{view_blocks, BlockQ4_0};
+/// let bytes = [0u8; 36];
+/// let blocks: &[BlockQ4_0] = view_blocks(&bytes).unwrap();
+/// assert_eq!(blocks.len(), 2);
+/// assert!(view_blocks::<BlockQ4_0>(&bytes[..35]).is_err());
+/// ```
+pub fn view_blocks<B: Pod>(bytes: &[u8]) -> Result<&[B], Error> {
+    bytemuck::try_cast_slice(bytes).map_err(|e| {
+        Error::Shape(format!(
+            "{} bytes cannot be viewed as blocks of {} bytes: {e}",
+            bytes.len(),
+            std::mem::size_of::<B>()
+        ))
+    })
+}
+
+/// Copies `bytes` into a freshly allocated, properly aligned vector of blocks.
+pub fn collect_blocks<B: Pod>(bytes: &[u8]) -> Result<Vec<B>, Error> {
+    let size = std::mem::size_of::<B>();
+    if bytes.len() % size != 0 {
+        return Err(Error::Shape(format!(
+            "{} bytes are not a whole number of {size}-byte blocks",
+            bytes.len()
+        )));
+    }
+    Ok(bytes.chunks_exact(size).map(bytemuck::pod_read_unaligned).collect())
+}
+
+/// Scale and min of sub-block `j` (0..8) from a Q4_K/Q5_K 12-byte scale field (6 bits each).
+///
+/// ```
+/// use qrepack::blocks::{k4_scale_min, k4_pack_scales};
+/// let s = [1, 2, 3, 63, 5, 6, 7, 8];
+/// let m = [9, 10, 11, 12, 13, 14, 15, 62];
+/// let packed = k4_pack_scales(&s, &m);
+/// assert_eq!(k4_scale_min(&packed, 3), (63, 12));
+/// assert_eq!(k4_scale_min(&packed, 7), (8, 62));
+/// ```
+#[inline]
+pub fn k4_scale_min(q: &[u8; 12], j: usize) -> (u8, u8) {
+    if j < 4 {
+        (q[j] & 63, q[j + 4] & 63)
+    } else {
+        (
+            (q[j + 4] & 0x0f) | ((q[j - 4] >> 6) << 4),
+            (q[j + 4] >> 4) | ((q[j] >> 6) << 4),
+        )
+    }
+}
+
+/// Inverse of [`k4_scale_min`]: packs 8 six-bit scales and mins into 12 bytes.
+pub fn k4_pack_scales(s: &[u8; 8], m: &[u8; 8]) -> [u8; 12] {
+    let mut q = [0u8; 12];
+    for j in 0..4 {
+        q[j] = (s[j] & 63) | ((s[j + 4] & 48) << 2);
+        q[j + 4] = (m[j] & 63) | ((m[j + 4] & 48) << 2);
+        q[j + 8] = (s[j + 4] & 15) | ((m[j + 4] & 15) << 4);
+    }
+    q
+}

@@ -1,0 +1,94 @@
+//! CPU feature detection, done once per process.
+
+use std::sync::OnceLock;
+
+/// The instruction-set extensions qrepack's kernels can use, detected once.
+///
+/// ```
+/// let cpu = qrepack::cpu::CpuFeatures::get();
+/// if cpu.force_scalar { assert!(!cpu.avx2) }
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CpuFeatures {
+    /// AVX2 together with FMA and F16C (the x86 kernel set).
+    pub avx2: bool,
+    /// AVX-512 BW.
+    pub avx512bw: bool,
+    /// AVX-512 VNNI.
+    pub avx512vnni: bool,
+    /// AVX-VNNI (VEX-encoded).
+    pub avxvnni: bool,
+    /// `QREPACK_FORCE_SCALAR=1` was set: every SIMD flag above is off.
+    pub force_scalar: bool,
+}
+
+impl CpuFeatures {
+    /// The features of this CPU, honouring `QREPACK_FORCE_SCALAR` (read once).
+    pub fn get() -> &'static CpuFeatures {
+        static FEATURES: OnceLock<CpuFeatures> = OnceLock::new();
+        FEATURES.get_or_init(|| {
+            let force_scalar = std::env::var("QREPACK_FORCE_SCALAR")
+                .map(|v| !v.is_empty() && v != "0")
+                .unwrap_or(false);
+            if force_scalar {
+                CpuFeatures {
+                    force_scalar,
+                    ..Default::default()
+                }
+            } else {
+                CpuFeatures::detect()
+            }
+        })
+    }
+
+    /// No SIMD at all: the portable kernels.
+    pub const fn scalar() -> CpuFeatures {
+        CpuFeatures {
+            avx2: false,
+            avx512bw: false,
+            avx512vnni: false,
+            avxvnni: false,
+            force_scalar: true,
+        }
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    fn detect() -> CpuFeatures {
+        CpuFeatures {
+            avx2: is_x86_feature_detected!("avx2")
+                && is_x86_feature_detected!("fma")
+                && is_x86_feature_detected!("f16c"),
+            avx512bw: is_x86_feature_detected!("avx512bw"),
+            avx512vnni: is_x86_feature_detected!("avx512vnni"),
+            avxvnni: is_x86_feature_detected!("avxvnni"),
+            force_scalar: false,
+        }
+    }
+
+    #[cfg(not(target_arch = "x86_64"))]
+    fn detect() -> CpuFeatures {
+        CpuFeatures::default()
+    }
+
+    /// Short human-readable summary, e.g. `avx2` or `scalar`.
+    pub fn describe(&self) -> String {
+        let mut parts = Vec::new();
+        if self.avx2 {
+            parts.push("avx2+fma+f16c");
+        }
+        if self.avx512bw {
+            parts.push("avx512bw");
+        }
+        if self.avx512vnni {
+            parts.push("avx512vnni");
+        }
+        if self.avxvnni {
+            parts.push("avxvnni");
+        }
+        if parts.is_empty() {
+            "scalar".to_string()
+        } else {
+            parts.join(",")
+        }
+    }
+}

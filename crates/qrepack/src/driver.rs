@@ -1,0 +1,216 @@
+//! The one generic driver: packs a matrix into any [`PackedLayout`], quantizes activations and
+//! runs the layout's kernels over whole row groups on the current rayon pool.
+
+use bytemuck::Zeroable;
+use rayon::prelude::*;
+
+use crate::activation::ActFormat;
+use crate::blocks::collect_blocks;
+use crate::cpu::CpuFeatures;
+use crate::error::Error;
+use crate::layout::{Kernels, Layout, PackedLayout};
+use crate::types::GgmlType;
+
+/// A matrix stored in some layout, with its kernels chosen: what `QMatrix` holds.
+pub(crate) trait Engine: Send + Sync {
+    fn layout(&self) -> Layout;
+    fn kernel_name(&self) -> &'static str;
+    /// `x`: `n` rows of `cols`; `y`: `n` rows of `rows`. Lengths are checked by the caller.
+    fn matmul(&self, x: &[f32], n: usize, y: &mut [f32]);
+    fn to_ggml_bytes(&self) -> Vec<u8>;
+    fn stored_bytes(&self) -> usize;
+}
+
+type Row<L> = <<L as PackedLayout>::Act as ActFormat>::Row;
+type Quad<L> = <<L as PackedLayout>::Act as ActFormat>::Quad;
+
+/// Output rows per kernel call never exceed this (8 weight rows x 4 activation rows).
+const MAX_TILE: usize = 32;
+
+pub(crate) struct PackedEngine<L: PackedLayout> {
+    packed: Vec<L::Packed>,
+    rows: usize,
+    cols: usize,
+    /// Blocks per row.
+    nb: usize,
+    kernels: Kernels<L>,
+}
+
+impl<L: PackedLayout> PackedEngine<L> {
+    /// Packs `data` (ggml row layout of `L::WEIGHT_TYPE`, already length-checked).
+    pub(crate) fn new(
+        rows: usize,
+        cols: usize,
+        data: &[u8],
+        cpu: &CpuFeatures,
+    ) -> Result<Self, Error> {
+        let ty: GgmlType = L::WEIGHT_TYPE;
+        debug_assert_eq!(ty.block_size(), L::Act::BLOCK);
+        let nb = cols / ty.block_size();
+        let expected = ty.matrix_bytes(rows, cols)?;
+        if data.len() != expected {
+            return Err(Error::Shape(format!(
+                "{rows} x {cols} {ty} needs {expected} bytes, got {}",
+                data.len()
+            )));
+        }
+        let r = L::ROWS;
+        let mut packed = Vec::with_capacity(rows / r * nb);
+        if r == 1 {
+            packed = collect_blocks::<L::Packed>(data)?;
+        } else {
+            let row_bytes = ty.row_bytes(cols)?;
+            let mut group_rows: Vec<Vec<L::Weight>> = Vec::with_capacity(r);
+            for g in data.chunks_exact(row_bytes * r) {
+                group_rows.clear();
+                for row in g.chunks_exact(row_bytes) {
+                    group_rows.push(collect_blocks::<L::Weight>(row)?);
+                }
+                let mut column: Vec<L::Weight> = Vec::with_capacity(r);
+                for b in 0..nb {
+                    column.clear();
+                    column.extend(group_rows.iter().map(|row| row[b]));
+                    packed.push(L::pack(&column));
+                }
+            }
+        }
+        Ok(PackedEngine {
+            packed,
+            rows,
+            cols,
+            nb,
+            kernels: L::kernels(cpu),
+        })
+    }
+
+    /// Same matrix, but with the portable kernels (for testing SIMD against scalar).
+    #[allow(dead_code)]
+    pub(crate) fn with_kernels(mut self, kernels: Kernels<L>) -> Self {
+        self.kernels = kernels;
+        self
+    }
+
+    fn quantize_activations(&self, x: &[f32], n: usize) -> (Vec<Quad<L>>, Vec<Row<L>>) {
+        let cols = self.cols;
+        let quad_len = L::Act::quad_len(self.nb);
+        let n_quads = if n >= 4 { n / 4 } else { 0 };
+        let mut quads = vec![Quad::<L>::zeroed(); n_quads * quad_len];
+        quads
+            .par_chunks_mut(quad_len.max(1))
+            .enumerate()
+            .for_each(|(q, out)| {
+                let base = q * 4 * cols;
+                let rows = [0, 1, 2, 3].map(|m| &x[base + m * cols..base + (m + 1) * cols]);
+                L::Act::quantize_quad(rows, out);
+            });
+        let tail_rows = n - 4 * n_quads;
+        let mut tail = vec![Row::<L>::zeroed(); tail_rows * self.nb];
+        let tail_x = &x[4 * n_quads * cols..n * cols];
+        tail.par_chunks_mut(self.nb.max(1))
+            .zip(tail_x.par_chunks(cols.max(1)))
+            .for_each(|(out, row)| L::Act::quantize_row(row, out));
+        (quads, tail)
+    }
+
+    /// Row groups handed to one rayon task: enough work per task to amortise scheduling, and
+    /// enough tasks to balance the cores.
+    fn groups_per_task(&self, n: usize) -> usize {
+        let groups = self.rows / L::ROWS;
+        let threads = rayon::current_num_threads().max(1);
+        let target_tasks = threads * 8;
+        let by_balance = groups.div_ceil(target_tasks);
+        // A task should touch at least ~64 KiB-equivalent of weights x activations.
+        let min_groups = (4096 / (self.cols.max(1) * n.max(1) / 64 + 1)).max(1);
+        by_balance.max(min_groups).min(groups.max(1))
+    }
+}
+
+impl<L: PackedLayout> Engine for PackedEngine<L> {
+    fn layout(&self) -> Layout {
+        L::LAYOUT
+    }
+
+    fn kernel_name(&self) -> &'static str {
+        self.kernels.name
+    }
+
+    fn matmul(&self, x: &[f32], n: usize, y: &mut [f32]) {
+        if n == 0 || self.rows == 0 {
+            return;
+        }
+        let r = L::ROWS;
+        let nb = self.nb;
+        let (quads, tail) = self.quantize_activations(x, n);
+        let quad_len = L::Act::quad_len(nb);
+        let n_quads = quads.len() / quad_len.max(1);
+        let kernels = self.kernels;
+        let per_task = self.groups_per_task(n);
+
+        if n == 1 {
+            // y is one row: row groups own disjoint slices of it directly.
+            y.par_chunks_mut(per_task * r)
+                .zip(self.packed.par_chunks(per_task * nb))
+                .for_each(|(y_chunk, w_chunk)| {
+                    for (y_group, w_group) in y_chunk.chunks_exact_mut(r).zip(w_chunk.chunks_exact(nb)) {
+                        (kernels.gemv)(w_group, &tail, y_group);
+                    }
+                });
+            return;
+        }
+
+        // Each task owns whole weight rows of a transposed result, then one transpose.
+        let mut y_t = vec![0.0f32; self.rows * n];
+        y_t.par_chunks_mut(per_task * r * n)
+            .zip(self.packed.par_chunks(per_task * nb))
+            .for_each(|(yt_chunk, w_chunk)| {
+                let mut tile = [0.0f32; MAX_TILE];
+                for (g, w_group) in w_chunk.chunks_exact(nb).enumerate() {
+                    let yt_group = &mut yt_chunk[g * r * n..(g + 1) * r * n];
+                    for q in 0..n_quads {
+                        (kernels.gemm)(w_group, &quads[q * quad_len..(q + 1) * quad_len], &mut tile[..4 * r]);
+                        for m in 0..4 {
+                            for j in 0..r {
+                                yt_group[j * n + 4 * q + m] = tile[m * r + j];
+                            }
+                        }
+                    }
+                    for (t, a) in tail.chunks_exact(nb).enumerate() {
+                        (kernels.gemv)(w_group, a, &mut tile[..r]);
+                        for j in 0..r {
+                            yt_group[j * n + 4 * n_quads + t] = tile[j];
+                        }
+                    }
+                }
+            });
+        y.par_chunks_mut(self.rows)
+            .enumerate()
+            .for_each(|(t, y_row)| {
+                for (i, v) in y_row.iter_mut().enumerate() {
+                    *v = y_t[i * n + t];
+                }
+            });
+    }
+
+    fn to_ggml_bytes(&self) -> Vec<u8> {
+        let r = L::ROWS;
+        if r == 1 {
+            return bytemuck::cast_slice(&self.packed).to_vec();
+        }
+        let nb = self.nb;
+        let mut out: Vec<L::Weight> = vec![L::Weight::zeroed(); self.rows * nb];
+        let mut column = vec![L::Weight::zeroed(); r];
+        for (g, group) in self.packed.chunks_exact(nb).enumerate() {
+            for (b, p) in group.iter().enumerate() {
+                L::unpack(p, &mut column);
+                for (j, w) in column.iter().enumerate() {
+                    out[(g * r + j) * nb + b] = *w;
+                }
+            }
+        }
+        bytemuck::cast_slice(&out).to_vec()
+    }
+
+    fn stored_bytes(&self) -> usize {
+        std::mem::size_of_val(self.packed.as_slice())
+    }
+}

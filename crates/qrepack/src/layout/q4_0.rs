@@ -1,0 +1,76 @@
+//! Q4_0 interleaved layouts: `q4_0_4x4`, `q4_0_4x8`, `q4_0_8x8`.
+//!
+//! ggml stores each nibble xor 8, so a packed nibble read as a signed 4-bit number is already the
+//! weight `q - 8`.
+
+use bytemuck::Zeroable;
+
+use crate::activation::Q8_0Interleaved;
+use crate::blocks::{BlockQ4_0, BlockQ4_0x4, BlockQ4_0x8, BlockQ8_0};
+use crate::cpu::CpuFeatures;
+use crate::layout::nibble::{self, SIGNED_NIBBLE};
+use crate::layout::scalar::{self, BlockDot};
+use crate::layout::{deinterleave_quants, interleave_quants, Kernels, Layout, PackedLayout};
+use crate::types::GgmlType;
+
+macro_rules! q4_0_layout {
+    ($name:ident, $layout:ident, $packed:ty, $rows:expr, $il:expr, $pref:expr) => {
+        #[doc = concat!("The `", stringify!($layout), "` layout.")]
+        pub struct $name;
+
+        impl BlockDot for $name {
+            fn block_dot(w: &$packed, a: &BlockQ8_0, acc: &mut [f32]) {
+                nibble::block_dot::<$rows, $il>(&SIGNED_NIBBLE, &w.d, &w.qs, a, acc)
+            }
+        }
+
+        impl PackedLayout for $name {
+            const LAYOUT: Layout = Layout::$layout;
+            const WEIGHT_TYPE: GgmlType = GgmlType::Q4_0;
+            const ROWS: usize = $rows;
+            const INTERLEAVE: usize = $il;
+            type Weight = BlockQ4_0;
+            type Packed = $packed;
+            type Act = Q8_0Interleaved<$il>;
+
+            fn pack(rows: &[BlockQ4_0]) -> $packed {
+                let mut out = <$packed>::zeroed();
+                for (d, r) in out.d.iter_mut().zip(rows) {
+                    *d = r.d;
+                }
+                let qs: Vec<&[u8]> = rows.iter().map(|r| &r.qs[..]).collect();
+                interleave_quants(&qs, $il, 0x88, &mut out.qs);
+                out
+            }
+
+            fn unpack(p: &$packed, rows: &mut [BlockQ4_0]) {
+                for (r, d) in rows.iter_mut().zip(&p.d) {
+                    r.d = *d;
+                }
+                let mut qs: Vec<&mut [u8]> = rows.iter_mut().map(|r| &mut r.qs[..]).collect();
+                deinterleave_quants(&p.qs, $il, 0x88, &mut qs);
+            }
+
+            fn scalar_kernels() -> Kernels<Self> {
+                Kernels {
+                    name: "scalar",
+                    gemv: scalar::gemv::<Self>,
+                    gemm: scalar::gemm::<Self>,
+                }
+            }
+
+            fn kernels(cpu: &CpuFeatures) -> Kernels<Self> {
+                let _ = cpu;
+                Self::scalar_kernels()
+            }
+
+            fn preference(cpu: &CpuFeatures) -> Option<u32> {
+                $pref(cpu)
+            }
+        }
+    };
+}
+
+q4_0_layout!(Q4_0_4x4, Q4_0_4x4, BlockQ4_0x4, 4, 4, |_: &CpuFeatures| None);
+q4_0_layout!(Q4_0_4x8, Q4_0_4x8, BlockQ4_0x4, 4, 8, |_: &CpuFeatures| None);
+q4_0_layout!(Q4_0_8x8, Q4_0_8x8, BlockQ4_0x8, 8, 8, |_: &CpuFeatures| Some(10));

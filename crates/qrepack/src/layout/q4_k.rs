@@ -1,0 +1,110 @@
+//! Q4_K interleaved layout `q4_K_8x8`.
+//!
+//! Eight rows' super-blocks: their scales `d` and `dmin`, then for each of the 8 sub-blocks the
+//! 8 rows' 6-bit (scale, min) pairs encoded with Q4_K's own 12-byte scheme (row `r` plays the role
+//! of sub-block `r`), then the quants in 8-byte chunks taken round-robin from the rows.
+
+use bytemuck::Zeroable;
+
+use crate::activation::Q8KInterleaved;
+use crate::blocks::{k4_pack_scales, k4_scale_min, BlockQ4K, BlockQ4Kx8, BlockQ8K};
+use crate::cpu::CpuFeatures;
+use crate::layout::scalar::{self, BlockDot};
+use crate::layout::{deinterleave_quants, interleave_quants, Kernels, Layout, PackedLayout};
+use crate::types::GgmlType;
+
+/// The `q4_K_8x8` layout.
+pub struct Q4K8x8;
+
+/// The (scale, min) of sub-block `sb` of row `r` in a packed block.
+#[inline]
+pub(crate) fn packed_scale_min(p: &BlockQ4Kx8, sb: usize, r: usize) -> (u8, u8) {
+    let mut group = [0u8; 12];
+    group.copy_from_slice(&p.scales[sb * 12..sb * 12 + 12]);
+    k4_scale_min(&group, r)
+}
+
+impl BlockDot for Q4K8x8 {
+    fn block_dot(w: &BlockQ4Kx8, a: &BlockQ8K, acc: &mut [f32]) {
+        for (r, o) in acc.iter_mut().enumerate().take(8) {
+            let mut sumi = 0i32;
+            let mut summ = 0i32;
+            for sb in 0..8 {
+                let (sc, mn) = packed_scale_min(w, sb, r);
+                // sub-block sb: bytes 32*(sb/2).. of the row, low nibbles for even sb.
+                let mut dot = 0i32;
+                for e in 0..32 {
+                    let byte_idx = 32 * (sb / 2) + e;
+                    let c = byte_idx / 8;
+                    let byte = w.qs[c * 64 + r * 8 + byte_idx % 8];
+                    let q = if sb % 2 == 0 { byte & 0x0f } else { byte >> 4 };
+                    dot += q as i32 * a.qs[sb * 32 + e] as i32;
+                }
+                sumi += sc as i32 * dot;
+                summ += mn as i32 * (a.bsums[2 * sb] as i32 + a.bsums[2 * sb + 1] as i32);
+            }
+            *o += w.d[r].to_f32() * a.d * sumi as f32 - w.dmin[r].to_f32() * a.d * summ as f32;
+        }
+    }
+}
+
+impl PackedLayout for Q4K8x8 {
+    const LAYOUT: Layout = Layout::Q4_K_8x8;
+    const WEIGHT_TYPE: GgmlType = GgmlType::Q4_K;
+    const ROWS: usize = 8;
+    const INTERLEAVE: usize = 8;
+    type Weight = BlockQ4K;
+    type Packed = BlockQ4Kx8;
+    type Act = Q8KInterleaved;
+
+    fn pack(rows: &[BlockQ4K]) -> BlockQ4Kx8 {
+        let mut out = BlockQ4Kx8::zeroed();
+        for (r, b) in rows.iter().enumerate() {
+            out.d[r] = b.d;
+            out.dmin[r] = b.dmin;
+        }
+        for sb in 0..8 {
+            let mut s = [0u8; 8];
+            let mut m = [0u8; 8];
+            for (r, b) in rows.iter().enumerate() {
+                (s[r], m[r]) = k4_scale_min(&b.scales, sb);
+            }
+            out.scales[sb * 12..sb * 12 + 12].copy_from_slice(&k4_pack_scales(&s, &m));
+        }
+        let qs: Vec<&[u8]> = rows.iter().map(|r| &r.qs[..]).collect();
+        interleave_quants(&qs, 8, 0, &mut out.qs);
+        out
+    }
+
+    fn unpack(p: &BlockQ4Kx8, rows: &mut [BlockQ4K]) {
+        for (r, b) in rows.iter_mut().enumerate() {
+            b.d = p.d[r];
+            b.dmin = p.dmin[r];
+            let mut s = [0u8; 8];
+            let mut m = [0u8; 8];
+            for sb in 0..8 {
+                (s[sb], m[sb]) = packed_scale_min(p, sb, r);
+            }
+            b.scales = k4_pack_scales(&s, &m);
+        }
+        let mut qs: Vec<&mut [u8]> = rows.iter_mut().map(|r| &mut r.qs[..]).collect();
+        deinterleave_quants(&p.qs, 8, 0, &mut qs);
+    }
+
+    fn scalar_kernels() -> Kernels<Self> {
+        Kernels {
+            name: "scalar",
+            gemv: scalar::gemv::<Self>,
+            gemm: scalar::gemm::<Self>,
+        }
+    }
+
+    fn kernels(cpu: &CpuFeatures) -> Kernels<Self> {
+        let _ = cpu;
+        Self::scalar_kernels()
+    }
+
+    fn preference(_cpu: &CpuFeatures) -> Option<u32> {
+        Some(10)
+    }
+}

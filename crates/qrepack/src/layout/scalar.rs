@@ -1,0 +1,43 @@
+//! Portable kernels shared by the interleaved layouts: a layout supplies the product of one
+//! packed block with one activation block, and GEMV/GEMM follow from it.
+
+use crate::activation::{ActFormat, InterleavedAct};
+use crate::layout::PackedLayout;
+
+type Row<L> = <<L as PackedLayout>::Act as ActFormat>::Row;
+type Quad<L> = <<L as PackedLayout>::Act as ActFormat>::Quad;
+
+/// A layout whose scalar kernel is "accumulate one block column into `ROWS` outputs".
+pub(crate) trait BlockDot: PackedLayout
+where
+    Self::Act: InterleavedAct,
+{
+    /// Adds the products of block `w` (all `ROWS` rows) with activation block `a` to `acc`.
+    fn block_dot(w: &Self::Packed, a: &Row<Self>, acc: &mut [f32]);
+}
+
+/// GEMV from [`BlockDot`].
+pub(crate) fn gemv<L: BlockDot>(w: &[L::Packed], a: &[Row<L>], out: &mut [f32])
+where
+    L::Act: InterleavedAct,
+{
+    out.fill(0.0);
+    for (wb, ab) in w.iter().zip(a) {
+        L::block_dot(wb, ab, out);
+    }
+}
+
+/// GEMM from [`BlockDot`]: each quad is split back into its four rows.
+pub(crate) fn gemm<L: BlockDot>(w: &[L::Packed], a: &[Quad<L>], out: &mut [f32])
+where
+    L::Act: InterleavedAct,
+{
+    out.fill(0.0);
+    let r = L::ROWS;
+    for (wb, quad) in w.iter().zip(a) {
+        let rows = L::Act::split_quad(quad);
+        for (m, row) in rows.iter().enumerate() {
+            L::block_dot(wb, row, &mut out[m * r..(m + 1) * r]);
+        }
+    }
+}

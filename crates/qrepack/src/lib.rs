@@ -1,0 +1,34 @@
+//! qrepack: fast multiplication of ggml-quantized weight matrices on CPUs.
+//!
+//! Weights arrive as ggml blocks in ggml's row layout (as in a GGUF file). [`QMatrix`] rewrites
+//! them once into an interleaved layout chosen for this CPU (or keeps them plain when none fits),
+//! and multiplies them with f32 activations, which are quantized on the fly exactly as ggml does.
+//!
+//! ```
+//! use qrepack::{quantize, GgmlType, QMatrix};
+//! let (rows, cols) = (16, 64);
+//! let w: Vec<f32> = (0..rows * cols).map(|i| ((i * 7 % 13) as f32 - 6.0) / 6.0).collect();
+//! let bytes = quantize(GgmlType::Q4_0, &w, rows, cols).unwrap();
+//! let m = QMatrix::new(GgmlType::Q4_0, rows, cols, &bytes).unwrap();
+//! let x = vec![0.5f32; 2 * cols];
+//! let mut y = vec![0.0f32; 2 * rows];
+//! m.matmul(&x, 2, &mut y).unwrap();
+//! assert_eq!(m.to_ggml_bytes(), bytes);
+//! ```
+
+pub mod activation;
+pub mod blocks;
+pub mod cpu;
+mod driver;
+pub mod error;
+pub mod layout;
+mod matrix;
+pub mod quant;
+pub mod types;
+pub mod vecdot;
+
+pub use error::{Error, Result};
+pub use layout::Layout;
+pub use matrix::{QExperts, QMatrix};
+pub use quant::{dequantize, quantize};
+pub use types::GgmlType;

@@ -1,0 +1,365 @@
+//! The operator API: [`QMatrix`] (one weight matrix) and [`QExperts`] (mixture of experts).
+
+use std::fmt;
+
+use rayon::prelude::*;
+
+use crate::cpu::CpuFeatures;
+use crate::driver::Engine;
+use crate::error::Error;
+use crate::layout::Layout;
+use crate::types::GgmlType;
+
+/// A quantized weight matrix of `rows` outputs and `cols` inputs, stored in a [`Layout`].
+///
+/// Built from ggml's row layout (the bytes of a GGUF tensor of shape `[cols, rows]`), repacked
+/// once, then multiplied any number of times from any thread.
+///
+/// ```
+/// use qrepack::{quantize, GgmlType, Layout, QMatrix};
+/// let (rows, cols) = (8, 256);
+/// let w: Vec<f32> = (0..rows * cols).map(|i| (i as f32 * 0.37).sin()).collect();
+/// let bytes = quantize(GgmlType::Q4_K, &w, rows, cols).unwrap();
+/// let m = QMatrix::with_layout(GgmlType::Q4_K, rows, cols, &bytes, Layout::Q4_K_8x8).unwrap();
+/// let x: Vec<f32> = (0..cols).map(|i| (i as f32 * 0.11).cos()).collect();
+/// let mut y = vec![0.0; rows];
+/// m.matmul(&x, 1, &mut y).unwrap();
+/// let exact: f32 = (0..cols).map(|k| w[k] * x[k]).sum();
+/// assert!((y[0] - exact).abs() < 0.05 * exact.abs().max(1.0));
+/// ```
+pub struct QMatrix {
+    ty: GgmlType,
+    rows: usize,
+    cols: usize,
+    engine: Box<dyn Engine>,
+}
+
+fn check_matrix(ty: GgmlType, rows: usize, cols: usize, data: &[u8]) -> Result<(), Error> {
+    if rows == 0 || cols == 0 {
+        return Err(Error::Shape(format!(
+            "a matrix needs at least one row and one column, got {rows} x {cols}"
+        )));
+    }
+    let expected = ty.matrix_bytes(rows, cols)?;
+    if data.len() != expected {
+        return Err(Error::Shape(format!(
+            "{rows} x {cols} {ty} weights take {expected} bytes, but {} were given",
+            data.len()
+        )));
+    }
+    Ok(())
+}
+
+impl QMatrix {
+    /// Builds the matrix in the best layout for this CPU, or `plain` when no interleaved layout
+    /// fits the type and row count.
+    pub fn new(ty: GgmlType, rows: usize, cols: usize, data: &[u8]) -> Result<QMatrix, Error> {
+        let cpu = CpuFeatures::get();
+        QMatrix::build(ty, rows, cols, data, Layout::best_for(ty, rows, cpu), cpu)
+    }
+
+    /// Builds the matrix in `layout`; an error when the layout does not hold `ty` or does not
+    /// divide `rows`.
+    pub fn with_layout(
+        ty: GgmlType,
+        rows: usize,
+        cols: usize,
+        data: &[u8],
+        layout: Layout,
+    ) -> Result<QMatrix, Error> {
+        QMatrix::build(ty, rows, cols, data, layout, CpuFeatures::get())
+    }
+
+    /// Builds the matrix in `layout` with the kernels for `cpu` (e.g. [`CpuFeatures::scalar`] to
+    /// compare SIMD against the portable kernels in one process).
+    pub fn with_layout_for_cpu(
+        ty: GgmlType,
+        rows: usize,
+        cols: usize,
+        data: &[u8],
+        layout: Layout,
+        cpu: &CpuFeatures,
+    ) -> Result<QMatrix, Error> {
+        QMatrix::build(ty, rows, cols, data, layout, cpu)
+    }
+
+    fn build(
+        ty: GgmlType,
+        rows: usize,
+        cols: usize,
+        data: &[u8],
+        layout: Layout,
+        cpu: &CpuFeatures,
+    ) -> Result<QMatrix, Error> {
+        check_matrix(ty, rows, cols, data)?;
+        let engine = layout.build(ty, rows, cols, data, cpu)?;
+        Ok(QMatrix {
+            ty,
+            rows,
+            cols,
+            engine,
+        })
+    }
+
+    /// The layout the weights are stored in.
+    pub fn layout(&self) -> Layout {
+        self.engine.layout()
+    }
+    /// The ggml weight type.
+    pub fn ty(&self) -> GgmlType {
+        self.ty
+    }
+    /// Output features (weight rows).
+    pub fn rows(&self) -> usize {
+        self.rows
+    }
+    /// Input features (weight columns).
+    pub fn cols(&self) -> usize {
+        self.cols
+    }
+    /// The kernel family in use (`"scalar"`, `"avx2"` ...).
+    pub fn kernel_name(&self) -> &'static str {
+        self.engine.kernel_name()
+    }
+    /// Bytes of weight storage.
+    pub fn stored_bytes(&self) -> usize {
+        self.engine.stored_bytes()
+    }
+
+    /// `y = x W^T`: `x` holds `n` rows of `cols` activations, `y` receives `n` rows of `rows`.
+    ///
+    /// Groups of 4 activation rows go through the layout's GEMM, the remaining rows through GEMV;
+    /// the weight rows are split over the current rayon pool in whole interleave groups.
+    pub fn matmul(&self, x: &[f32], n: usize, y: &mut [f32]) -> Result<(), Error> {
+        let want_x = n.checked_mul(self.cols);
+        if want_x != Some(x.len()) {
+            return Err(Error::Shape(format!(
+                "x must hold n * cols = {n} * {} activations, but has {}",
+                self.cols,
+                x.len()
+            )));
+        }
+        let want_y = n.checked_mul(self.rows);
+        if want_y != Some(y.len()) {
+            return Err(Error::Shape(format!(
+                "y must hold n * rows = {n} * {} outputs, but has {}",
+                self.rows,
+                y.len()
+            )));
+        }
+        self.engine.matmul(x, n, y);
+        Ok(())
+    }
+
+    /// The weights in ggml's row layout, byte-identical to what was given, whatever the layout.
+    pub fn to_ggml_bytes(&self) -> Vec<u8> {
+        self.engine.to_ggml_bytes()
+    }
+}
+
+impl fmt::Debug for QMatrix {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("QMatrix")
+            .field("ty", &self.ty)
+            .field("rows", &self.rows)
+            .field("cols", &self.cols)
+            .field("layout", &self.layout())
+            .field("kernels", &self.kernel_name())
+            .finish()
+    }
+}
+
+/// `n_expert` weight matrices of the same shape and type (a mixture-of-experts tensor, ggml shape
+/// `[cols, rows, n_expert]`), multiplied per token with the experts the router picked.
+///
+/// ```
+/// use qrepack::{quantize, GgmlType, QExperts, QMatrix};
+/// let (experts, rows, cols) = (3, 8, 32);
+/// let w: Vec<f32> = (0..experts * rows * cols).map(|i| (i as f32 * 0.3).sin()).collect();
+/// let bytes = quantize(GgmlType::Q8_0, &w, experts * rows, cols).unwrap();
+/// let moe = QExperts::new(GgmlType::Q8_0, experts, rows, cols, &bytes).unwrap();
+/// // one token, two used experts (2 and 0), one activation row shared by both
+/// let x = vec![0.25f32; cols];
+/// let mut y = vec![0.0; 2 * rows];
+/// moe.matmul_id(&x, 1, &[2, 0], 2, &mut y).unwrap();
+/// assert!(moe.matmul_id(&x, 1, &[3, 0], 2, &mut y).is_err()); // no expert 3
+/// ```
+pub struct QExperts {
+    ty: GgmlType,
+    rows: usize,
+    cols: usize,
+    experts: Vec<QMatrix>,
+}
+
+impl QExperts {
+    /// Builds every expert in the best layout for this CPU (or `plain`).
+    pub fn new(
+        ty: GgmlType,
+        n_expert: usize,
+        rows: usize,
+        cols: usize,
+        data: &[u8],
+    ) -> Result<QExperts, Error> {
+        let layout = Layout::best_for(ty, rows, CpuFeatures::get());
+        QExperts::with_layout(ty, n_expert, rows, cols, data, layout)
+    }
+
+    /// Builds every expert in `layout`.
+    pub fn with_layout(
+        ty: GgmlType,
+        n_expert: usize,
+        rows: usize,
+        cols: usize,
+        data: &[u8],
+        layout: Layout,
+    ) -> Result<QExperts, Error> {
+        if n_expert == 0 {
+            return Err(Error::Shape("a mixture of experts needs at least one expert".into()));
+        }
+        if rows == 0 || cols == 0 {
+            return Err(Error::Shape(format!(
+                "each expert needs at least one row and one column, got {rows} x {cols}"
+            )));
+        }
+        let per = ty.matrix_bytes(rows, cols)?;
+        let total = per
+            .checked_mul(n_expert)
+            .ok_or_else(|| Error::Shape(format!("{n_expert} experts of {per} bytes overflow usize")))?;
+        if data.len() != total {
+            return Err(Error::Shape(format!(
+                "{n_expert} experts of {rows} x {cols} {ty} take {total} bytes, but {} were given",
+                data.len()
+            )));
+        }
+        let experts = data
+            .par_chunks_exact(per)
+            .map(|chunk| QMatrix::with_layout(ty, rows, cols, chunk, layout))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(QExperts {
+            ty,
+            rows,
+            cols,
+            experts,
+        })
+    }
+
+    /// The layout of the experts.
+    pub fn layout(&self) -> Layout {
+        self.experts[0].layout()
+    }
+    /// The ggml weight type.
+    pub fn ty(&self) -> GgmlType {
+        self.ty
+    }
+    /// Number of experts.
+    pub fn n_expert(&self) -> usize {
+        self.experts.len()
+    }
+    /// Rows of each expert.
+    pub fn rows(&self) -> usize {
+        self.rows
+    }
+    /// Columns of each expert.
+    pub fn cols(&self) -> usize {
+        self.cols
+    }
+    /// One expert as a matrix.
+    pub fn expert(&self, e: usize) -> Option<&QMatrix> {
+        self.experts.get(e)
+    }
+
+    /// Routed product. `ids`: `n_tokens x n_used` expert indices. `x`: `n_tokens x x_rows x cols`
+    /// where `x_rows` is 1 (one row shared by all used experts) or `n_used` (one row per used
+    /// expert). `y`: `n_tokens x n_used x rows`. The same expert may appear twice for one token.
+    ///
+    /// The rows routed to each expert are gathered and multiplied together, so an expert with
+    /// four or more rows runs GEMM.
+    pub fn matmul_id(
+        &self,
+        x: &[f32],
+        x_rows: usize,
+        ids: &[i32],
+        n_used: usize,
+        y: &mut [f32],
+    ) -> Result<(), Error> {
+        if n_used == 0 {
+            return Err(Error::Shape("n_used must be at least 1".into()));
+        }
+        if x_rows != 1 && x_rows != n_used {
+            return Err(Error::Shape(format!(
+                "x_rows must be 1 or n_used ({n_used}), got {x_rows}"
+            )));
+        }
+        if ids.len() % n_used != 0 {
+            return Err(Error::Shape(format!(
+                "ids has {} entries, not a multiple of n_used = {n_used}",
+                ids.len()
+            )));
+        }
+        let n_tokens = ids.len() / n_used;
+        let (cols, rows) = (self.cols, self.rows);
+        if Some(x.len()) != n_tokens.checked_mul(x_rows).and_then(|v| v.checked_mul(cols)) {
+            return Err(Error::Shape(format!(
+                "x must hold n_tokens * x_rows * cols = {n_tokens} * {x_rows} * {cols} values, but has {}",
+                x.len()
+            )));
+        }
+        if Some(y.len()) != ids.len().checked_mul(rows) {
+            return Err(Error::Shape(format!(
+                "y must hold n_tokens * n_used * rows = {n_tokens} * {n_used} * {rows} values, but has {}",
+                y.len()
+            )));
+        }
+        let n_expert = self.experts.len();
+        // Slot lists per expert, in token order.
+        let mut routed: Vec<Vec<usize>> = vec![Vec::new(); n_expert];
+        for (slot, &id) in ids.iter().enumerate() {
+            let e = usize::try_from(id)
+                .ok()
+                .filter(|&e| e < n_expert)
+                .ok_or_else(|| {
+                    Error::Invalid(format!(
+                        "expert id {id} at token {}, slot {} is out of range 0..{n_expert}",
+                        slot / n_used,
+                        slot % n_used
+                    ))
+                })?;
+            routed[e].push(slot);
+        }
+        let results: Vec<(usize, Vec<f32>)> = routed
+            .par_iter()
+            .enumerate()
+            .filter(|(_, slots)| !slots.is_empty())
+            .map(|(e, slots)| {
+                let mut xe = Vec::with_capacity(slots.len() * cols);
+                for &slot in slots {
+                    let token = slot / n_used;
+                    let xr = (slot % n_used) % x_rows;
+                    let start = (token * x_rows + xr) * cols;
+                    xe.extend_from_slice(&x[start..start + cols]);
+                }
+                let mut ye = vec![0.0f32; slots.len() * rows];
+                self.experts[e].engine.matmul(&xe, slots.len(), &mut ye);
+                (e, ye)
+            })
+            .collect();
+        for (e, ye) in results {
+            for (&slot, out) in routed[e].iter().zip(ye.chunks_exact(rows)) {
+                y[slot * rows..(slot + 1) * rows].copy_from_slice(out);
+            }
+        }
+        Ok(())
+    }
+}
+
+impl fmt::Debug for QExperts {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("QExperts")
+            .field("ty", &self.ty)
+            .field("n_expert", &self.experts.len())
+            .field("rows", &self.rows)
+            .field("cols", &self.cols)
+            .field("layout", &self.layout())
+            .finish()
+    }
+}

@@ -1,0 +1,272 @@
+//! The ggml tensor element types qrepack understands.
+
+use std::fmt;
+use std::str::FromStr;
+
+use crate::error::Error;
+
+/// Number of weights in one K-quant super-block.
+pub const QK_K: usize = 256;
+
+/// A ggml element type, with ggml's numeric id (as stored in GGUF files).
+///
+/// ```
+/// use qrepack::GgmlType;
+/// let ty: GgmlType = "q4_K".parse().unwrap();
+/// assert_eq!(ty, GgmlType::Q4_K);
+/// assert_eq!(ty.id(), 12);
+/// assert_eq!(ty.block_size(), 256);
+/// assert_eq!(ty.block_bytes(), 144);
+/// assert_eq!(ty.row_bytes(4096).unwrap(), 16 * 144);
+/// assert!(ty.row_bytes(100).is_err());
+/// ```
+#[allow(non_camel_case_types)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum GgmlType {
+    F32,
+    F16,
+    BF16,
+    Q4_0,
+    Q4_1,
+    Q5_0,
+    Q5_1,
+    Q8_0,
+    Q8_1,
+    Q2_K,
+    Q3_K,
+    Q4_K,
+    Q5_K,
+    Q6_K,
+    Q8_K,
+    IQ4_NL,
+    IQ4_XS,
+}
+
+impl GgmlType {
+    /// Every supported type, in ggml id order.
+    pub const ALL: [GgmlType; 17] = [
+        GgmlType::F32,
+        GgmlType::F16,
+        GgmlType::Q4_0,
+        GgmlType::Q4_1,
+        GgmlType::Q5_0,
+        GgmlType::Q5_1,
+        GgmlType::Q8_0,
+        GgmlType::Q8_1,
+        GgmlType::Q2_K,
+        GgmlType::Q3_K,
+        GgmlType::Q4_K,
+        GgmlType::Q5_K,
+        GgmlType::Q6_K,
+        GgmlType::Q8_K,
+        GgmlType::IQ4_NL,
+        GgmlType::IQ4_XS,
+        GgmlType::BF16,
+    ];
+
+    /// ggml's numeric type id (`enum ggml_type`).
+    pub const fn id(self) -> u32 {
+        match self {
+            GgmlType::F32 => 0,
+            GgmlType::F16 => 1,
+            GgmlType::Q4_0 => 2,
+            GgmlType::Q4_1 => 3,
+            GgmlType::Q5_0 => 6,
+            GgmlType::Q5_1 => 7,
+            GgmlType::Q8_0 => 8,
+            GgmlType::Q8_1 => 9,
+            GgmlType::Q2_K => 10,
+            GgmlType::Q3_K => 11,
+            GgmlType::Q4_K => 12,
+            GgmlType::Q5_K => 13,
+            GgmlType::Q6_K => 14,
+            GgmlType::Q8_K => 15,
+            GgmlType::IQ4_NL => 20,
+            GgmlType::IQ4_XS => 23,
+            GgmlType::BF16 => 30,
+        }
+    }
+
+    /// The type with ggml id `id`, if qrepack supports it.
+    ///
+    /// ```
+    /// use qrepack::GgmlType;
+    /// assert_eq!(GgmlType::from_id(20), Some(GgmlType::IQ4_NL));
+    /// assert_eq!(GgmlType::from_id(4), None); // removed Q4_2
+    /// ```
+    pub fn from_id(id: u32) -> Option<GgmlType> {
+        GgmlType::ALL.iter().copied().find(|t| t.id() == id)
+    }
+
+    /// ggml's name for the type (`ggml_type_name`).
+    pub const fn name(self) -> &'static str {
+        match self {
+            GgmlType::F32 => "f32",
+            GgmlType::F16 => "f16",
+            GgmlType::BF16 => "bf16",
+            GgmlType::Q4_0 => "q4_0",
+            GgmlType::Q4_1 => "q4_1",
+            GgmlType::Q5_0 => "q5_0",
+            GgmlType::Q5_1 => "q5_1",
+            GgmlType::Q8_0 => "q8_0",
+            GgmlType::Q8_1 => "q8_1",
+            GgmlType::Q2_K => "q2_K",
+            GgmlType::Q3_K => "q3_K",
+            GgmlType::Q4_K => "q4_K",
+            GgmlType::Q5_K => "q5_K",
+            GgmlType::Q6_K => "q6_K",
+            GgmlType::Q8_K => "q8_K",
+            GgmlType::IQ4_NL => "iq4_nl",
+            GgmlType::IQ4_XS => "iq4_xs",
+        }
+    }
+
+    /// Number of weights in one block.
+    pub const fn block_size(self) -> usize {
+        match self {
+            GgmlType::F32 | GgmlType::F16 | GgmlType::BF16 => 1,
+            GgmlType::Q4_0
+            | GgmlType::Q4_1
+            | GgmlType::Q5_0
+            | GgmlType::Q5_1
+            | GgmlType::Q8_0
+            | GgmlType::Q8_1
+            | GgmlType::IQ4_NL => 32,
+            GgmlType::Q2_K
+            | GgmlType::Q3_K
+            | GgmlType::Q4_K
+            | GgmlType::Q5_K
+            | GgmlType::Q6_K
+            | GgmlType::Q8_K
+            | GgmlType::IQ4_XS => QK_K,
+        }
+    }
+
+    /// Bytes in one block.
+    pub const fn block_bytes(self) -> usize {
+        match self {
+            GgmlType::F32 => 4,
+            GgmlType::F16 | GgmlType::BF16 => 2,
+            GgmlType::Q4_0 => 18,
+            GgmlType::Q4_1 => 20,
+            GgmlType::Q5_0 => 22,
+            GgmlType::Q5_1 => 24,
+            GgmlType::Q8_0 => 34,
+            GgmlType::Q8_1 => 36,
+            GgmlType::Q2_K => 84,
+            GgmlType::Q3_K => 110,
+            GgmlType::Q4_K => 144,
+            GgmlType::Q5_K => 176,
+            GgmlType::Q6_K => 210,
+            GgmlType::Q8_K => 292,
+            GgmlType::IQ4_NL => 18,
+            GgmlType::IQ4_XS => 136,
+        }
+    }
+
+    /// True for the block-quantized types (everything but F32, F16 and BF16).
+    pub const fn is_quantized(self) -> bool {
+        !matches!(self, GgmlType::F32 | GgmlType::F16 | GgmlType::BF16)
+    }
+
+    /// Bytes in one row of `cols` weights; an error when `cols` is not a whole number of blocks.
+    pub fn row_bytes(self, cols: usize) -> Result<usize, Error> {
+        if cols % self.block_size() != 0 {
+            return Err(Error::Shape(format!(
+                "{} rows need a multiple of {} columns, got {cols}",
+                self.name(),
+                self.block_size()
+            )));
+        }
+        (cols / self.block_size())
+            .checked_mul(self.block_bytes())
+            .ok_or_else(|| Error::Shape(format!("{cols} columns of {} overflow usize", self.name())))
+    }
+
+    /// Bytes of a `rows` x `cols` matrix in ggml row layout.
+    ///
+    /// ```
+    /// use qrepack::GgmlType;
+    /// assert_eq!(GgmlType::Q8_0.matrix_bytes(2, 64).unwrap(), 2 * 2 * 34);
+    /// ```
+    pub fn matrix_bytes(self, rows: usize, cols: usize) -> Result<usize, Error> {
+        self.row_bytes(cols)?
+            .checked_mul(rows)
+            .ok_or_else(|| Error::Shape(format!("{rows} x {cols} {} overflows usize", self.name())))
+    }
+
+    /// The type the activations are quantized to for this weight type's plain dot product
+    /// (ggml's `vec_dot_type`).
+    ///
+    /// ```
+    /// use qrepack::GgmlType;
+    /// assert_eq!(GgmlType::Q4_0.vec_dot_type(), GgmlType::Q8_0);
+    /// assert_eq!(GgmlType::Q6_K.vec_dot_type(), GgmlType::Q8_K);
+    /// ```
+    pub const fn vec_dot_type(self) -> GgmlType {
+        match self {
+            GgmlType::F32 => GgmlType::F32,
+            GgmlType::F16 => GgmlType::F16,
+            GgmlType::BF16 => GgmlType::BF16,
+            GgmlType::Q4_0 | GgmlType::Q5_0 | GgmlType::Q8_0 | GgmlType::IQ4_NL => GgmlType::Q8_0,
+            GgmlType::Q4_1 | GgmlType::Q5_1 | GgmlType::Q8_1 => GgmlType::Q8_1,
+            GgmlType::Q2_K
+            | GgmlType::Q3_K
+            | GgmlType::Q4_K
+            | GgmlType::Q5_K
+            | GgmlType::Q6_K
+            | GgmlType::Q8_K
+            | GgmlType::IQ4_XS => GgmlType::Q8_K,
+        }
+    }
+}
+
+impl fmt::Display for GgmlType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for GgmlType {
+    type Err = Error;
+
+    /// Parses ggml's names case-insensitively (`q4_k`, `Q4_K`, `IQ4_NL` ...).
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        GgmlType::ALL
+            .iter()
+            .copied()
+            .find(|t| t.name().eq_ignore_ascii_case(s))
+            .ok_or_else(|| {
+                let names: Vec<&str> = GgmlType::ALL.iter().map(|t| t.name()).collect();
+                Error::Unsupported(format!(
+                    "unknown type '{s}' (known: {})",
+                    names.join(", ")
+                ))
+            })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip_and_ids_are_unique() {
+        for ty in GgmlType::ALL {
+            assert_eq!(ty.name().parse::<GgmlType>().unwrap(), ty);
+            assert_eq!(ty.name().to_uppercase().parse::<GgmlType>().unwrap(), ty);
+            assert_eq!(GgmlType::from_id(ty.id()), Some(ty));
+            assert_eq!(ty.to_string(), ty.name());
+        }
+        assert!("q4_2".parse::<GgmlType>().is_err());
+    }
+
+    #[test]
+    fn row_bytes_rejects_partial_blocks() {
+        assert_eq!(GgmlType::Q4_0.row_bytes(64).unwrap(), 36);
+        assert!(GgmlType::Q4_0.row_bytes(48).is_err());
+        assert!(GgmlType::Q6_K.row_bytes(640).is_err());
+        assert_eq!(GgmlType::F16.row_bytes(3).unwrap(), 6);
+        assert!(GgmlType::Q4_0.matrix_bytes(usize::MAX, 64).is_err());
+    }
+}
