@@ -4,22 +4,27 @@ use std::sync::OnceLock;
 
 /// The instruction-set extensions qrepack's kernels can use, detected once.
 ///
+/// The fields are private: a value can only come from detection ([`CpuFeatures::get`]) or be the
+/// portable subset ([`CpuFeatures::scalar`]), so SIMD kernels are never selected for a CPU that
+/// lacks them.
+///
 /// ```
 /// let cpu = qrepack::cpu::CpuFeatures::get();
-/// if cpu.force_scalar { assert!(!cpu.avx2) }
+/// if cpu.force_scalar() { assert!(!cpu.avx2()) }
+/// assert!(!qrepack::cpu::CpuFeatures::scalar().avx2());
 /// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct CpuFeatures {
     /// AVX2 together with FMA and F16C (the x86 kernel set).
-    pub avx2: bool,
+    avx2: bool,
     /// AVX-512 BW.
-    pub avx512bw: bool,
+    avx512bw: bool,
     /// AVX-512 VNNI.
-    pub avx512vnni: bool,
+    avx512vnni: bool,
     /// AVX-VNNI (VEX-encoded).
-    pub avxvnni: bool,
+    avxvnni: bool,
     /// `QREPACK_FORCE_SCALAR=1` was set: every SIMD flag above is off.
-    pub force_scalar: bool,
+    force_scalar: bool,
 }
 
 impl CpuFeatures {
@@ -68,6 +73,27 @@ impl CpuFeatures {
     #[cfg(not(target_arch = "x86_64"))]
     fn detect() -> CpuFeatures {
         CpuFeatures::default()
+    }
+
+    /// AVX2 with FMA and F16C.
+    pub fn avx2(&self) -> bool {
+        self.avx2
+    }
+    /// AVX-512 BW.
+    pub fn avx512bw(&self) -> bool {
+        self.avx512bw
+    }
+    /// AVX-512 VNNI.
+    pub fn avx512vnni(&self) -> bool {
+        self.avx512vnni
+    }
+    /// AVX-VNNI.
+    pub fn avxvnni(&self) -> bool {
+        self.avxvnni
+    }
+    /// True when `QREPACK_FORCE_SCALAR` disabled SIMD (or for [`CpuFeatures::scalar`]).
+    pub fn force_scalar(&self) -> bool {
+        self.force_scalar
     }
 
     /// Short human-readable summary, e.g. `avx2` or `scalar`.

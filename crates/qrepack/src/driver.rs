@@ -112,18 +112,26 @@ impl<L: PackedLayout> PackedEngine<L> {
         (quads, tail)
     }
 
-    /// Row groups handed to one rayon task: enough work per task to amortise scheduling, and
-    /// enough tasks to balance the cores.
+    /// Row groups handed to one rayon task. With one activation row the weights stream once, so
+    /// tasks only need to be large enough to amortise scheduling; with several, a task's weights
+    /// are revisited for every group of four activation rows and should stay in L2.
     fn groups_per_task(&self, n: usize) -> usize {
-        let groups = self.rows / L::ROWS;
+        let groups = (self.rows / L::ROWS).max(1);
         let threads = rayon::current_num_threads().max(1);
-        let target_tasks = threads * 8;
-        let by_balance = groups.div_ceil(target_tasks);
-        // A task should touch at least ~64 KiB-equivalent of weights x activations.
-        let min_groups = (4096 / (self.cols.max(1) * n.max(1) / 64 + 1)).max(1);
-        by_balance.max(min_groups).min(groups.max(1))
+        let group_bytes = (L::ROWS * self.nb * std::mem::size_of::<L::Weight>()).max(1);
+        let balanced = groups.div_ceil(threads * 4);
+        let cap = if n == 1 {
+            // ~64 KiB of weights per task: a few microseconds of work.
+            (64 * 1024 / group_bytes).max(1)
+        } else {
+            (L2_WEIGHT_BUDGET / group_bytes).max(1)
+        };
+        balanced.min(cap).max(1)
     }
 }
+
+/// Weight bytes a GEMM task keeps hot while it sweeps over the activations (Zen 1 has 512 KiB L2).
+const L2_WEIGHT_BUDGET: usize = 192 * 1024;
 
 impl<L: PackedLayout> Engine for PackedEngine<L> {
     fn layout(&self) -> Layout {
@@ -164,18 +172,25 @@ impl<L: PackedLayout> Engine for PackedEngine<L> {
             .zip(self.packed.par_chunks(per_task * nb))
             .for_each(|(yt_chunk, w_chunk)| {
                 let mut tile = [0.0f32; MAX_TILE];
-                for (g, w_group) in w_chunk.chunks_exact(nb).enumerate() {
-                    let yt_group = &mut yt_chunk[g * r * n..(g + 1) * r * n];
-                    for q in 0..n_quads {
-                        (kernels.gemm)(w_group, &quads[q * quad_len..(q + 1) * quad_len], &mut tile[..4 * r]);
+                let groups = w_chunk.len() / nb;
+                // Activations outer, weights inner: the task's weights stay in L2 while each
+                // group of four activation rows is read once.
+                for q in 0..n_quads {
+                    let a = &quads[q * quad_len..(q + 1) * quad_len];
+                    for g in 0..groups {
+                        (kernels.gemm)(&w_chunk[g * nb..(g + 1) * nb], a, &mut tile[..4 * r]);
+                        let yt_group = &mut yt_chunk[g * r * n..(g + 1) * r * n];
                         for m in 0..4 {
                             for j in 0..r {
                                 yt_group[j * n + 4 * q + m] = tile[m * r + j];
                             }
                         }
                     }
-                    for (t, a) in tail.chunks_exact(nb).enumerate() {
-                        (kernels.gemv)(w_group, a, &mut tile[..r]);
+                }
+                for (t, a) in tail.chunks_exact(nb).enumerate() {
+                    for g in 0..groups {
+                        (kernels.gemv)(&w_chunk[g * nb..(g + 1) * nb], a, &mut tile[..r]);
+                        let yt_group = &mut yt_chunk[g * r * n..(g + 1) * r * n];
                         for j in 0..r {
                             yt_group[j * n + 4 * n_quads + t] = tile[j];
                         }

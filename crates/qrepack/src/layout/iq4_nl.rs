@@ -6,13 +6,14 @@ use bytemuck::Zeroable;
 use crate::activation::Q8_0Interleaved;
 use crate::blocks::{BlockIq4Nl, BlockIq4Nlx4, BlockIq4Nlx8, BlockQ8_0};
 use crate::cpu::CpuFeatures;
+use crate::layout::avx2_nibble;
 use crate::layout::nibble::{self, IQ4NL_NIBBLE};
 use crate::layout::scalar::{self, BlockDot};
 use crate::layout::{deinterleave_quants, interleave_quants, Kernels, Layout, PackedLayout};
 use crate::types::GgmlType;
 
 macro_rules! iq4_nl_layout {
-    ($name:ident, $layout:ident, $packed:ty, $rows:expr, $il:expr, $pref:expr) => {
+    ($name:ident, $layout:ident, $packed:ty, $rows:expr, $il:expr, $pref:expr, $simd:expr) => {
         #[doc = concat!("The `", stringify!($layout), "` layout.")]
         pub struct $name;
 
@@ -58,8 +59,7 @@ macro_rules! iq4_nl_layout {
             }
 
             fn kernels(cpu: &CpuFeatures) -> Kernels<Self> {
-                let _ = cpu;
-                Self::scalar_kernels()
+                $simd(cpu).unwrap_or_else(Self::scalar_kernels)
             }
 
             fn preference(cpu: &CpuFeatures) -> Option<u32> {
@@ -69,5 +69,7 @@ macro_rules! iq4_nl_layout {
     };
 }
 
-iq4_nl_layout!(Iq4Nl4x4, IQ4_NL_4x4, BlockIq4Nlx4, 4, 4, |_: &CpuFeatures| None);
-iq4_nl_layout!(Iq4Nl8x8, IQ4_NL_8x8, BlockIq4Nlx8, 8, 8, |_: &CpuFeatures| Some(10));
+iq4_nl_layout!(Iq4Nl4x4, IQ4_NL_4x4, BlockIq4Nlx4, 4, 4, |_: &CpuFeatures| None, |_: &CpuFeatures| None);
+iq4_nl_layout!(Iq4Nl8x8, IQ4_NL_8x8, BlockIq4Nlx8, 8, 8, |_: &CpuFeatures| Some(10), |cpu: &CpuFeatures| {
+    avx2_nibble::kernels::<BlockIq4Nlx8>(cpu).map(|(gemv, gemm)| Kernels { name: "avx2", gemv, gemm })
+});

@@ -17,6 +17,8 @@ use crate::driver::{Engine, PackedEngine};
 use crate::error::Error;
 use crate::types::GgmlType;
 
+mod avx2_nibble;
+mod avx2_q4k;
 mod iq4_nl;
 mod nibble;
 mod plain;

@@ -8,13 +8,14 @@ use bytemuck::Zeroable;
 use crate::activation::Q8_0Interleaved;
 use crate::blocks::{BlockQ4_0, BlockQ4_0x4, BlockQ4_0x8, BlockQ8_0};
 use crate::cpu::CpuFeatures;
+use crate::layout::avx2_nibble;
 use crate::layout::nibble::{self, SIGNED_NIBBLE};
 use crate::layout::scalar::{self, BlockDot};
 use crate::layout::{deinterleave_quants, interleave_quants, Kernels, Layout, PackedLayout};
 use crate::types::GgmlType;
 
 macro_rules! q4_0_layout {
-    ($name:ident, $layout:ident, $packed:ty, $rows:expr, $il:expr, $pref:expr) => {
+    ($name:ident, $layout:ident, $packed:ty, $rows:expr, $il:expr, $pref:expr, $simd:expr) => {
         #[doc = concat!("The `", stringify!($layout), "` layout.")]
         pub struct $name;
 
@@ -60,8 +61,7 @@ macro_rules! q4_0_layout {
             }
 
             fn kernels(cpu: &CpuFeatures) -> Kernels<Self> {
-                let _ = cpu;
-                Self::scalar_kernels()
+                $simd(cpu).unwrap_or_else(Self::scalar_kernels)
             }
 
             fn preference(cpu: &CpuFeatures) -> Option<u32> {
@@ -71,6 +71,8 @@ macro_rules! q4_0_layout {
     };
 }
 
-q4_0_layout!(Q4_0_4x4, Q4_0_4x4, BlockQ4_0x4, 4, 4, |_: &CpuFeatures| None);
-q4_0_layout!(Q4_0_4x8, Q4_0_4x8, BlockQ4_0x4, 4, 8, |_: &CpuFeatures| None);
-q4_0_layout!(Q4_0_8x8, Q4_0_8x8, BlockQ4_0x8, 8, 8, |_: &CpuFeatures| Some(10));
+q4_0_layout!(Q4_0_4x4, Q4_0_4x4, BlockQ4_0x4, 4, 4, |_: &CpuFeatures| None, |_: &CpuFeatures| None);
+q4_0_layout!(Q4_0_4x8, Q4_0_4x8, BlockQ4_0x4, 4, 8, |_: &CpuFeatures| None, |_: &CpuFeatures| None);
+q4_0_layout!(Q4_0_8x8, Q4_0_8x8, BlockQ4_0x8, 8, 8, |_: &CpuFeatures| Some(10), |cpu: &CpuFeatures| {
+    avx2_nibble::kernels::<BlockQ4_0x8>(cpu).map(|(gemv, gemm)| Kernels { name: "avx2", gemv, gemm })
+});

@@ -9,6 +9,7 @@ use bytemuck::Zeroable;
 use crate::activation::Q8KInterleaved;
 use crate::blocks::{k4_pack_scales, k4_scale_min, BlockQ4K, BlockQ4Kx8, BlockQ8K};
 use crate::cpu::CpuFeatures;
+use crate::layout::avx2_q4k;
 use crate::layout::scalar::{self, BlockDot};
 use crate::layout::{deinterleave_quants, interleave_quants, Kernels, Layout, PackedLayout};
 use crate::types::GgmlType;
@@ -100,8 +101,13 @@ impl PackedLayout for Q4K8x8 {
     }
 
     fn kernels(cpu: &CpuFeatures) -> Kernels<Self> {
-        let _ = cpu;
-        Self::scalar_kernels()
+        avx2_q4k::kernels(cpu)
+            .map(|(gemv, gemm)| Kernels {
+                name: "avx2",
+                gemv,
+                gemm,
+            })
+            .unwrap_or_else(Self::scalar_kernels)
     }
 
     fn preference(_cpu: &CpuFeatures) -> Option<u32> {

@@ -1,0 +1,512 @@
+//! `qrepack bench`: times `QMatrix::matmul` on the peer's deterministic data.
+
+use std::time::Instant;
+
+use anyhow::{bail, Context, Result};
+use qrepack::cpu::CpuFeatures;
+use qrepack::{GgmlType, Layout, QMatrix};
+use rayon::prelude::*;
+use serde_json::{json, Value};
+
+use crate::data;
+use crate::table::{fmt_ms, fmt_rate, fmt_speedup, Align, Table};
+
+/// The default suite: LLaMA-7B-shaped matrices (attention / FFN up / FFN down).
+pub const SUITE_SHAPES: [(usize, usize); 3] = [(4096, 4096), (11008, 4096), (4096, 11008)];
+/// The default suite's weight types.
+pub const SUITE_TYPES: [GgmlType; 4] = [
+    GgmlType::Q4_0,
+    GgmlType::Q4_K,
+    GgmlType::IQ4_NL,
+    GgmlType::Q8_0,
+];
+/// The default suite's batches: one token (decode) and a 512-token prompt.
+pub const SUITE_BATCHES: [usize; 2] = [1, 512];
+
+/// Batches up to this size are timed "cold" (rotating over copies of the weights), like decode.
+pub const COLD_MAX_BATCH: usize = 3;
+
+/// Which layouts to time.
+#[derive(Clone, Debug, PartialEq)]
+pub enum LayoutSel {
+    /// The layout `QMatrix::new` picks, and `plain` too when `vs_plain` (and it differs).
+    Auto { vs_plain: bool },
+    /// Exactly these layouts.
+    Fixed(Vec<Layout>),
+}
+
+/// How many repetitions to time.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Reps {
+    /// Exactly this many (after the warm-up).
+    Fixed(usize),
+    /// Until `min_time` seconds have passed and at least `min` reps ran, at most `max`.
+    Adaptive {
+        min_time: f64,
+        min: usize,
+        max: usize,
+    },
+}
+
+/// A whole benchmark run: every type x shape x batch x layout.
+#[derive(Clone, Debug)]
+pub struct Config {
+    pub types: Vec<GgmlType>,
+    pub shapes: Vec<(usize, usize)>,
+    pub batches: Vec<usize>,
+    pub layouts: LayoutSel,
+    pub reps: Reps,
+    /// Weights to rotate over for small batches, in MiB (0: always hot).
+    pub cold_mb: f64,
+    pub seed: u64,
+    /// Progress lines on stderr.
+    pub progress: bool,
+}
+
+impl Config {
+    /// Checks the whole plan before any data is generated, with messages naming the option.
+    pub fn validate(&self) -> Result<()> {
+        if self.types.is_empty() || self.shapes.is_empty() || self.batches.is_empty() {
+            bail!("nothing to measure");
+        }
+        if let Some(b) = self.batches.iter().find(|&&b| b == 0) {
+            bail!("--batch must be at least 1, got {b}");
+        }
+        if !(self.cold_mb.is_finite() && self.cold_mb >= 0.0) {
+            bail!(
+                "--cold-mb must be a non-negative number, got {}",
+                self.cold_mb
+            );
+        }
+        match self.reps {
+            Reps::Fixed(0) => bail!("--reps must be at least 1"),
+            Reps::Adaptive { min_time, .. } if !(min_time.is_finite() && min_time >= 0.0) => {
+                bail!("--min-time must be a non-negative number of seconds, got {min_time}")
+            }
+            _ => {}
+        }
+        for &(rows, cols) in &self.shapes {
+            if rows == 0 || cols == 0 {
+                bail!("--rows and --cols must be at least 1, got {rows} x {cols}");
+            }
+            for &batch in &self.batches {
+                if batch
+                    .checked_mul(cols.max(rows))
+                    .is_none_or(|n| n > 1 << 32)
+                {
+                    bail!("--batch {batch} with a {rows} x {cols} matrix is too large");
+                }
+            }
+            if rows.checked_mul(cols).is_none_or(|n| n > 1 << 32) {
+                bail!("a {rows} x {cols} matrix is too large");
+            }
+            for &ty in &self.types {
+                ty.row_bytes(cols)
+                    .with_context(|| format!("--cols {cols} does not fit {ty}"))?;
+                for layout in self.layouts_for(ty, rows) {
+                    check_layout(layout, ty, rows)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The layouts timed for a `rows`-row matrix of `ty`, the automatic choice first.
+    pub fn layouts_for(&self, ty: GgmlType, rows: usize) -> Vec<Layout> {
+        match &self.layouts {
+            LayoutSel::Fixed(list) => list.clone(),
+            LayoutSel::Auto { vs_plain } => {
+                let best = Layout::best_for(ty, rows, CpuFeatures::get());
+                let mut v = vec![best];
+                if *vs_plain && best != Layout::Plain {
+                    v.push(Layout::Plain);
+                }
+                v
+            }
+        }
+    }
+
+    /// Number of measurements in the plan.
+    pub fn count(&self) -> usize {
+        let mut n = 0;
+        for &(rows, _) in &self.shapes {
+            for &ty in &self.types {
+                n += self.layouts_for(ty, rows).len() * self.batches.len();
+            }
+        }
+        n
+    }
+}
+
+/// An error naming why `layout` cannot hold a `rows`-row matrix of `ty`.
+pub fn check_layout(layout: Layout, ty: GgmlType, rows: usize) -> Result<()> {
+    if let Some(wt) = layout.weight_type() {
+        if wt != ty {
+            bail!("layout {layout} holds {wt} weights, not {ty} (try --layout plain, or see `qrepack info`)");
+        }
+    }
+    let r = layout.rows_interleaved();
+    if rows % r != 0 {
+        bail!("layout {layout} interleaves {r} rows, but --rows {rows} is not a multiple of {r}");
+    }
+    Ok(())
+}
+
+/// Order statistics of the timed reps, in seconds.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Stats {
+    pub median: f64,
+    pub min: f64,
+    pub max: f64,
+    pub p10: f64,
+    pub p90: f64,
+}
+
+/// Linear-interpolated percentile of sorted values, as the peer computes it.
+fn pct(sorted: &[f64], p: f64) -> f64 {
+    let idx = p * (sorted.len() - 1) as f64;
+    let lo = idx as usize;
+    let hi = (lo + 1).min(sorted.len() - 1);
+    sorted[lo] + (sorted[hi] - sorted[lo]) * (idx - lo as f64)
+}
+
+impl Stats {
+    /// Statistics of a non-empty sample.
+    pub fn of(times: &[f64]) -> Stats {
+        assert!(!times.is_empty());
+        let mut t = times.to_vec();
+        t.sort_by(f64::total_cmp);
+        Stats {
+            median: pct(&t, 0.5),
+            min: pct(&t, 0.0),
+            max: pct(&t, 1.0),
+            p10: pct(&t, 0.1),
+            p90: pct(&t, 0.9),
+        }
+    }
+}
+
+/// One timed configuration.
+#[derive(Clone, Debug)]
+pub struct Measurement {
+    pub ty: GgmlType,
+    pub rows: usize,
+    pub cols: usize,
+    pub batch: usize,
+    pub threads: usize,
+    pub layout: Layout,
+    /// The layout is the one `QMatrix::new` picks.
+    pub chosen: bool,
+    pub kernels: &'static str,
+    /// `"hot"` (one matrix) or `"cold"` (rotating over `copies`).
+    pub mode: &'static str,
+    pub copies: usize,
+    pub reps: usize,
+    pub stats: Stats,
+    /// Stored weight bytes of one matrix.
+    pub weight_bytes: usize,
+    /// `plain` median / this median, when `plain` was timed too.
+    pub speedup_vs_plain: Option<f64>,
+    pub seed: u64,
+}
+
+impl Measurement {
+    pub fn flop(&self) -> f64 {
+        2.0 * self.rows as f64 * self.cols as f64 * self.batch as f64
+    }
+    pub fn gflops(&self) -> f64 {
+        self.flop() / self.stats.median * 1e-9
+    }
+    pub fn weight_gbs(&self) -> f64 {
+        self.weight_bytes as f64 / self.stats.median * 1e-9
+    }
+
+    pub fn to_json(&self) -> Value {
+        json!({
+            "type": self.ty.name(),
+            "rows": self.rows,
+            "cols": self.cols,
+            "batch": self.batch,
+            "threads": self.threads,
+            "layout": self.layout.name(),
+            "chosen": self.chosen,
+            "kernels": self.kernels,
+            "mode": self.mode,
+            "copies": self.copies,
+            "reps": self.reps,
+            "median_ms": self.stats.median * 1e3,
+            "min_ms": self.stats.min * 1e3,
+            "max_ms": self.stats.max * 1e3,
+            "p10_ms": self.stats.p10 * 1e3,
+            "p90_ms": self.stats.p90 * 1e3,
+            "gflops": self.gflops(),
+            "weight_gbs": self.weight_gbs(),
+            "weight_bytes": self.weight_bytes,
+            "speedup_vs_plain": self.speedup_vs_plain,
+            "seed": self.seed,
+            "cpu": CpuFeatures::get().describe(),
+        })
+    }
+}
+
+/// The report table of `ms`.
+pub fn table(ms: &[Measurement]) -> Table {
+    let mut t = Table::new(&[
+        ("type", Align::Left),
+        ("shape", Align::Left),
+        ("batch", Align::Right),
+        ("layout", Align::Left),
+        ("kernels", Align::Left),
+        ("mode", Align::Left),
+        ("reps", Align::Right),
+        ("median ms", Align::Right),
+        ("GFLOP/s", Align::Right),
+        ("weight GB/s", Align::Right),
+        ("vs plain", Align::Right),
+    ]);
+    for m in ms {
+        let mode = if m.copies > 1 {
+            format!("{} x{}", m.mode, m.copies)
+        } else {
+            m.mode.to_string()
+        };
+        t.push(vec![
+            m.ty.to_string(),
+            format!("{}x{}", m.rows, m.cols),
+            m.batch.to_string(),
+            m.layout.to_string(),
+            m.kernels.to_string(),
+            mode,
+            m.reps.to_string(),
+            fmt_ms(m.stats.median * 1e3),
+            fmt_rate(m.gflops()),
+            fmt_rate(m.weight_gbs()),
+            fmt_speedup(m.speedup_vs_plain),
+        ]);
+    }
+    t
+}
+
+/// Times `matmul` over `mats` (rotating when there are several): one warm-up call per matrix,
+/// then the reps. Returns the seconds of each rep.
+fn time_reps(
+    mats: &[QMatrix],
+    x: &[f32],
+    batch: usize,
+    y: &mut [f32],
+    reps: Reps,
+) -> Result<Vec<f64>> {
+    for m in mats {
+        m.matmul(x, batch, y)?;
+    }
+    let mut times = Vec::new();
+    let start = Instant::now();
+    loop {
+        let i = times.len();
+        let done = match reps {
+            Reps::Fixed(r) => i >= r,
+            Reps::Adaptive { min_time, min, max } => {
+                i >= max || (i >= min && start.elapsed().as_secs_f64() >= min_time)
+            }
+        };
+        if done {
+            break;
+        }
+        let m = &mats[i % mats.len()];
+        let t0 = Instant::now();
+        m.matmul(x, batch, y)?;
+        times.push(t0.elapsed().as_secs_f64().max(1e-9));
+    }
+    Ok(times)
+}
+
+/// Runs the plan on the current rayon pool. `on_group` receives the measurements of each
+/// (type, shape) as soon as they are done, in report order (batch, then the chosen layout
+/// first); all of them are returned at the end.
+pub fn run(
+    cfg: &Config,
+    mut on_group: impl FnMut(&[Measurement]) -> Result<()>,
+) -> Result<Vec<Measurement>> {
+    cfg.validate()?;
+    let threads = rayon::current_num_threads();
+    let total = cfg.count();
+    let mut done = 0usize;
+    let mut all = Vec::with_capacity(total);
+    let say = |msg: String| {
+        if cfg.progress {
+            eprintln!("{msg}");
+        }
+    };
+    for &(rows, cols) in &cfg.shapes {
+        let t0 = Instant::now();
+        let w = data::weights(cfg.seed, rows, cols)?;
+        let xs: Vec<Vec<f32>> = cfg
+            .batches
+            .iter()
+            .map(|&b| data::activations(cfg.seed, b, cols))
+            .collect::<Result<_>>()?;
+        say(format!(
+            "data {rows}x{cols} (seed {}): {:.2} s",
+            cfg.seed,
+            t0.elapsed().as_secs_f64()
+        ));
+        for &ty in &cfg.types {
+            let t0 = Instant::now();
+            let q = data::quantize(ty, &w, rows, cols)?;
+            say(format!(
+                "quantize {ty} {rows}x{cols}: {:.2} s",
+                t0.elapsed().as_secs_f64()
+            ));
+            let layouts = cfg.layouts_for(ty, rows);
+            let best = Layout::best_for(ty, rows, CpuFeatures::get());
+            let mut group: Vec<(usize, Measurement)> = Vec::new();
+            for (li, &layout) in layouts.iter().enumerate() {
+                let t0 = Instant::now();
+                let first =
+                    QMatrix::with_layout(ty, rows, cols, &q, layout).with_context(|| {
+                        format!("building a {rows}x{cols} {ty} matrix in layout {layout}")
+                    })?;
+                let stored = first.stored_bytes().max(1);
+                let any_cold = cfg.batches.iter().any(|&b| b <= COLD_MAX_BATCH);
+                let copies = if any_cold && cfg.cold_mb > 0.0 {
+                    ((cfg.cold_mb * 1048576.0 / stored as f64).ceil() as usize).max(1)
+                } else {
+                    1
+                };
+                let mut mats = vec![first];
+                mats.extend(
+                    (1..copies)
+                        .into_par_iter()
+                        .map(|_| QMatrix::with_layout(ty, rows, cols, &q, layout))
+                        .collect::<Result<Vec<_>, _>>()?,
+                );
+                say(format!(
+                    "build {ty} {rows}x{cols} {layout} x{copies}: {:.2} s",
+                    t0.elapsed().as_secs_f64()
+                ));
+                for (&batch, x) in cfg.batches.iter().zip(&xs) {
+                    let cold = batch <= COLD_MAX_BATCH && mats.len() > 1;
+                    let used = if cold { &mats[..] } else { &mats[..1] };
+                    let mut y = vec![0.0f32; batch * rows];
+                    let times = time_reps(used, x, batch, &mut y, cfg.reps)?;
+                    if let Some(bad) = y.iter().position(|v| !v.is_finite()) {
+                        eprintln!(
+                            "warning: {ty} {rows}x{cols} batch {batch} {layout}: non-finite output y[{bad}] = {}",
+                            y[bad]
+                        );
+                    }
+                    let m = Measurement {
+                        ty,
+                        rows,
+                        cols,
+                        batch,
+                        threads,
+                        layout,
+                        chosen: layout == best,
+                        kernels: used[0].kernel_name(),
+                        mode: if cold { "cold" } else { "hot" },
+                        copies: used.len(),
+                        reps: times.len(),
+                        stats: Stats::of(&times),
+                        weight_bytes: stored,
+                        speedup_vs_plain: None,
+                        seed: cfg.seed,
+                    };
+                    done += 1;
+                    say(format!(
+                        "[{done:>width$}/{total}] {ty} {rows}x{cols} batch {batch} {layout} ({}, {}{}): median {} ms, {} GFLOP/s, {} reps",
+                        m.kernels,
+                        m.mode,
+                        if m.copies > 1 { format!(" x{}", m.copies) } else { String::new() },
+                        fmt_ms(m.stats.median * 1e3),
+                        fmt_rate(m.gflops()),
+                        m.reps,
+                        width = total.to_string().len(),
+                    ));
+                    group.push((li, m));
+                }
+            }
+            // report order: batch, then the layouts in plan order; then the speedups
+            group.sort_by_key(|(li, m)| (m.batch, *li));
+            let mut group: Vec<Measurement> = group.into_iter().map(|(_, m)| m).collect();
+            let plain: Vec<(usize, f64)> = group
+                .iter()
+                .filter(|m| m.layout == Layout::Plain)
+                .map(|m| (m.batch, m.stats.median))
+                .collect();
+            for m in group.iter_mut().filter(|m| m.layout != Layout::Plain) {
+                m.speedup_vs_plain = plain
+                    .iter()
+                    .find(|(b, _)| *b == m.batch)
+                    .map(|(_, p)| p / m.stats.median);
+            }
+            on_group(&group)?;
+            all.extend(group);
+        }
+    }
+    Ok(all)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stats_interpolate_like_the_peer() {
+        let s = Stats::of(&[4.0, 1.0, 3.0, 2.0]);
+        assert_eq!(s.median, 2.5);
+        assert_eq!(s.min, 1.0);
+        assert_eq!(s.max, 4.0);
+        assert!((s.p10 - 1.3).abs() < 1e-12);
+        assert!((s.p90 - 3.7).abs() < 1e-12);
+        assert_eq!(Stats::of(&[7.0]).median, 7.0);
+    }
+
+    fn cfg(layouts: LayoutSel) -> Config {
+        Config {
+            types: vec![GgmlType::Q4_0],
+            shapes: vec![(64, 256)],
+            batches: vec![1, 8],
+            layouts,
+            reps: Reps::Fixed(1),
+            cold_mb: 0.0,
+            seed: 42,
+            progress: false,
+        }
+    }
+
+    #[test]
+    fn validation_names_the_problem() {
+        let mut c = cfg(LayoutSel::Fixed(vec![Layout::Q4_0_8x8]));
+        assert!(c.validate().is_ok());
+        c.shapes = vec![(12, 256)];
+        let e = c.validate().unwrap_err().to_string();
+        assert!(e.contains("interleaves 8 rows"), "{e}");
+        c.types = vec![GgmlType::Q8_0];
+        let e = c.validate().unwrap_err().to_string();
+        assert!(e.contains("holds q4_0 weights, not q8_0"), "{e}");
+        let mut c = cfg(LayoutSel::Auto { vs_plain: true });
+        c.shapes = vec![(64, 100)];
+        let e = format!("{:#}", c.validate().unwrap_err());
+        assert!(
+            e.contains("--cols 100") && e.contains("multiple of 32"),
+            "{e}"
+        );
+        c.shapes = vec![(64, 256)];
+        c.batches = vec![0];
+        assert!(c.validate().is_err());
+    }
+
+    #[test]
+    fn auto_layouts_put_the_choice_first_and_plain_once() {
+        let c = cfg(LayoutSel::Auto { vs_plain: true });
+        let l = c.layouts_for(GgmlType::Q4_0, 64);
+        assert_eq!(
+            l[0],
+            Layout::best_for(GgmlType::Q4_0, 64, CpuFeatures::get())
+        );
+        assert_eq!(l.iter().filter(|&&x| x == Layout::Plain).count(), 1);
+        assert_eq!(c.layouts_for(GgmlType::Q8_0, 64), vec![Layout::Plain]);
+        assert_eq!(c.count(), l.len() * 2);
+    }
+}

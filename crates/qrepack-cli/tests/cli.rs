@@ -1,0 +1,188 @@
+//! Runs the built `qrepack` binary.
+
+use std::process::{Command, Output};
+
+fn qrepack(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_qrepack"))
+        .args(args)
+        .output()
+        .expect("running qrepack")
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+#[test]
+fn tiny_bench_prints_json_lines() {
+    let o = qrepack(&[
+        "bench",
+        "--type",
+        "q8_0",
+        "--rows",
+        "64",
+        "--cols",
+        "256",
+        "--batch",
+        "5",
+        "--reps",
+        "2",
+        "--threads",
+        "2",
+        "--json",
+    ]);
+    assert!(o.status.success(), "stderr: {}", stderr(&o));
+    let stdout = String::from_utf8(o.stdout.clone()).unwrap();
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(lines.len(), 1, "one measurement expected:\n{stdout}");
+    let v: serde_json::Value = serde_json::from_str(lines[0]).unwrap();
+    for key in [
+        "type",
+        "rows",
+        "cols",
+        "batch",
+        "threads",
+        "layout",
+        "kernels",
+        "median_ms",
+        "min_ms",
+        "max_ms",
+        "gflops",
+        "weight_gbs",
+        "reps",
+        "mode",
+    ] {
+        assert!(v.get(key).is_some(), "key {key} missing in {v}");
+    }
+    assert_eq!(v["type"], "q8_0");
+    assert_eq!(v["rows"], 64);
+    assert_eq!(v["cols"], 256);
+    assert_eq!(v["batch"], 5);
+    assert_eq!(v["threads"], 2);
+    assert_eq!(v["reps"], 2);
+    assert_eq!(v["mode"], "hot");
+    assert_eq!(v["layout"], "plain");
+    assert_eq!(v["weight_bytes"], 64 * 8 * 34);
+    let (min, med, max) = (
+        v["min_ms"].as_f64().unwrap(),
+        v["median_ms"].as_f64().unwrap(),
+        v["max_ms"].as_f64().unwrap(),
+    );
+    assert!(0.0 < min && min <= med && med <= max, "{v}");
+    assert!(v["gflops"].as_f64().unwrap() > 0.0);
+}
+
+#[test]
+fn small_batches_rotate_over_copies_and_compare_with_plain() {
+    let o = qrepack(&[
+        "bench",
+        "--type",
+        "q4_0",
+        "--rows",
+        "64",
+        "--cols",
+        "256",
+        "--batch",
+        "1,4",
+        "--reps",
+        "1",
+        "--cold-mb",
+        "0.05",
+        "--vs-plain",
+        "--json",
+        "--quiet",
+    ]);
+    assert!(o.status.success(), "stderr: {}", stderr(&o));
+    let rows: Vec<serde_json::Value> = String::from_utf8(o.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert!(!rows.is_empty());
+    for v in &rows {
+        let cold = v["batch"] == 1;
+        assert_eq!(v["mode"], if cold { "cold" } else { "hot" }, "{v}");
+        // 64 x 256 q4_0 = 9216 bytes; 0.05 MiB needs 6 copies
+        assert_eq!(v["copies"], if cold { 6 } else { 1 }, "{v}");
+        if v["layout"] != "plain" {
+            assert!(v["speedup_vs_plain"].as_f64().unwrap() > 0.0, "{v}");
+        }
+    }
+}
+
+#[test]
+fn table_output_has_a_header_and_one_line_per_measurement() {
+    let o = qrepack(&[
+        "bench", "--type", "q8_0", "--rows", "32", "--cols", "64", "--batch", "2", "--reps", "1",
+        "--quiet",
+    ]);
+    assert!(o.status.success(), "stderr: {}", stderr(&o));
+    let stdout = String::from_utf8(o.stdout.clone()).unwrap();
+    assert!(stdout.contains("median ms"), "{stdout}");
+    assert!(stdout.contains("32x64"), "{stdout}");
+    assert!(o.stderr.is_empty(), "--quiet: {}", stderr(&o));
+}
+
+#[test]
+fn bad_arguments_fail_cleanly() {
+    let cases: &[(&[&str], &str)] = &[
+        (
+            &["bench", "--type", "q9_9", "--rows", "64", "--cols", "256"],
+            "unknown type 'q9_9'",
+        ),
+        (
+            &["bench", "--type", "q4_0", "--rows", "64", "--cols", "100"],
+            "multiple of 32",
+        ),
+        (
+            &[
+                "bench", "--type", "q8_0", "--rows", "64", "--cols", "256", "--layout", "q4_0_8x8",
+            ],
+            "holds q4_0 weights, not q8_0",
+        ),
+        (
+            &[
+                "bench", "--type", "q4_0", "--rows", "12", "--cols", "256", "--layout", "q4_0_8x8",
+            ],
+            "interleaves 8 rows",
+        ),
+        (&["bench", "--rows", "64"], "--rows and --cols"),
+        (
+            &[
+                "bench", "--type", "q4_0", "--rows", "64", "--cols", "256", "--batch", "0",
+            ],
+            "at least 1",
+        ),
+        (&["bench", "--layout", "nope"], "unknown layout 'nope'"),
+    ];
+    for (args, msg) in cases {
+        let o = qrepack(args);
+        let err = stderr(&o);
+        assert!(!o.status.success(), "{args:?} succeeded");
+        assert!(err.contains(msg), "{args:?}: expected {msg:?} in: {err}");
+        assert!(!err.contains("panicked"), "{args:?} panicked: {err}");
+        assert!(o.stdout.is_empty(), "{args:?} printed to stdout");
+    }
+}
+
+#[test]
+fn info_lists_layouts_and_choices() {
+    let o = qrepack(&["info", "--json", "--rows", "8"]);
+    assert!(o.status.success(), "stderr: {}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert!(v["cpu"]["describe"].is_string());
+    let types = v["types"].as_array().unwrap();
+    let q8 = types.iter().find(|t| t["type"] == "q8_0").unwrap();
+    assert_eq!(q8["chosen"], "plain");
+    assert!(v["layouts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|l| l["name"] == "q4_0_8x8" && l["rows_interleaved"] == 8));
+
+    let o = qrepack(&["info", "--rows", "7", "--type", "q4_0"]);
+    assert!(o.status.success(), "stderr: {}", stderr(&o));
+    let text = String::from_utf8(o.stdout.clone()).unwrap();
+    assert!(text.contains("cpu features:"), "{text}");
+    assert!(text.contains("q4_0_8x8"), "{text}");
+}

@@ -1,0 +1,193 @@
+//! AVX2 kernels for the 8-row, 8-byte nibble layouts (`q4_0_8x8`, `iq4_nl_8x8`).
+//!
+//! A packed block holds 128 quant bytes: four 32-byte vectors, each with 8 bytes of four rows.
+//! Vector 0 = rows 0-3 bytes 0-7, vector 1 = rows 4-7 bytes 0-7, vector 2 = rows 0-3 bytes 8-15,
+//! vector 3 = rows 4-7 bytes 8-15. Low nibbles of byte `b` multiply activation `b`, high nibbles
+//! activation `b + 16`, so one 8-byte broadcast of the activations serves all four rows of a
+//! vector. Nibbles become signed weights through a 16-entry `pshufb` table (Q4_0's signed
+//! nibbles or IQ4_NL's levels), and the signed x signed byte product uses `maddubs(|w|, a*sign(w))`
+//! (no overflow: |w|, |a| <= 127 so a pair sums to at most 32258).
+//!
+//! Integer sums per row and block are exact; each block's sum is scaled by `d_w * d_a` and added
+//! in f32, so results equal the scalar kernel up to float summation order.
+
+#[cfg(target_arch = "x86_64")]
+use std::arch::x86_64::*;
+
+use crate::blocks::{BlockQ8_0, BlockQ8_0x4, F16Bits};
+
+/// One 8-row packed nibble block, as the kernels see it.
+pub(crate) trait Nibble8x8: Copy + Send + Sync + 'static {
+    /// Signed weight of each nibble value.
+    const TABLE: [i8; 16];
+    fn scales(&self) -> &[F16Bits; 8];
+    fn quants(&self) -> &[u8; 128];
+}
+
+macro_rules! nibble8x8 {
+    ($($t:ty => $table:expr),*) => {$(
+        impl Nibble8x8 for $t {
+            const TABLE: [i8; 16] = $table;
+            #[inline(always)]
+            fn scales(&self) -> &[F16Bits; 8] { &self.d }
+            #[inline(always)]
+            fn quants(&self) -> &[u8; 128] { &self.qs }
+        }
+    )*};
+}
+nibble8x8!(
+    crate::blocks::BlockQ4_0x8 => crate::layout::nibble::SIGNED_NIBBLE,
+    crate::blocks::BlockIq4Nlx8 => crate::layout::nibble::IQ4NL_NIBBLE
+);
+
+#[cfg(target_arch = "x86_64")]
+mod imp {
+    use super::*;
+
+    /// Signed byte products summed to i32 lanes: each i32 holds 4 adjacent products.
+    #[inline(always)]
+    unsafe fn dot_i8(w: __m256i, a: __m256i) -> __m256i {
+        let p = _mm256_maddubs_epi16(_mm256_sign_epi8(w, w), _mm256_sign_epi8(a, w));
+        _mm256_madd_epi16(p, _mm256_set1_epi16(1))
+    }
+
+    #[inline(always)]
+    unsafe fn broadcast8(bytes: &[i8]) -> __m256i {
+        // SAFETY: callers pass slices of at least 8 bytes; read_unaligned has no alignment need.
+        _mm256_set1_epi64x(std::ptr::read_unaligned(bytes.as_ptr() as *const i64))
+    }
+
+    #[inline(always)]
+    unsafe fn load32(bytes: &[u8]) -> __m256i {
+        // SAFETY: callers pass slices of at least 32 bytes.
+        _mm256_loadu_si256(bytes.as_ptr() as *const __m256i)
+    }
+
+    #[inline(always)]
+    unsafe fn f16x8(h: &[F16Bits; 8]) -> __m256 {
+        // SAFETY: 8 halves are 16 bytes.
+        _mm256_cvtph_ps(_mm_loadu_si128(h.as_ptr() as *const __m128i))
+    }
+
+    /// The weight block decoded to signed bytes: `[lo, hi]` for each of the four vectors.
+    #[inline(always)]
+    unsafe fn decode(lut: __m256i, qs: &[u8; 128]) -> [[__m256i; 2]; 4] {
+        let m4 = _mm256_set1_epi8(0x0f);
+        let mut out = [[_mm256_setzero_si256(); 2]; 4];
+        for (v, o) in out.iter_mut().enumerate() {
+            let x = load32(&qs[v * 32..v * 32 + 32]);
+            o[0] = _mm256_shuffle_epi8(lut, _mm256_and_si256(x, m4));
+            o[1] = _mm256_shuffle_epi8(lut, _mm256_and_si256(_mm256_srli_epi16(x, 4), m4));
+        }
+        out
+    }
+
+    /// Row sums of one decoded block against one activation row given as its four 8-byte
+    /// broadcasts (bytes 0-7, 8-15, 16-23, 24-31). Lanes come out in row order 0 1 4 5 2 3 6 7.
+    #[inline(always)]
+    unsafe fn row_sums(w: &[[__m256i; 2]; 4], a: [__m256i; 4]) -> __m256i {
+        let s03 = _mm256_add_epi32(
+            _mm256_add_epi32(dot_i8(w[0][0], a[0]), dot_i8(w[0][1], a[2])),
+            _mm256_add_epi32(dot_i8(w[2][0], a[1]), dot_i8(w[2][1], a[3])),
+        );
+        let s47 = _mm256_add_epi32(
+            _mm256_add_epi32(dot_i8(w[1][0], a[0]), dot_i8(w[1][1], a[2])),
+            _mm256_add_epi32(dot_i8(w[3][0], a[1]), dot_i8(w[3][1], a[3])),
+        );
+        _mm256_hadd_epi32(s03, s47)
+    }
+
+    /// Lane order produced by `row_sums` (and its own inverse).
+    #[inline(always)]
+    unsafe fn row_order() -> __m256i {
+        _mm256_setr_epi32(0, 1, 4, 5, 2, 3, 6, 7)
+    }
+
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub(super) unsafe fn gemv<P: Nibble8x8>(
+        table: &[i8; 16],
+        w: &[P],
+        a: &[BlockQ8_0],
+        out: &mut [f32],
+    ) {
+        // SAFETY (whole fn): every pointer read comes from a fixed-size array field; `out` has
+        // at least 8 elements (checked below).
+        let lut = _mm256_broadcastsi128_si256(_mm_loadu_si128(table.as_ptr() as *const __m128i));
+        let order = row_order();
+        let mut acc = _mm256_setzero_ps();
+        for (wb, ab) in w.iter().zip(a) {
+            let wq = decode(lut, wb.quants());
+            let av = [
+                broadcast8(&ab.qs[0..8]),
+                broadcast8(&ab.qs[8..16]),
+                broadcast8(&ab.qs[16..24]),
+                broadcast8(&ab.qs[24..32]),
+            ];
+            let sums = row_sums(&wq, av);
+            let scale = _mm256_mul_ps(
+                _mm256_permutevar8x32_ps(f16x8(wb.scales()), order),
+                _mm256_set1_ps(ab.d.to_f32()),
+            );
+            acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums), scale, acc);
+        }
+        let res = _mm256_permutevar8x32_ps(acc, order);
+        assert!(out.len() >= 8);
+        _mm256_storeu_ps(out.as_mut_ptr(), res);
+    }
+
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub(super) unsafe fn gemm<P: Nibble8x8>(
+        table: &[i8; 16],
+        w: &[P],
+        a: &[BlockQ8_0x4],
+        out: &mut [f32],
+    ) {
+        // SAFETY (whole fn): as in `gemv`; `out` has at least 32 elements (checked below).
+        let lut = _mm256_broadcastsi128_si256(_mm_loadu_si128(table.as_ptr() as *const __m128i));
+        let order = row_order();
+        let mut acc = [_mm256_setzero_ps(); 4];
+        for (wb, ab) in w.iter().zip(a) {
+            let wq = decode(lut, wb.quants());
+            let dw = _mm256_permutevar8x32_ps(f16x8(wb.scales()), order);
+            let da = _mm_cvtph_ps(_mm_loadl_epi64(ab.d.as_ptr() as *const __m128i));
+            let mut da_m = [0.0f32; 4];
+            _mm_storeu_ps(da_m.as_mut_ptr(), da);
+            for (m, acc_m) in acc.iter_mut().enumerate() {
+                // Row m's bytes 8k..8k+8 sit at 32k + 8m in the interleaved quad.
+                let av = [0, 1, 2, 3].map(|k| broadcast8(&ab.qs[32 * k + 8 * m..32 * k + 8 * m + 8]));
+                let sums = row_sums(&wq, av);
+                let scale = _mm256_mul_ps(dw, _mm256_set1_ps(da_m[m]));
+                *acc_m = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums), scale, *acc_m);
+            }
+        }
+        assert!(out.len() >= 32);
+        for (m, acc_m) in acc.iter().enumerate() {
+            _mm256_storeu_ps(out.as_mut_ptr().add(8 * m), _mm256_permutevar8x32_ps(*acc_m, order));
+        }
+    }
+}
+
+type Gemv<P> = fn(&[P], &[BlockQ8_0], &mut [f32]);
+type Gemm<P> = fn(&[P], &[BlockQ8_0x4], &mut [f32]);
+
+/// The AVX2 GEMV/GEMM for `P`, if this CPU has AVX2+FMA+F16C.
+pub(crate) fn kernels<P: Nibble8x8>(cpu: &crate::cpu::CpuFeatures) -> Option<(Gemv<P>, Gemm<P>)> {
+    #[cfg(target_arch = "x86_64")]
+    if cpu.avx2() {
+        return Some((gemv::<P>, gemm::<P>));
+    }
+    let _ = cpu;
+    None
+}
+
+#[cfg(target_arch = "x86_64")]
+fn gemv<P: Nibble8x8>(w: &[P], a: &[BlockQ8_0], out: &mut [f32]) {
+    // SAFETY: only reachable through `kernels`, which checked AVX2+FMA+F16C on this CPU.
+    unsafe { imp::gemv(&P::TABLE, w, a, out) }
+}
+
+#[cfg(target_arch = "x86_64")]
+fn gemm<P: Nibble8x8>(w: &[P], a: &[BlockQ8_0x4], out: &mut [f32]) {
+    // SAFETY: only reachable through `kernels`, which checked AVX2+FMA+F16C on this CPU.
+    unsafe { imp::gemm(&P::TABLE, w, a, out) }
+}

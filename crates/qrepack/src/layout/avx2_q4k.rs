@@ -1,0 +1,240 @@
+//! AVX2 kernels for `q4_K_8x8`.
+//!
+//! The 1024 quant bytes of a packed block are 32 vectors of 32 bytes; vector `8g + 2k + h` holds
+//! bytes `32g + 8k .. 32g + 8k + 8` of rows `4h .. 4h + 4`. Their low nibbles are weights of
+//! sub-block `2g` (activations `64g + 8k ..`), their high nibbles of sub-block `2g + 1`
+//! (activations `64g + 32 + 8k ..`). Weights are unsigned nibbles, so `maddubs(q, a)` multiplies
+//! directly; four such i16 partial sums stay below 4 * 2 * 15 * 128 = 15360. The 6-bit sub-block
+//! scales multiply the i16 sums through `madd`, and the mins term `sum_sb min * bsum` uses `madd`
+//! on interleaved (min of sub-block s, min of s + 1) pairs.
+
+#[cfg(target_arch = "x86_64")]
+use std::arch::x86_64::*;
+
+use crate::blocks::{BlockQ4Kx8, BlockQ8K, BlockQ8Kx4};
+
+/// The 8 rows' 6-bit scales and mins of one sub-block, as two little-endian u64 of 8 bytes.
+#[inline(always)]
+fn decode_scales(q: &[u8]) -> (u64, u64) {
+    let word = |i: usize| u32::from_le_bytes([q[4 * i], q[4 * i + 1], q[4 * i + 2], q[4 * i + 3]]);
+    let (x0, x1, x2) = (word(0), word(1), word(2));
+    let s_lo = x0 & 0x3f3f_3f3f;
+    let m_lo = x1 & 0x3f3f_3f3f;
+    let s_hi = (x2 & 0x0f0f_0f0f) | (((x0 >> 6) & 0x0303_0303) << 4);
+    let m_hi = ((x2 >> 4) & 0x0f0f_0f0f) | (((x1 >> 6) & 0x0303_0303) << 4);
+    (
+        s_lo as u64 | ((s_hi as u64) << 32),
+        m_lo as u64 | ((m_hi as u64) << 32),
+    )
+}
+
+#[cfg(target_arch = "x86_64")]
+mod imp {
+    use super::*;
+
+    #[inline(always)]
+    unsafe fn broadcast8(bytes: &[i8]) -> __m256i {
+        // SAFETY: callers pass slices of at least 8 bytes; read_unaligned needs no alignment.
+        _mm256_set1_epi64x(std::ptr::read_unaligned(bytes.as_ptr() as *const i64))
+    }
+
+    /// Per block: sub-block scales as i16 vectors matching the quant vectors' row order
+    /// (`[sb][h]`: rows 4h..4h+4, each row's scale in its four lanes), and the interleaved mins
+    /// pairs (`[p]`: lanes (min[2p][j], min[2p+1][j]) for row j).
+    struct Scales {
+        sc: [[__m256i; 2]; 8],
+        mins: [__m256i; 4],
+    }
+
+    #[inline(always)]
+    unsafe fn block_scales(w: &BlockQ4Kx8) -> Scales {
+        let pick03 = _mm_setr_epi8(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
+        let pick47 = _mm_setr_epi8(4, 4, 4, 4, 5, 5, 5, 5, 6, 6, 6, 6, 7, 7, 7, 7);
+        let mut sc = [[_mm256_setzero_si256(); 2]; 8];
+        let mut mins_raw = [_mm_setzero_si128(); 8];
+        for (sb, sc_sb) in sc.iter_mut().enumerate() {
+            let (s, m) = decode_scales(&w.scales[sb * 12..sb * 12 + 12]);
+            let sv = _mm_cvtsi64_si128(s as i64);
+            sc_sb[0] = _mm256_cvtepu8_epi16(_mm_shuffle_epi8(sv, pick03));
+            sc_sb[1] = _mm256_cvtepu8_epi16(_mm_shuffle_epi8(sv, pick47));
+            mins_raw[sb] = _mm_cvtsi64_si128(m as i64);
+        }
+        let mut mins = [_mm256_setzero_si256(); 4];
+        for (p, mp) in mins.iter_mut().enumerate() {
+            *mp = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(mins_raw[2 * p], mins_raw[2 * p + 1]));
+        }
+        Scales { sc, mins }
+    }
+
+    /// `sum_sb min[sb][j] * (bsum[2sb] + bsum[2sb+1])` for the 8 rows, given the 8 bsum pairs.
+    #[inline(always)]
+    unsafe fn mins_dot(mins: &[__m256i; 4], pair: [i32; 8]) -> __m256i {
+        let mut acc = _mm256_setzero_si256();
+        for (p, m) in mins.iter().enumerate() {
+            let b = _mm256_set1_epi32((pair[2 * p] & 0xffff) | (pair[2 * p + 1] << 16));
+            acc = _mm256_add_epi32(acc, _mm256_madd_epi16(*m, b));
+        }
+        acc
+    }
+
+    /// Nibbles of the 8 quant vectors of group `g`: `[k][h][lo/hi]`.
+    #[inline(always)]
+    unsafe fn decode_group(qs: &[u8; 1024], g: usize) -> [[[__m256i; 2]; 2]; 4] {
+        let m4 = _mm256_set1_epi8(0x0f);
+        let mut out = [[[_mm256_setzero_si256(); 2]; 2]; 4];
+        for (k, ok) in out.iter_mut().enumerate() {
+            for (h, oh) in ok.iter_mut().enumerate() {
+                let v = 8 * g + 2 * k + h;
+                // SAFETY: v < 32, so the 32 bytes at 32v lie inside the 1024-byte array.
+                let x = _mm256_loadu_si256(qs.as_ptr().add(32 * v) as *const __m256i);
+                oh[0] = _mm256_and_si256(x, m4);
+                oh[1] = _mm256_and_si256(_mm256_srli_epi16(x, 4), m4);
+            }
+        }
+        out
+    }
+
+    /// Scaled integer sums of one group against one activation row (`act(e)` = 8 activations
+    /// starting at element e), accumulated into `s[h]` (i32 lanes, two per row).
+    #[inline(always)]
+    unsafe fn group_dot(
+        q: &[[[__m256i; 2]; 2]; 4],
+        sc: &Scales,
+        g: usize,
+        act: impl Fn(usize) -> __m256i,
+        s: &mut [__m256i; 2],
+    ) {
+        let mut lo = [_mm256_setzero_si256(); 2];
+        let mut hi = [_mm256_setzero_si256(); 2];
+        for (k, qk) in q.iter().enumerate() {
+            let a_lo = act(64 * g + 8 * k);
+            let a_hi = act(64 * g + 32 + 8 * k);
+            for h in 0..2 {
+                lo[h] = _mm256_add_epi16(lo[h], _mm256_maddubs_epi16(qk[h][0], a_lo));
+                hi[h] = _mm256_add_epi16(hi[h], _mm256_maddubs_epi16(qk[h][1], a_hi));
+            }
+        }
+        for h in 0..2 {
+            s[h] = _mm256_add_epi32(s[h], _mm256_madd_epi16(lo[h], sc.sc[2 * g][h]));
+            s[h] = _mm256_add_epi32(s[h], _mm256_madd_epi16(hi[h], sc.sc[2 * g + 1][h]));
+        }
+    }
+
+    #[inline(always)]
+    unsafe fn f16x8(h: &[crate::blocks::F16Bits; 8]) -> __m256 {
+        // SAFETY: 8 halves are 16 bytes.
+        _mm256_cvtph_ps(_mm_loadu_si128(h.as_ptr() as *const __m128i))
+    }
+
+    /// Row sums in natural row order from the two half accumulators.
+    #[inline(always)]
+    unsafe fn row_sums(s: &[__m256i; 2]) -> __m256i {
+        _mm256_permutevar8x32_epi32(
+            _mm256_hadd_epi32(s[0], s[1]),
+            _mm256_setr_epi32(0, 1, 4, 5, 2, 3, 6, 7),
+        )
+    }
+
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub(super) unsafe fn gemv(w: &[BlockQ4Kx8], a: &[BlockQ8K], out: &mut [f32]) {
+        let mut acc = _mm256_setzero_ps();
+        for (wb, ab) in w.iter().zip(a) {
+            let sc = block_scales(wb);
+            let mut s = [_mm256_setzero_si256(); 2];
+            for g in 0..4 {
+                let q = decode_group(&wb.qs, g);
+                group_dot(&q, &sc, g, |e| broadcast8(&ab.qs[e..e + 8]), &mut s);
+            }
+            let pair: [i32; 8] =
+                std::array::from_fn(|sb| ab.bsums[2 * sb] as i32 + ab.bsums[2 * sb + 1] as i32);
+            let m = mins_dot(&sc.mins, pair);
+            let da = _mm256_set1_ps(ab.d);
+            let d = _mm256_mul_ps(f16x8(&wb.d), da);
+            let dmin = _mm256_mul_ps(f16x8(&wb.dmin), da);
+            acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(row_sums(&s)), d, acc);
+            acc = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(m), dmin, acc);
+        }
+        assert!(out.len() >= 8);
+        // SAFETY: checked just above.
+        _mm256_storeu_ps(out.as_mut_ptr(), acc);
+    }
+
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub(super) unsafe fn gemm(w: &[BlockQ4Kx8], a: &[BlockQ8Kx4], out: &mut [f32]) {
+        let mut acc = [_mm256_setzero_ps(); 4];
+        for (wb, ab) in w.iter().zip(a) {
+            let sc = block_scales(wb);
+            let mut s = [[_mm256_setzero_si256(); 2]; 4];
+            for g in 0..4 {
+                let q = decode_group(&wb.qs, g);
+                for (m, sm) in s.iter_mut().enumerate() {
+                    // Row m's activations e..e+8 sit at 32 * (e / 8) + 8m in the quad.
+                    let act = |e: usize| {
+                        let p = 32 * (e / 8) + 8 * m;
+                        broadcast8(&ab.qs[p..p + 8])
+                    };
+                    group_dot(&q, &sc, g, act, sm);
+                }
+            }
+            let d = f16x8(&wb.d);
+            let dmin = f16x8(&wb.dmin);
+            for (m, acc_m) in acc.iter_mut().enumerate() {
+                // bsum of 16-group gg of row m sits at (gg / 4) * 16 + 4m + gg % 4.
+                let bsum = |gg: usize| ab.bsums[(gg / 4) * 16 + 4 * m + gg % 4] as i32;
+                let pair: [i32; 8] = std::array::from_fn(|sb| bsum(2 * sb) + bsum(2 * sb + 1));
+                let mn = mins_dot(&sc.mins, pair);
+                let da = _mm256_set1_ps(ab.d[m]);
+                *acc_m = _mm256_fmadd_ps(_mm256_cvtepi32_ps(row_sums(&s[m])), _mm256_mul_ps(d, da), *acc_m);
+                *acc_m = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(mn), _mm256_mul_ps(dmin, da), *acc_m);
+            }
+        }
+        assert!(out.len() >= 32);
+        for (m, acc_m) in acc.iter().enumerate() {
+            // SAFETY: out has at least 32 elements (checked above).
+            _mm256_storeu_ps(out.as_mut_ptr().add(8 * m), *acc_m);
+        }
+    }
+}
+
+type Gemv = fn(&[BlockQ4Kx8], &[BlockQ8K], &mut [f32]);
+type Gemm = fn(&[BlockQ4Kx8], &[BlockQ8Kx4], &mut [f32]);
+
+/// The AVX2 GEMV/GEMM, if this CPU has AVX2+FMA+F16C.
+pub(crate) fn kernels(cpu: &crate::cpu::CpuFeatures) -> Option<(Gemv, Gemm)> {
+    #[cfg(target_arch = "x86_64")]
+    if cpu.avx2() {
+        return Some((gemv, gemm));
+    }
+    let _ = cpu;
+    None
+}
+
+#[cfg(target_arch = "x86_64")]
+fn gemv(w: &[BlockQ4Kx8], a: &[BlockQ8K], out: &mut [f32]) {
+    // SAFETY: only reachable through `kernels`, which checked AVX2+FMA+F16C on this CPU.
+    unsafe { imp::gemv(w, a, out) }
+}
+
+#[cfg(target_arch = "x86_64")]
+fn gemm(w: &[BlockQ4Kx8], a: &[BlockQ8Kx4], out: &mut [f32]) {
+    // SAFETY: only reachable through `kernels`, which checked AVX2+FMA+F16C on this CPU.
+    unsafe { imp::gemm(w, a, out) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::decode_scales;
+    use crate::blocks::{k4_pack_scales, k4_scale_min};
+
+    #[test]
+    fn scale_decoding_matches_the_bytewise_definition() {
+        let s = [1, 63, 17, 32, 48, 5, 60, 33];
+        let m = [62, 0, 9, 31, 47, 50, 2, 63];
+        let q = k4_pack_scales(&s, &m);
+        let (sd, md) = decode_scales(&q);
+        for j in 0..8 {
+            assert_eq!(((sd >> (8 * j)) & 0xff) as u8, k4_scale_min(&q, j).0);
+            assert_eq!(((md >> (8 * j)) & 0xff) as u8, k4_scale_min(&q, j).1);
+        }
+    }
+}

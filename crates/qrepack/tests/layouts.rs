@@ -1,0 +1,133 @@
+//! Every layout: repack/unpack identity, GEMV/GEMM against an f64 reference on awkward shapes,
+//! SIMD against scalar kernels, and misuse errors.
+
+mod common;
+
+use common::{assert_close_rows, random_weights, reference_matmul, SplitMix};
+use qrepack::cpu::CpuFeatures;
+use qrepack::{Error, GgmlType, Layout, QMatrix};
+
+const BATCHES: &[usize] = &[1, 2, 3, 4, 5, 6, 7, 8, 9, 13, 33];
+
+fn cols_for(ty: GgmlType) -> Vec<usize> {
+    if ty.block_size() == 256 {
+        vec![256, 512, 2560]
+    } else {
+        vec![32, 640, 2560]
+    }
+}
+
+fn check_layout(layout: Layout, ty: GgmlType, rows: usize, cols: usize, seed: u64) {
+    let w = random_weights(ty, rows, cols, seed);
+    for cpu in [CpuFeatures::get(), &CpuFeatures::scalar()] {
+        let m = QMatrix::with_layout_for_cpu(ty, rows, cols, &w, layout, cpu).unwrap();
+        assert_eq!(m.layout(), layout);
+        assert_eq!(m.to_ggml_bytes(), w, "{layout} {ty} {rows}x{cols}: unpack(repack(w)) != w");
+        let mut rng = SplitMix(seed ^ 0x5eed);
+        for &n in BATCHES {
+            let x = rng.vec(n * cols);
+            let mut y = vec![f32::NAN; n * rows];
+            m.matmul(&x, n, &mut y).unwrap();
+            let want = reference_matmul(ty, &w, rows, cols, &x, n);
+            let what = format!("{layout} {ty} {rows}x{cols} n={n} kernels={}", m.kernel_name());
+            assert_close_rows(&y, &want, rows, 1e-5, &what);
+        }
+    }
+}
+
+#[test]
+fn interleaved_layouts_match_reference() {
+    for &layout in Layout::ALL.iter().filter(|l| **l != Layout::Plain) {
+        let ty = layout.weight_type().unwrap();
+        let r = layout.rows_interleaved();
+        for (i, cols) in cols_for(ty).into_iter().enumerate() {
+            for rows in [r, 2 * r, 5 * r] {
+                check_layout(layout, ty, rows, cols, 1000 + i as u64 * 17 + rows as u64);
+            }
+        }
+    }
+}
+
+#[test]
+fn plain_layout_matches_reference_for_every_type() {
+    for ty in GgmlType::ALL {
+        let cols = if ty.block_size() == 256 { 512 } else { 640 };
+        for rows in [1, 3, 4, 5, 7, 8, 9] {
+            check_layout(Layout::Plain, ty, rows, cols, 77 + rows as u64);
+        }
+    }
+}
+
+#[test]
+fn simd_kernels_equal_scalar_kernels() {
+    let cpu = CpuFeatures::get();
+    for &layout in Layout::ALL {
+        for ty in GgmlType::ALL {
+            if !layout.fits(ty, 16) {
+                continue;
+            }
+            let cols = if ty.block_size() == 256 { 768 } else { 96 };
+            let rows = 16;
+            let w = random_weights(ty, rows, cols, 5);
+            let fast = QMatrix::with_layout_for_cpu(ty, rows, cols, &w, layout, cpu).unwrap();
+            let slow = QMatrix::with_layout_for_cpu(ty, rows, cols, &w, layout, &CpuFeatures::scalar()).unwrap();
+            let mut rng = SplitMix(9);
+            for n in [1, 4, 7] {
+                let x = rng.vec(n * cols);
+                let (mut a, mut b) = (vec![0.0; n * rows], vec![0.0; n * rows]);
+                fast.matmul(&x, n, &mut a).unwrap();
+                slow.matmul(&x, n, &mut b).unwrap();
+                let want: Vec<f64> = b.iter().map(|&v| v as f64).collect();
+                let what = format!("{layout} {ty} {} vs scalar n={n}", fast.kernel_name());
+                assert_close_rows(&a, &want, rows, 1e-5, &what);
+            }
+        }
+    }
+}
+
+#[test]
+fn chosen_layout_fits_and_falls_back_to_plain() {
+    let cpu = CpuFeatures::get();
+    for ty in GgmlType::ALL {
+        for rows in [1, 4, 8, 12, 16] {
+            let l = Layout::best_for(ty, rows, cpu);
+            assert!(l.fits(ty, rows), "{l} chosen for {ty} with {rows} rows");
+        }
+    }
+    assert_eq!(Layout::best_for(GgmlType::Q4_0, 8, cpu), Layout::Q4_0_8x8);
+    assert_eq!(Layout::best_for(GgmlType::Q4_0, 12, cpu), Layout::Plain);
+}
+
+#[test]
+fn misuse_is_an_error_naming_the_problem() {
+    let ty = GgmlType::Q4_0;
+    let w = random_weights(ty, 8, 64, 1);
+    let shape = |e: Error, needle: &str| {
+        let msg = e.to_string();
+        assert!(msg.contains(needle), "'{msg}' does not mention '{needle}'");
+    };
+    shape(QMatrix::new(ty, 8, 64, &w[1..]).unwrap_err(), "bytes");
+    shape(QMatrix::new(ty, 8, 48, &w).unwrap_err(), "multiple of 32");
+    shape(QMatrix::new(ty, 0, 64, &[]).unwrap_err(), "at least one row");
+    shape(QMatrix::with_layout(ty, 8, 64, &w, Layout::Q4_K_8x8).unwrap_err(), "q4_K");
+    let w12 = random_weights(ty, 12, 64, 1);
+    shape(QMatrix::with_layout(ty, 12, 64, &w12, Layout::Q4_0_8x8).unwrap_err(), "multiple of 8");
+    let m = QMatrix::new(ty, 8, 64, &w).unwrap();
+    let mut y = vec![0.0; 16];
+    shape(m.matmul(&[0.0; 63], 1, &mut y[..8]).unwrap_err(), "x must hold");
+    shape(m.matmul(&[0.0; 128], 2, &mut y[..15]).unwrap_err(), "y must hold");
+    assert!(m.matmul(&[], 0, &mut []).is_ok());
+    assert!("q4_0_9x9".parse::<Layout>().is_err());
+}
+
+#[test]
+fn nan_activations_do_not_panic() {
+    let ty = GgmlType::Q4_0;
+    let w = random_weights(ty, 8, 64, 3);
+    let m = QMatrix::new(ty, 8, 64, &w).unwrap();
+    let mut x = vec![0.5f32; 5 * 64];
+    x[3] = f32::NAN;
+    x[70] = f32::INFINITY;
+    let mut y = vec![0.0; 5 * 8];
+    m.matmul(&x, 5, &mut y).unwrap();
+}

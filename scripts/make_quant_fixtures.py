@@ -1,0 +1,190 @@
+#!/usr/bin/env python3
+"""Regenerates crates/qrepack/tests/fixtures/quant/: quantizer fixtures derived from ggml itself.
+
+Inputs (f32, row-major, little-endian) are made here from a splitmix64 generator and a few
+hand-made "awkward" rows; expected bytes come from:
+
+  * the PyPI `gguf` package (`gguf.quants.quantize`) for F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1,
+    Q8_0 -- and are cross-checked byte for byte against ggml itself (harness below);
+  * ggml's own `lm_ggml_quantize_chunk(type, x, dst, 0, rows, cols, NULL)` (no importance matrix)
+    for Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS, and ggml's `from_float_ref`
+    (quantize_row_q8_1_ref / quantize_row_q8_K_ref) for the activation types Q8_1, Q8_K,
+    through scripts/make_quant_fixtures.c linked against the no-FMA-contraction peer build
+    (`ARCHFLAGS="-march=native -ffp-contract=off" WORK=/tmp/ggml-peer-nofma /work/shared/peer/build.sh`,
+    ggml from npm cui-llama.rn 1.12.2 = llama.cpp build 10375, commit ba360ef).
+
+The 4x256 random input uses the generator of /work/shared/peer/ggml_mm_bench (seed 42), so for
+q4_0/q4_K/iq4_nl/q8_0 the script also checks the harness against `ggml_mm_bench --dump`.
+
+Usage (needs numpy + gguf, gcc/g++ and the peer build):
+    python3 -m venv /tmp/qfix-venv && /tmp/qfix-venv/bin/pip install gguf numpy
+    /tmp/qfix-venv/bin/python scripts/make_quant_fixtures.py [--peer /tmp/ggml-peer-nofma]
+
+Output: <input>.f32, <input>.<type>.bin and MANIFEST.txt ("<input> <rows> <cols>" lines, then
+"<type> <input> <source>" lines) read by crates/qrepack/tests/quantize_fixtures.rs.
+"""
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+import gguf
+from gguf import GGMLQuantizationType as QT
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+OUT = os.path.join(ROOT, "crates", "qrepack", "tests", "fixtures", "quant")
+
+# name, ggml id, block size
+TYPES = [
+    ("f32", 0, 1), ("f16", 1, 1), ("bf16", 30, 1),
+    ("q4_0", 2, 32), ("q4_1", 3, 32), ("q5_0", 6, 32), ("q5_1", 7, 32), ("q8_0", 8, 32),
+    ("q8_1", 9, 32), ("q2_K", 10, 256), ("q3_K", 11, 256), ("q4_K", 12, 256),
+    ("q5_K", 13, 256), ("q6_K", 14, 256), ("q8_K", 15, 256), ("iq4_nl", 20, 32),
+    ("iq4_xs", 23, 256),
+]
+GGUF_TYPES = {"f32": QT.F32, "f16": QT.F16, "bf16": QT.BF16, "q4_0": QT.Q4_0, "q4_1": QT.Q4_1,
+              "q5_0": QT.Q5_0, "q5_1": QT.Q5_1, "q8_0": QT.Q8_0}
+REF_ONLY = {"q8_1", "q8_K"}  # not handled by ggml_quantize_chunk: use from_float_ref
+
+
+def splitmix64(seed, n):
+    """The peer benchmark's generator: v = 2 * ((next() >> 40) * 2^-24) - 1."""
+    mask = (1 << 64) - 1
+    s = seed & mask
+    out = np.empty(n, dtype=np.float32)
+    for i in range(n):
+        s = (s + 0x9E3779B97F4A7C15) & mask
+        z = s
+        z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & mask
+        z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & mask
+        z ^= z >> 31
+        out[i] = np.float32((z >> 40) * (1.0 / (1 << 24)) * 2.0 - 1.0)  # exact in f64 and f32
+    return out
+
+
+def inputs():
+    ins = {}
+    ins["rand_4x256"] = (4, 256, splitmix64(42, 4 * 256))
+    r = splitmix64(7, 3 * 512).reshape(3, 512)
+    r[1] *= np.float32(0.01)
+    r[2] *= np.float32(100.0)
+    ins["rand_3x512"] = (3, 512, r.reshape(-1))
+
+    n = 256
+    a = np.zeros((8, n), dtype=np.float32)
+    base = splitmix64(11, 8 * n).reshape(8, n)
+    # 0: all zeros
+    # 1: tiny values: below ggml's GROUP_MAX_EPS (1e-15), f16-subnormal range, and ~1e-3
+    a[1, :64] = base[1, :64] * np.float32(1e-20)
+    a[1, 64:160] = base[1, 64:160] * np.float32(3e-6)
+    a[1, 160:] = base[1, 160:] * np.float32(1e-3)
+    # 2: small noise with one large positive outlier
+    a[2] = base[2] * np.float32(0.01)
+    a[2, 77] = 50.0
+    # 3: negative maximum magnitude in every 32-group
+    a[3] = base[3] * np.float32(0.5)
+    a[3, 5::32] = -3.0
+    # 4: all positive (the K-quant min is clamped to 0)
+    a[4] = (base[4] + np.float32(1.0)) * np.float32(0.5) + np.float32(0.25)
+    # 5: constant halves (max == min in every group)
+    a[5, :128] = 0.25
+    a[5, 128:] = -0.75
+    # 6: groups of 32 with magnitudes 1e-4 .. 1e3 (small groups' 6-bit scales round to zero)
+    for g in range(8):
+        a[6, 32 * g:32 * g + 32] = base[6, 32 * g:32 * g + 32] * np.float32(10.0 ** (g - 4))
+    # 7: quarter-integer grid: exact ties, repeated +-max
+    a[7] = np.round(base[7] * 8.0).astype(np.float32) / np.float32(4.0)
+    ins["awk_8x256"] = (8, n, a.reshape(-1))
+
+    s = np.zeros((2, 32), dtype=np.float32)
+    s[0] = splitmix64(3, 32)
+    s[1] = [1.0, -1.0, 0.5, -0.5, 0.0, 0.0, 0.25, 1.0 / 3.0] * 4
+    s[1, 9] = -7.5
+    s[1, 20] = 7.5
+    ins["small_2x32"] = (2, 32, s.reshape(-1))
+    return ins
+
+
+def harness(exe, type_id, mode, rows, cols, x):
+    with tempfile.TemporaryDirectory() as td:
+        fin, fout = os.path.join(td, "x.f32"), os.path.join(td, "q.bin")
+        x.astype("<f4").tofile(fin)
+        subprocess.run([exe, str(type_id), mode, str(rows), str(cols), fin, fout], check=True)
+        with open(fout, "rb") as f:
+            return f.read()
+
+
+def build_harness(peer):
+    cpp = os.path.join(peer, "src", "v1.12.2", "package", "cpp")
+    lib = os.path.join(peer, "build-1.12.2", "libggml-peer.a")
+    td = tempfile.mkdtemp()
+    obj, exe = os.path.join(td, "h.o"), os.path.join(td, "make_quant_fixtures")
+    src = os.path.join(ROOT, "scripts", "make_quant_fixtures.c")
+    subprocess.run(["gcc", "-O2", "-march=native", "-ffp-contract=off", "-std=gnu11", "-I" + cpp,
+                    "-c", src, "-o", obj], check=True)
+    subprocess.run(["g++", "-pthread", obj, lib, "-o", exe], check=True)
+    return exe
+
+
+def check_against_bench(peer, exe, x):
+    bench = os.path.join(peer, "bin", "ggml_mm_bench")
+    if not os.path.exists(bench):
+        print("ggml_mm_bench not found, skipping the bench cross-check")
+        return
+    for name, tid, _ in TYPES:
+        if name not in ("q4_0", "q4_K", "iq4_nl", "q8_0"):
+            continue
+        with tempfile.TemporaryDirectory() as td:
+            subprocess.run([bench, "--type", name, "--M", "4", "--K", "256", "--N", "1",
+                            "--threads", "1", "--repack", "off", "--reps", "1", "--dump", td,
+                            "--dump-wf32"], check=True, stdout=subprocess.DEVNULL)
+            wf = np.fromfile(os.path.join(td, "w_f32.bin"), dtype="<f4") \
+                if os.path.exists(os.path.join(td, "w_f32.bin")) else None
+            with open(os.path.join(td, "w_q.bin"), "rb") as f:
+                wq = f.read()
+        if wf is not None:
+            assert np.array_equal(wf, x), "generator differs from ggml_mm_bench's"
+        assert wq == harness(exe, tid, "chunk", 4, 256, x), f"harness != ggml_mm_bench for {name}"
+        print(f"  {name}: harness == ggml_mm_bench --dump (4x256, seed 42)")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--peer", default="/tmp/ggml-peer-nofma")
+    args = ap.parse_args()
+    exe = build_harness(args.peer)
+    os.makedirs(OUT, exist_ok=True)
+    ins = inputs()
+    check_against_bench(args.peer, exe, ins["rand_4x256"][2])
+
+    manifest = []
+    for iname, (rows, cols, x) in ins.items():
+        x.astype("<f4").tofile(os.path.join(OUT, f"{iname}.f32"))
+        manifest.append(f"{iname} {rows} {cols}")
+    for tname, tid, bs in TYPES:
+        for iname, (rows, cols, x) in ins.items():
+            if cols % bs:
+                continue
+            mode = "ref" if tname in REF_ONLY else "chunk"
+            ggml_bytes = harness(exe, tid, mode, rows, cols, x)
+            if tname in GGUF_TYPES:
+                q = gguf.quants.quantize(x.reshape(rows, cols), GGUF_TYPES[tname])
+                data = q.tobytes()
+                if data != ggml_bytes:
+                    sys.exit(f"gguf and ggml disagree on {tname} / {iname}")
+                source = "gguf-py(==ggml)"
+            else:
+                data = ggml_bytes
+                source = "ggml-nofma-" + ("quantize_row_ref" if mode == "ref" else "quantize_chunk")
+            with open(os.path.join(OUT, f"{iname}.{tname}.bin"), "wb") as f:
+                f.write(data)
+            manifest.append(f"{tname} {iname} {source}")
+            print(f"{tname:7} {iname:11} {len(data):6} bytes  {source}")
+    with open(os.path.join(OUT, "MANIFEST.txt"), "w") as f:
+        f.write("\n".join(manifest) + "\n")
+
+
+if __name__ == "__main__":
+    main()
