@@ -94,6 +94,9 @@ blocks! {
     /// Eight IQ4_NL rows interleaved in chunks of 8 bytes.
     BlockIq4Nlx8 [144] { d: [F16Bits; 8], qs: [u8; 128] }
 
+    /// Eight Q8_0 rows interleaved in chunks of 8 bytes (a qrepack layout; ggml has none on x86).
+    BlockQ8_0x8 [272] { d: [F16Bits; 8], qs: [i8; 256] }
+
     /// Four activation rows of Q8_0 interleaved in chunks of 4 or 8 bytes.
     BlockQ8_0x4 [136] { d: [F16Bits; 4], qs: [i8; 128] }
     /// Four activation rows of Q8_K interleaved in chunks of 8 bytes, with ggml's bsums order.

@@ -1,4 +1,5 @@
-//! AVX2 kernels for the 8-row, 8-byte nibble layouts (`q4_0_8x8`, `iq4_nl_8x8`).
+//! AVX2 kernels for the 8-row, 8-byte layouts of 32-weight blocks (`q4_0_8x8`, `iq4_nl_8x8`,
+//! `q8_0_8x8`).
 //!
 //! A packed block holds 128 quant bytes: four 32-byte vectors, each with 8 bytes of four rows.
 //! Vector 0 = rows 0-3 bytes 0-7, vector 1 = rows 4-7 bytes 0-7, vector 2 = rows 0-3 bytes 8-15,
@@ -16,12 +17,15 @@ use std::arch::x86_64::*;
 
 use crate::blocks::{BlockQ8_0, BlockQ8_0x4, F16Bits};
 
-/// One 8-row packed nibble block, as the kernels see it.
+/// One 8-row packed block with 32 weights per row and one f16 scale per row, as the kernels see
+/// it: nibbles through a table (`TABLE`), or plain signed bytes (`q8_0_8x8`).
 pub(crate) trait Nibble8x8: Copy + Send + Sync + 'static {
-    /// Signed weight of each nibble value.
+    /// Signed weight of each nibble value (unused for byte blocks).
     const TABLE: [i8; 16];
     fn scales(&self) -> &[F16Bits; 8];
-    fn quants(&self) -> &[u8; 128];
+    /// The weights as signed bytes in the four-vector order documented above.
+    #[cfg(target_arch = "x86_64")]
+    unsafe fn decode(&self) -> [[__m256i; 2]; 4];
 }
 
 macro_rules! nibble8x8 {
@@ -30,10 +34,35 @@ macro_rules! nibble8x8 {
             const TABLE: [i8; 16] = $table;
             #[inline(always)]
             fn scales(&self) -> &[F16Bits; 8] { &self.d }
+            #[cfg(target_arch = "x86_64")]
             #[inline(always)]
-            fn quants(&self) -> &[u8; 128] { &self.qs }
+            unsafe fn decode(&self) -> [[__m256i; 2]; 4] {
+                // SAFETY: the table is 16 bytes; the caller guarantees AVX2.
+                let lut = _mm256_broadcastsi128_si256(_mm_loadu_si128(
+                    Self::TABLE.as_ptr() as *const __m128i,
+                ));
+                imp::decode(lut, &self.qs)
+            }
         }
     )*};
+}
+
+/// `q8_0_8x8`: vector `2k + h` holds bytes `8k..8k+8` of rows `4h..4h+4`. Mapped onto the nibble
+/// order, bytes 0-7 play "low nibbles of bytes 0-7", bytes 8-15 "low nibbles of 8-15", bytes 16-23
+/// "high nibbles of 0-7" and bytes 24-31 "high nibbles of 8-15".
+impl Nibble8x8 for crate::blocks::BlockQ8_0x8 {
+    const TABLE: [i8; 16] = [0; 16];
+    #[inline(always)]
+    fn scales(&self) -> &[F16Bits; 8] {
+        &self.d
+    }
+    #[cfg(target_arch = "x86_64")]
+    #[inline(always)]
+    unsafe fn decode(&self) -> [[__m256i; 2]; 4] {
+        // SAFETY: v < 8, so the 32 bytes at 32v lie inside the 256-byte array.
+        let v = |i: usize| _mm256_loadu_si256(self.qs.as_ptr().add(32 * i) as *const __m256i);
+        [[v(0), v(4)], [v(1), v(5)], [v(2), v(6)], [v(3), v(7)]]
+    }
 }
 nibble8x8!(
     crate::blocks::BlockQ4_0x8 => crate::layout::nibble::SIGNED_NIBBLE,
@@ -71,7 +100,7 @@ mod imp {
 
     /// The weight block decoded to signed bytes: `[lo, hi]` for each of the four vectors.
     #[inline(always)]
-    unsafe fn decode(lut: __m256i, qs: &[u8; 128]) -> [[__m256i; 2]; 4] {
+    pub(super) unsafe fn decode(lut: __m256i, qs: &[u8; 128]) -> [[__m256i; 2]; 4] {
         let m4 = _mm256_set1_epi8(0x0f);
         let mut out = [[_mm256_setzero_si256(); 2]; 4];
         for (v, o) in out.iter_mut().enumerate() {
@@ -105,18 +134,16 @@ mod imp {
 
     #[target_feature(enable = "avx2,fma,f16c")]
     pub(super) unsafe fn gemv<P: Nibble8x8>(
-        table: &[i8; 16],
         w: &[P],
         a: &[BlockQ8_0],
         out: &mut [f32],
     ) {
         // SAFETY (whole fn): every pointer read comes from a fixed-size array field; `out` has
         // at least 8 elements (checked below).
-        let lut = _mm256_broadcastsi128_si256(_mm_loadu_si128(table.as_ptr() as *const __m128i));
         let order = row_order();
         let mut acc = _mm256_setzero_ps();
         for (wb, ab) in w.iter().zip(a) {
-            let wq = decode(lut, wb.quants());
+            let wq = wb.decode();
             let av = [
                 broadcast8(&ab.qs[0..8]),
                 broadcast8(&ab.qs[8..16]),
@@ -137,17 +164,15 @@ mod imp {
 
     #[target_feature(enable = "avx2,fma,f16c")]
     pub(super) unsafe fn gemm<P: Nibble8x8>(
-        table: &[i8; 16],
         w: &[P],
         a: &[BlockQ8_0x4],
         out: &mut [f32],
     ) {
         // SAFETY (whole fn): as in `gemv`; `out` has at least 32 elements (checked below).
-        let lut = _mm256_broadcastsi128_si256(_mm_loadu_si128(table.as_ptr() as *const __m128i));
         let order = row_order();
         let mut acc = [_mm256_setzero_ps(); 4];
         for (wb, ab) in w.iter().zip(a) {
-            let wq = decode(lut, wb.quants());
+            let wq = wb.decode();
             let dw = _mm256_permutevar8x32_ps(f16x8(wb.scales()), order);
             let da = _mm_cvtph_ps(_mm_loadl_epi64(ab.d.as_ptr() as *const __m128i));
             let mut da_m = [0.0f32; 4];
@@ -183,11 +208,11 @@ pub(crate) fn kernels<P: Nibble8x8>(cpu: &crate::cpu::CpuFeatures) -> Option<(Ge
 #[cfg(target_arch = "x86_64")]
 fn gemv<P: Nibble8x8>(w: &[P], a: &[BlockQ8_0], out: &mut [f32]) {
     // SAFETY: only reachable through `kernels`, which checked AVX2+FMA+F16C on this CPU.
-    unsafe { imp::gemv(&P::TABLE, w, a, out) }
+    unsafe { imp::gemv(w, a, out) }
 }
 
 #[cfg(target_arch = "x86_64")]
 fn gemm<P: Nibble8x8>(w: &[P], a: &[BlockQ8_0x4], out: &mut [f32]) {
     // SAFETY: only reachable through `kernels`, which checked AVX2+FMA+F16C on this CPU.
-    unsafe { imp::gemm(&P::TABLE, w, a, out) }
+    unsafe { imp::gemm(w, a, out) }
 }

@@ -24,6 +24,7 @@ mod nibble;
 mod plain;
 mod q4_0;
 mod q4_k;
+mod q8_0;
 mod scalar;
 
 /// The kernels of one layout, chosen once when a matrix is built.
@@ -174,6 +175,8 @@ layouts! {
     Q4_0_8x8 = "q4_0_8x8" => q4_0::Q4_0_8x8,
     /// Q4_K, 8 rows, 8-byte chunks, regrouped sub-block scales.
     Q4_K_8x8 = "q4_K_8x8" => q4_k::Q4K8x8,
+    /// Q8_0, 8 rows, 8-byte chunks (qrepack's own layout).
+    Q8_0_8x8 = "q8_0_8x8" => q8_0::Q8_0_8x8,
     /// IQ4_NL, 4 rows, 4-byte chunks.
     IQ4_NL_4x4 = "iq4_nl_4x4" => iq4_nl::Iq4Nl4x4,
     /// IQ4_NL, 8 rows, 8-byte chunks.
