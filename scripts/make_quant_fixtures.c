@@ -2,9 +2,11 @@
 // itself. Not part of the crate; contains no ggml code, only calls into a ggml build.
 //
 // usage: make_quant_fixtures TYPE_ID chunk|ref ROWS COLS IN.f32 OUT.bin
+//        make_quant_fixtures TYPE_ID deq ROWS COLS IN.bin OUT.f32
 //   chunk: lm_ggml_quantize_chunk(type, x, dst, 0, rows, cols, NULL)   (what llama-quantize uses)
 //   ref:   type_traits->from_float_ref(x, dst, rows*cols)            (quantize_row_*_ref;
 //          quantize_row_q8_K_ref for Q8_K)
+//   deq:   type_traits->to_float(q, y, rows*cols)                    (dequantize_row_*)
 // The destination is zero-filled first (quantize_row_q8_K_ref leaves bsums of zero blocks unset).
 //
 // Build against the no-FMA-contraction peer build of /work/shared/peer/build.sh:
@@ -29,6 +31,23 @@ int main(int argc, char ** argv) {
     int use_ref = strcmp(argv[2], "ref") == 0;
     long rows = atol(argv[3]), cols = atol(argv[4]);
     size_t n = (size_t) rows * (size_t) cols;
+    if (strcmp(argv[2], "deq") == 0) {
+        const struct lm_ggml_type_traits * tr = lm_ggml_get_type_traits(type);
+        size_t qbytes = lm_ggml_row_size(type, cols) * (size_t) rows;
+        void * q = malloc(qbytes);
+        float * y = calloc(n, sizeof(float));
+        FILE * f = fopen(argv[5], "rb");
+        if (!f || fread(q, 1, qbytes, f) != qbytes) { fprintf(stderr, "cannot read %s\n", argv[5]); return 1; }
+        fclose(f);
+        if (!tr->to_float) { fprintf(stderr, "no to_float for type %d\n", type); return 1; }
+        tr->to_float(q, y, (int64_t) n);
+        f = fopen(argv[6], "wb");
+        if (!f || fwrite(y, sizeof(float), n, f) != n) { fprintf(stderr, "cannot write %s\n", argv[6]); return 1; }
+        fclose(f);
+        free(q);
+        free(y);
+        return 0;
+    }
     float * x = malloc(n * sizeof(float));
     FILE * f = fopen(argv[5], "rb");
     if (!f || fread(x, sizeof(float), n, f) != n) { fprintf(stderr, "cannot read %s\n", argv[5]); return 1; }

@@ -21,7 +21,9 @@ Usage (needs numpy + gguf, gcc/g++ and the peer build):
     /tmp/qfix-venv/bin/python scripts/make_quant_fixtures.py [--peer /tmp/ggml-peer-nofma]
 
 Output: <input>.f32, <input>.<type>.bin and MANIFEST.txt ("<input> <rows> <cols>" lines, then
-"<type> <input> <source>" lines) read by crates/qrepack/tests/quantize_fixtures.rs.
+"<type> <input> <source> <digest>" lines, digest = FNV-1a 64 of the little-endian f32 bytes of
+ggml's own dequantization (type_traits->to_float) of the expected bytes, '-' where ggml has none)
+read by crates/qrepack/tests/quantize_fixtures.rs.
 """
 import argparse
 import os
@@ -116,6 +118,27 @@ def harness(exe, type_id, mode, rows, cols, x):
             return f.read()
 
 
+def ggml_dequant_digest(exe, type_id, rows, cols, data):
+    """FNV-1a 64 of ggml's to_float output (f32 LE bytes), or '-' when ggml has no to_float."""
+    with tempfile.TemporaryDirectory() as td:
+        fin, fout = os.path.join(td, "q.bin"), os.path.join(td, "y.f32")
+        with open(fin, "wb") as f:
+            f.write(data)
+        r = subprocess.run([exe, str(type_id), "deq", str(rows), str(cols), fin, fout],
+                           stderr=subprocess.PIPE)
+        if r.returncode != 0:
+            return "-"
+        with open(fout, "rb") as f:
+            return fnv1a64(f.read())
+
+
+def fnv1a64(data):
+    h = 0xCBF29CE484222325
+    for b in data:
+        h = ((h ^ b) * 0x100000001B3) & ((1 << 64) - 1)
+    return f"{h:016x}"
+
+
 def build_harness(peer):
     cpp = os.path.join(peer, "src", "v1.12.2", "package", "cpp")
     lib = os.path.join(peer, "build-1.12.2", "libggml-peer.a")
@@ -180,8 +203,9 @@ def main():
                 source = "ggml-nofma-" + ("quantize_row_ref" if mode == "ref" else "quantize_chunk")
             with open(os.path.join(OUT, f"{iname}.{tname}.bin"), "wb") as f:
                 f.write(data)
-            manifest.append(f"{tname} {iname} {source}")
-            print(f"{tname:7} {iname:11} {len(data):6} bytes  {source}")
+            digest = ggml_dequant_digest(exe, tid, rows, cols, data)
+            manifest.append(f"{tname} {iname} {source} {digest}")
+            print(f"{tname:7} {iname:11} {len(data):6} bytes  {source}  to_float fnv1a64 {digest}")
     with open(os.path.join(OUT, "MANIFEST.txt"), "w") as f:
         f.write("\n".join(manifest) + "\n")
 

@@ -130,13 +130,16 @@ pub fn view_blocks<B: Pod>(bytes: &[u8]) -> Result<&[B], Error> {
 /// Copies `bytes` into a freshly allocated, properly aligned vector of blocks.
 pub fn collect_blocks<B: Pod>(bytes: &[u8]) -> Result<Vec<B>, Error> {
     let size = std::mem::size_of::<B>();
-    if bytes.len() % size != 0 {
+    if !bytes.len().is_multiple_of(size) {
         return Err(Error::Shape(format!(
             "{} bytes are not a whole number of {size}-byte blocks",
             bytes.len()
         )));
     }
-    Ok(bytes.chunks_exact(size).map(bytemuck::pod_read_unaligned).collect())
+    Ok(bytes
+        .chunks_exact(size)
+        .map(bytemuck::pod_read_unaligned)
+        .collect())
 }
 
 /// Scale and min of sub-block `j` (0..8) from a Q4_K/Q5_K 12-byte scale field (6 bits each).

@@ -159,7 +159,9 @@ impl<L: PackedLayout> Engine for PackedEngine<L> {
             y.par_chunks_mut(per_task * r)
                 .zip(self.packed.par_chunks(per_task * nb))
                 .for_each(|(y_chunk, w_chunk)| {
-                    for (y_group, w_group) in y_chunk.chunks_exact_mut(r).zip(w_chunk.chunks_exact(nb)) {
+                    for (y_group, w_group) in
+                        y_chunk.chunks_exact_mut(r).zip(w_chunk.chunks_exact(nb))
+                    {
                         (kernels.gemv)(w_group, &tail, y_group);
                     }
                 });

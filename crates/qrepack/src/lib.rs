@@ -26,6 +26,7 @@ mod matrix;
 pub mod quant;
 pub mod types;
 pub mod vecdot;
+mod vecdot_avx2;
 
 pub use error::{Error, Result};
 pub use layout::Layout;

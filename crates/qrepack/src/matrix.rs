@@ -214,7 +214,9 @@ impl QExperts {
         layout: Layout,
     ) -> Result<QExperts, Error> {
         if n_expert == 0 {
-            return Err(Error::Shape("a mixture of experts needs at least one expert".into()));
+            return Err(Error::Shape(
+                "a mixture of experts needs at least one expert".into(),
+            ));
         }
         if rows == 0 || cols == 0 {
             return Err(Error::Shape(format!(
@@ -222,9 +224,9 @@ impl QExperts {
             )));
         }
         let per = ty.matrix_bytes(rows, cols)?;
-        let total = per
-            .checked_mul(n_expert)
-            .ok_or_else(|| Error::Shape(format!("{n_expert} experts of {per} bytes overflow usize")))?;
+        let total = per.checked_mul(n_expert).ok_or_else(|| {
+            Error::Shape(format!("{n_expert} experts of {per} bytes overflow usize"))
+        })?;
         if data.len() != total {
             return Err(Error::Shape(format!(
                 "{n_expert} experts of {rows} x {cols} {ty} take {total} bytes, but {} were given",
@@ -290,7 +292,7 @@ impl QExperts {
                 "x_rows must be 1 or n_used ({n_used}), got {x_rows}"
             )));
         }
-        if ids.len() % n_used != 0 {
+        if !ids.len().is_multiple_of(n_used) {
             return Err(Error::Shape(format!(
                 "ids has {} entries, not a multiple of n_used = {n_used}",
                 ids.len()
@@ -298,7 +300,11 @@ impl QExperts {
         }
         let n_tokens = ids.len() / n_used;
         let (cols, rows) = (self.cols, self.rows);
-        if Some(x.len()) != n_tokens.checked_mul(x_rows).and_then(|v| v.checked_mul(cols)) {
+        if Some(x.len())
+            != n_tokens
+                .checked_mul(x_rows)
+                .and_then(|v| v.checked_mul(cols))
+        {
             return Err(Error::Shape(format!(
                 "x must hold n_tokens * x_rows * cols = {n_tokens} * {x_rows} * {cols} values, but has {}",
                 x.len()

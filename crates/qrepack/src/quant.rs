@@ -433,12 +433,7 @@ fn signed_absmax(x: &[f32]) -> (f32, f32) {
 /// Packs 256 2-bit levels (Q2_K, Q3_K): weight `128 h + 32 g + l` goes to bits `2 g` of byte
 /// `32 h + l`.
 fn pack_crumbs(levels: &[u8; QK_K], qs: &mut [u8; 64]) {
-    for (h, (q, lv)) in qs
-        .chunks_exact_mut(32)
-        .zip(levels.chunks_exact(128))
-        .enumerate()
-    {
-        let _ = h;
+    for (q, lv) in qs.chunks_exact_mut(32).zip(levels.chunks_exact(128)) {
         for (l, byte) in q.iter_mut().enumerate() {
             *byte = lv[l] | (lv[l + 32] << 2) | (lv[l + 64] << 4) | (lv[l + 96] << 6);
         }
@@ -1229,4 +1224,146 @@ pub fn quantize(ty: GgmlType, x: &[f32], rows: usize, cols: usize) -> Result<Vec
         )));
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nearest_int_rounds_half_to_even() {
+        let cases = [
+            (0.5, 0),
+            (1.5, 2),
+            (2.5, 2),
+            (-0.5, 0),
+            (-1.5, -2),
+            (-2.5, -2),
+            (0.49999997, 0),
+            (3.7, 4),
+            (-3.7, -4),
+            (4_194_303.0, 4_194_303),
+            (-4_194_303.0, -4_194_303),
+        ];
+        for (v, want) in cases {
+            assert_eq!(nearest_int(v), want, "{v}");
+        }
+        // garbage in, garbage out, but no panic
+        let _ = nearest_int(f32::NAN);
+        let _ = nearest_int(1e30);
+    }
+
+    #[test]
+    fn best_level_picks_the_closest_level() {
+        for i in -1300..=1300 {
+            let x = i as f32 / 10.0;
+            let got = usize::from(best_level(x));
+            let dist = |k: usize| (f32::from(IQ4NL_LEVELS[k]) - x).abs();
+            let best = (0..16).map(dist).fold(f32::INFINITY, f32::min);
+            assert_eq!(dist(got), best, "{x}");
+        }
+        // exact midpoint between -10 and 1 goes up
+        assert_eq!(best_level(-4.5), 8);
+    }
+
+    #[test]
+    fn q4_0_block_by_hand() {
+        // max magnitude -4 (negative): d = -4 / -8 = 0.5, so x = 0.5 * (q - 8)
+        let mut x = [0.0f32; 32];
+        x[0] = -4.0;
+        x[1] = 3.5;
+        x[16] = 1.0;
+        x[17] = 0.25; // 0.5 * 0.5 + 8.5 = 9 after truncation -> rounds up
+        let b = q_q4_0(&x);
+        assert_eq!(b.d, F16Bits::from_f32(0.5));
+        assert_eq!(b.qs[0], 10 << 4);
+        assert_eq!(b.qs[1], 15 | (9 << 4));
+        assert_eq!(b.qs[2], 8 | (8 << 4));
+        let y = dequantize(GgmlType::Q4_0, bytemuck::bytes_of(&b), 1, 32).unwrap();
+        assert_eq!(&y[..2], &[-4.0, 3.5]);
+        assert_eq!(&y[16..18], &[1.0, 0.5]);
+    }
+
+    #[test]
+    fn zero_blocks() {
+        let z = [0.0f32; 256];
+        // IQ4_NL: scale 0, every level the one closest to 0 (index 8, value 1)
+        let b = q_iq4_nl(&z[..32]);
+        assert_eq!(b.d, F16Bits::from_f32(0.0));
+        assert_eq!(b.qs, [0x88; 16]);
+        // IQ4_XS: ggml's d = -0/32 is a negative zero
+        let b = q_iq4_xs(&z);
+        assert_eq!(u16::from_le_bytes(b.d.0), 0x8000);
+        assert_eq!(b.qs, [0x88; 128]);
+        // Q6_K and Q4_K: everything zero
+        assert_eq!(bytemuck::bytes_of(&q_q6_k(&z)), &[0u8; 210][..]);
+        assert_eq!(bytemuck::bytes_of(&q_q4_k(&z)), &[0u8; 144][..]);
+        for ty in GgmlType::ALL {
+            let q = quantize(ty, &z, 1, 256).unwrap();
+            let y = dequantize(ty, &q, 1, 256).unwrap();
+            assert!(y.iter().all(|&v| v == 0.0), "{ty}");
+        }
+    }
+
+    #[test]
+    fn fit_scale_min_reproduces_exact_grid() {
+        // values on an exact 4-bit grid with offset -1: the fit recovers scale 0.25, min 1
+        let x: Vec<f32> = (0..32).map(|i| (i % 16) as f32 * 0.25 - 1.0).collect();
+        let w = vec![1.0f32; 32];
+        let mut l = [0u8; 32];
+        let (scale, min) = fit_scale_min(15, &x, &w, &mut l, -1.0, 0.1, 20, false);
+        assert!(
+            (scale - 0.25).abs() < 1e-6 && (min - 1.0).abs() < 1e-6,
+            "{scale} {min}"
+        );
+        for (i, &li) in l.iter().enumerate() {
+            assert_eq!(usize::from(li), i % 16);
+        }
+    }
+
+    #[test]
+    fn q4_k_first_pass_levels_survive_zero_scales() {
+        // one group dwarfs the others: their 6-bit scales round to 0 and ggml keeps the levels of
+        // the first fit, so the tiny groups dequantize to -dmin * m (not to garbage)
+        let mut x = [0.0f32; 256];
+        for (i, v) in x.iter_mut().enumerate() {
+            *v = ((i * 37 % 29) as f32 - 14.0) * if i < 32 { 100.0 } else { 1e-4 };
+        }
+        let q = quantize(GgmlType::Q4_K, &x, 1, 256).unwrap();
+        let b: BlockQ4K = bytemuck::pod_read_unaligned(&q);
+        assert_eq!(k4_scale_min(&b.scales, 3).0, 0);
+        let y = dequantize(GgmlType::Q4_K, &q, 1, 256).unwrap();
+        for (a, r) in x.iter().zip(&y) {
+            assert!((a - r).abs() <= 1400.0 * 0.12, "{a} {r}");
+        }
+    }
+
+    #[test]
+    fn dequantize_f64_is_exact_for_q4_k() {
+        let x: Vec<f32> = (0..512)
+            .map(|i| ((i * 7919 % 1000) as f32 - 500.0) / 300.0)
+            .collect();
+        let q = quantize(GgmlType::Q4_K, &x, 2, 256).unwrap();
+        let y = dequantize_f64(GgmlType::Q4_K, &q, 2, 256).unwrap();
+        let b: BlockQ4K = bytemuck::pod_read_unaligned(&q[..144]);
+        let (sc, m) = k4_scale_min(&b.scales, 5);
+        let level = f64::from((b.qs[32 * 2 + 3] >> 4) & 0x0f);
+        let want = f64::from(b.d.to_f32()) * f64::from(sc) * level
+            - f64::from(b.dmin.to_f32()) * f64::from(m);
+        assert_eq!(y[5 * 32 + 3], want);
+    }
+
+    #[test]
+    fn q8_k_blocks_have_consistent_sums() {
+        let x: Vec<f32> = (0..256).map(|i| (i as f32 * 0.7).cos() * 3.0).collect();
+        let b = q_q8_k(&x);
+        for (j, &s) in b.bsums.iter().enumerate() {
+            let sum: i16 = b.qs[16 * j..16 * j + 16]
+                .iter()
+                .map(|&q| i16::from(q))
+                .sum();
+            assert_eq!(s, sum);
+        }
+        assert!(b.qs.iter().any(|&q| q.unsigned_abs() == 127));
+    }
 }

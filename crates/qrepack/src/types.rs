@@ -171,7 +171,7 @@ impl GgmlType {
 
     /// Bytes in one row of `cols` weights; an error when `cols` is not a whole number of blocks.
     pub fn row_bytes(self, cols: usize) -> Result<usize, Error> {
-        if cols % self.block_size() != 0 {
+        if !cols.is_multiple_of(self.block_size()) {
             return Err(Error::Shape(format!(
                 "{} rows need a multiple of {} columns, got {cols}",
                 self.name(),
@@ -180,7 +180,9 @@ impl GgmlType {
         }
         (cols / self.block_size())
             .checked_mul(self.block_bytes())
-            .ok_or_else(|| Error::Shape(format!("{cols} columns of {} overflow usize", self.name())))
+            .ok_or_else(|| {
+                Error::Shape(format!("{cols} columns of {} overflow usize", self.name()))
+            })
     }
 
     /// Bytes of a `rows` x `cols` matrix in ggml row layout.
@@ -238,10 +240,7 @@ impl FromStr for GgmlType {
             .find(|t| t.name().eq_ignore_ascii_case(s))
             .ok_or_else(|| {
                 let names: Vec<&str> = GgmlType::ALL.iter().map(|t| t.name()).collect();
-                Error::Unsupported(format!(
-                    "unknown type '{s}' (known: {})",
-                    names.join(", ")
-                ))
+                Error::Unsupported(format!("unknown type '{s}' (known: {})", names.join(", ")))
             })
     }
 }

@@ -7,9 +7,10 @@
 //! The arithmetic is that of ggml's portable kernels: the products of the quants are summed in
 //! exact integer arithmetic, and only the per-block scaling and the accumulation over blocks
 //! are done in `f32`, in the order ggml uses. Within a block the two scales are multiplied
-//! together first and the product then scales the integer sum. The Q3_K..Q6_K kernels keep
-//! ggml's eight accumulation lanes (lane `l` collects the positions `≡ l (mod 8)`), so that
-//! their rounding matches ggml's generic code too. Float rows are multiplied in `f32` and
+//! together first and the product then scales the integer sum (the product of two f16 scales is
+//! exact in `f32`, so this equals ggml's left-to-right `sumi * d_w * d_a` where it writes that).
+//! The Q3_K..Q6_K kernels keep ggml's eight accumulation lanes (lane `l` collects the positions
+//! `≡ l (mod 8)`), so their results are bit-identical to ggml's generic kernels as well. Float rows are multiplied in `f32` and
 //! summed in `f64`, as ggml's scalar `vec_dot_f32`/`f16`/`bf16` do.
 //!
 //! The rows are paired block by block; when one row is longer, its extra blocks are ignored.
@@ -116,7 +117,7 @@ pub fn vec_dot_q4_0_q8_0(w: &[BlockQ4_0], a: &[BlockQ8_0]) -> f32 {
 pub fn vec_dot_q4_1_q8_1(w: &[BlockQ4_1], a: &[BlockQ8_1]) -> f32 {
     sum_blocks(w, a, |wb, ab| {
         let q = nibble_block(&wb.qs, |n, _| n as i8);
-        wb.d.to_f32() * ab.d.to_f32() * idot(&q, &ab.qs) as f32 - wb.m.to_f32() * ab.s.to_f32()
+        wb.d.to_f32() * ab.d.to_f32() * idot(&q, &ab.qs) as f32 + wb.m.to_f32() * ab.s.to_f32()
     })
 }
 

@@ -22,14 +22,21 @@ fn check_layout(layout: Layout, ty: GgmlType, rows: usize, cols: usize, seed: u6
     for cpu in [CpuFeatures::get(), &CpuFeatures::scalar()] {
         let m = QMatrix::with_layout_for_cpu(ty, rows, cols, &w, layout, cpu).unwrap();
         assert_eq!(m.layout(), layout);
-        assert_eq!(m.to_ggml_bytes(), w, "{layout} {ty} {rows}x{cols}: unpack(repack(w)) != w");
+        assert_eq!(
+            m.to_ggml_bytes(),
+            w,
+            "{layout} {ty} {rows}x{cols}: unpack(repack(w)) != w"
+        );
         let mut rng = SplitMix(seed ^ 0x5eed);
         for &n in BATCHES {
             let x = rng.vec(n * cols);
             let mut y = vec![f32::NAN; n * rows];
             m.matmul(&x, n, &mut y).unwrap();
             let want = reference_matmul(ty, &w, rows, cols, &x, n);
-            let what = format!("{layout} {ty} {rows}x{cols} n={n} kernels={}", m.kernel_name());
+            let what = format!(
+                "{layout} {ty} {rows}x{cols} n={n} kernels={}",
+                m.kernel_name()
+            );
             assert_close_rows(&y, &want, rows, 1e-5, &what);
         }
     }
@@ -70,7 +77,9 @@ fn simd_kernels_equal_scalar_kernels() {
             let rows = 16;
             let w = random_weights(ty, rows, cols, 5);
             let fast = QMatrix::with_layout_for_cpu(ty, rows, cols, &w, layout, cpu).unwrap();
-            let slow = QMatrix::with_layout_for_cpu(ty, rows, cols, &w, layout, &CpuFeatures::scalar()).unwrap();
+            let slow =
+                QMatrix::with_layout_for_cpu(ty, rows, cols, &w, layout, &CpuFeatures::scalar())
+                    .unwrap();
             let mut rng = SplitMix(9);
             for n in [1, 4, 7] {
                 let x = rng.vec(n * cols);
@@ -108,14 +117,29 @@ fn misuse_is_an_error_naming_the_problem() {
     };
     shape(QMatrix::new(ty, 8, 64, &w[1..]).unwrap_err(), "bytes");
     shape(QMatrix::new(ty, 8, 48, &w).unwrap_err(), "multiple of 32");
-    shape(QMatrix::new(ty, 0, 64, &[]).unwrap_err(), "at least one row");
-    shape(QMatrix::with_layout(ty, 8, 64, &w, Layout::Q4_K_8x8).unwrap_err(), "q4_K");
+    shape(
+        QMatrix::new(ty, 0, 64, &[]).unwrap_err(),
+        "at least one row",
+    );
+    shape(
+        QMatrix::with_layout(ty, 8, 64, &w, Layout::Q4_K_8x8).unwrap_err(),
+        "q4_K",
+    );
     let w12 = random_weights(ty, 12, 64, 1);
-    shape(QMatrix::with_layout(ty, 12, 64, &w12, Layout::Q4_0_8x8).unwrap_err(), "multiple of 8");
+    shape(
+        QMatrix::with_layout(ty, 12, 64, &w12, Layout::Q4_0_8x8).unwrap_err(),
+        "multiple of 8",
+    );
     let m = QMatrix::new(ty, 8, 64, &w).unwrap();
-    let mut y = vec![0.0; 16];
-    shape(m.matmul(&[0.0; 63], 1, &mut y[..8]).unwrap_err(), "x must hold");
-    shape(m.matmul(&[0.0; 128], 2, &mut y[..15]).unwrap_err(), "y must hold");
+    let mut y = [0.0; 16];
+    shape(
+        m.matmul(&[0.0; 63], 1, &mut y[..8]).unwrap_err(),
+        "x must hold",
+    );
+    shape(
+        m.matmul(&[0.0; 128], 2, &mut y[..15]).unwrap_err(),
+        "y must hold",
+    );
     assert!(m.matmul(&[], 0, &mut []).is_ok());
     assert!("q4_0_9x9".parse::<Layout>().is_err());
 }

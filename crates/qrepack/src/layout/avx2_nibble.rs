@@ -26,6 +26,20 @@ pub(crate) trait Nibble8x8: Copy + Send + Sync + 'static {
     /// The weights as signed bytes in the four-vector order documented above.
     #[cfg(target_arch = "x86_64")]
     unsafe fn decode(&self) -> [[__m256i; 2]; 4];
+    /// The weights plus 128 as unsigned bytes (for `vpdpbusd`, which multiplies u8 by i8).
+    #[cfg(target_arch = "x86_64")]
+    unsafe fn decode_biased(&self) -> [[__m256i; 2]; 4];
+}
+
+/// `TABLE` with 128 added to every entry, as unsigned bytes.
+const fn biased(table: [i8; 16]) -> [u8; 16] {
+    let mut out = [0u8; 16];
+    let mut i = 0;
+    while i < 16 {
+        out[i] = (table[i] as u8) ^ 0x80;
+        i += 1;
+    }
+    out
 }
 
 macro_rules! nibble8x8 {
@@ -40,6 +54,16 @@ macro_rules! nibble8x8 {
                 // SAFETY: the table is 16 bytes; the caller guarantees AVX2.
                 let lut = _mm256_broadcastsi128_si256(_mm_loadu_si128(
                     Self::TABLE.as_ptr() as *const __m128i,
+                ));
+                imp::decode(lut, &self.qs)
+            }
+            #[cfg(target_arch = "x86_64")]
+            #[inline(always)]
+            unsafe fn decode_biased(&self) -> [[__m256i; 2]; 4] {
+                const BIASED: [u8; 16] = biased($table);
+                // SAFETY: the table is 16 bytes; the caller guarantees AVX2.
+                let lut = _mm256_broadcastsi128_si256(_mm_loadu_si128(
+                    BIASED.as_ptr() as *const __m128i,
                 ));
                 imp::decode(lut, &self.qs)
             }
@@ -62,6 +86,12 @@ impl Nibble8x8 for crate::blocks::BlockQ8_0x8 {
         // SAFETY: v < 8, so the 32 bytes at 32v lie inside the 256-byte array.
         let v = |i: usize| _mm256_loadu_si256(self.qs.as_ptr().add(32 * i) as *const __m256i);
         [[v(0), v(4)], [v(1), v(5)], [v(2), v(6)], [v(3), v(7)]]
+    }
+    #[cfg(target_arch = "x86_64")]
+    #[inline(always)]
+    unsafe fn decode_biased(&self) -> [[__m256i; 2]; 4] {
+        let flip = _mm256_set1_epi8(-128);
+        self.decode().map(|v| v.map(|x| _mm256_xor_si256(x, flip)))
     }
 }
 nibble8x8!(
@@ -133,11 +163,7 @@ mod imp {
     }
 
     #[target_feature(enable = "avx2,fma,f16c")]
-    pub(super) unsafe fn gemv<P: Nibble8x8>(
-        w: &[P],
-        a: &[BlockQ8_0],
-        out: &mut [f32],
-    ) {
+    pub(super) unsafe fn gemv<P: Nibble8x8>(w: &[P], a: &[BlockQ8_0], out: &mut [f32]) {
         // SAFETY (whole fn): every pointer read comes from a fixed-size array field; `out` has
         // at least 8 elements (checked below).
         let order = row_order();
@@ -163,11 +189,7 @@ mod imp {
     }
 
     #[target_feature(enable = "avx2,fma,f16c")]
-    pub(super) unsafe fn gemm<P: Nibble8x8>(
-        w: &[P],
-        a: &[BlockQ8_0x4],
-        out: &mut [f32],
-    ) {
+    pub(super) unsafe fn gemm<P: Nibble8x8>(w: &[P], a: &[BlockQ8_0x4], out: &mut [f32]) {
         // SAFETY (whole fn): as in `gemv`; `out` has at least 32 elements (checked below).
         let order = row_order();
         let mut acc = [_mm256_setzero_ps(); 4];
@@ -179,7 +201,8 @@ mod imp {
             _mm_storeu_ps(da_m.as_mut_ptr(), da);
             for (m, acc_m) in acc.iter_mut().enumerate() {
                 // Row m's bytes 8k..8k+8 sit at 32k + 8m in the interleaved quad.
-                let av = [0, 1, 2, 3].map(|k| broadcast8(&ab.qs[32 * k + 8 * m..32 * k + 8 * m + 8]));
+                let av =
+                    [0, 1, 2, 3].map(|k| broadcast8(&ab.qs[32 * k + 8 * m..32 * k + 8 * m + 8]));
                 let sums = row_sums(&wq, av);
                 let scale = _mm256_mul_ps(dw, _mm256_set1_ps(da_m[m]));
                 *acc_m = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums), scale, *acc_m);
@@ -187,7 +210,100 @@ mod imp {
         }
         assert!(out.len() >= 32);
         for (m, acc_m) in acc.iter().enumerate() {
-            _mm256_storeu_ps(out.as_mut_ptr().add(8 * m), _mm256_permutevar8x32_ps(*acc_m, order));
+            _mm256_storeu_ps(
+                out.as_mut_ptr().add(8 * m),
+                _mm256_permutevar8x32_ps(*acc_m, order),
+            );
+        }
+    }
+
+    /// Row sums with `vpdpbusd`: biased weights (w + 128) times activations, minus 128 x the
+    /// activation sum, which each row pair of lanes receives once. Lanes in `row_order`.
+    #[inline(always)]
+    unsafe fn row_sums_vnni(w: &[[__m256i; 2]; 4], a: [__m256i; 4]) -> __m256i {
+        let z = _mm256_setzero_si256();
+        let s03 = _mm256_dpbusd_avx_epi32(
+            _mm256_dpbusd_avx_epi32(
+                _mm256_dpbusd_avx_epi32(_mm256_dpbusd_avx_epi32(z, w[0][0], a[0]), w[0][1], a[2]),
+                w[2][0],
+                a[1],
+            ),
+            w[2][1],
+            a[3],
+        );
+        let s47 = _mm256_dpbusd_avx_epi32(
+            _mm256_dpbusd_avx_epi32(
+                _mm256_dpbusd_avx_epi32(_mm256_dpbusd_avx_epi32(z, w[1][0], a[0]), w[1][1], a[2]),
+                w[3][0],
+                a[1],
+            ),
+            w[3][1],
+            a[3],
+        );
+        let ones = _mm256_set1_epi8(1);
+        let sum_a = _mm256_dpbusd_avx_epi32(
+            _mm256_dpbusd_avx_epi32(
+                _mm256_dpbusd_avx_epi32(_mm256_dpbusd_avx_epi32(z, ones, a[0]), ones, a[1]),
+                ones,
+                a[2],
+            ),
+            ones,
+            a[3],
+        );
+        let bias = _mm256_slli_epi32(sum_a, 7);
+        _mm256_hadd_epi32(_mm256_sub_epi32(s03, bias), _mm256_sub_epi32(s47, bias))
+    }
+
+    #[target_feature(enable = "avx2,fma,f16c,avxvnni")]
+    pub(super) unsafe fn gemv_vnni<P: Nibble8x8>(w: &[P], a: &[BlockQ8_0], out: &mut [f32]) {
+        // SAFETY (whole fn): as in `gemv`.
+        let order = row_order();
+        let mut acc = _mm256_setzero_ps();
+        for (wb, ab) in w.iter().zip(a) {
+            let wq = wb.decode_biased();
+            let av = [
+                broadcast8(&ab.qs[0..8]),
+                broadcast8(&ab.qs[8..16]),
+                broadcast8(&ab.qs[16..24]),
+                broadcast8(&ab.qs[24..32]),
+            ];
+            let sums = row_sums_vnni(&wq, av);
+            let scale = _mm256_mul_ps(
+                _mm256_permutevar8x32_ps(f16x8(wb.scales()), order),
+                _mm256_set1_ps(ab.d.to_f32()),
+            );
+            acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums), scale, acc);
+        }
+        let res = _mm256_permutevar8x32_ps(acc, order);
+        assert!(out.len() >= 8);
+        _mm256_storeu_ps(out.as_mut_ptr(), res);
+    }
+
+    #[target_feature(enable = "avx2,fma,f16c,avxvnni")]
+    pub(super) unsafe fn gemm_vnni<P: Nibble8x8>(w: &[P], a: &[BlockQ8_0x4], out: &mut [f32]) {
+        // SAFETY (whole fn): as in `gemm`.
+        let order = row_order();
+        let mut acc = [_mm256_setzero_ps(); 4];
+        for (wb, ab) in w.iter().zip(a) {
+            let wq = wb.decode_biased();
+            let dw = _mm256_permutevar8x32_ps(f16x8(wb.scales()), order);
+            let da = _mm_cvtph_ps(_mm_loadl_epi64(ab.d.as_ptr() as *const __m128i));
+            let mut da_m = [0.0f32; 4];
+            _mm_storeu_ps(da_m.as_mut_ptr(), da);
+            for (m, acc_m) in acc.iter_mut().enumerate() {
+                let av =
+                    [0, 1, 2, 3].map(|k| broadcast8(&ab.qs[32 * k + 8 * m..32 * k + 8 * m + 8]));
+                let sums = row_sums_vnni(&wq, av);
+                let scale = _mm256_mul_ps(dw, _mm256_set1_ps(da_m[m]));
+                *acc_m = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums), scale, *acc_m);
+            }
+        }
+        assert!(out.len() >= 32);
+        for (m, acc_m) in acc.iter().enumerate() {
+            _mm256_storeu_ps(
+                out.as_mut_ptr().add(8 * m),
+                _mm256_permutevar8x32_ps(*acc_m, order),
+            );
         }
     }
 }
@@ -195,14 +311,34 @@ mod imp {
 type Gemv<P> = fn(&[P], &[BlockQ8_0], &mut [f32]);
 type Gemm<P> = fn(&[P], &[BlockQ8_0x4], &mut [f32]);
 
-/// The AVX2 GEMV/GEMM for `P`, if this CPU has AVX2+FMA+F16C.
-pub(crate) fn kernels<P: Nibble8x8>(cpu: &crate::cpu::CpuFeatures) -> Option<(Gemv<P>, Gemm<P>)> {
+/// The fastest GEMV/GEMM for `P` on this CPU with the kernel family's name: AVX-VNNI when
+/// present, else AVX2+FMA+F16C, else none.
+pub(crate) fn kernels<P: Nibble8x8>(
+    cpu: &crate::cpu::CpuFeatures,
+) -> Option<(&'static str, Gemv<P>, Gemm<P>)> {
     #[cfg(target_arch = "x86_64")]
-    if cpu.avx2() {
-        return Some((gemv::<P>, gemm::<P>));
+    {
+        if cpu.avx2() && cpu.avxvnni() {
+            return Some(("avxvnni", gemv_vnni::<P>, gemm_vnni::<P>));
+        }
+        if cpu.avx2() {
+            return Some(("avx2", gemv::<P>, gemm::<P>));
+        }
     }
     let _ = cpu;
     None
+}
+
+#[cfg(target_arch = "x86_64")]
+fn gemv_vnni<P: Nibble8x8>(w: &[P], a: &[BlockQ8_0], out: &mut [f32]) {
+    // SAFETY: only reachable through `kernels`, which checked AVX2+FMA+F16C+AVX-VNNI.
+    unsafe { imp::gemv_vnni(w, a, out) }
+}
+
+#[cfg(target_arch = "x86_64")]
+fn gemm_vnni<P: Nibble8x8>(w: &[P], a: &[BlockQ8_0x4], out: &mut [f32]) {
+    // SAFETY: only reachable through `kernels`, which checked AVX2+FMA+F16C+AVX-VNNI.
+    unsafe { imp::gemm_vnni(w, a, out) }
 }
 
 #[cfg(target_arch = "x86_64")]

@@ -184,7 +184,11 @@ mod imp {
                 let pair: [i32; 8] = std::array::from_fn(|sb| bsum(2 * sb) + bsum(2 * sb + 1));
                 let mn = mins_dot(&sc.mins, pair);
                 let da = _mm256_set1_ps(ab.d[m]);
-                *acc_m = _mm256_fmadd_ps(_mm256_cvtepi32_ps(row_sums(&s[m])), _mm256_mul_ps(d, da), *acc_m);
+                *acc_m = _mm256_fmadd_ps(
+                    _mm256_cvtepi32_ps(row_sums(&s[m])),
+                    _mm256_mul_ps(d, da),
+                    *acc_m,
+                );
                 *acc_m = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(mn), _mm256_mul_ps(dmin, da), *acc_m);
             }
         }

@@ -69,7 +69,27 @@ macro_rules! iq4_nl_layout {
     };
 }
 
-iq4_nl_layout!(Iq4Nl4x4, IQ4_NL_4x4, BlockIq4Nlx4, 4, 4, |_: &CpuFeatures| None, |_: &CpuFeatures| None);
-iq4_nl_layout!(Iq4Nl8x8, IQ4_NL_8x8, BlockIq4Nlx8, 8, 8, |_: &CpuFeatures| Some(10), |cpu: &CpuFeatures| {
-    avx2_nibble::kernels::<BlockIq4Nlx8>(cpu).map(|(gemv, gemm)| Kernels { name: "avx2", gemv, gemm })
-});
+iq4_nl_layout!(
+    Iq4Nl4x4,
+    IQ4_NL_4x4,
+    BlockIq4Nlx4,
+    4,
+    4,
+    |_: &CpuFeatures| None,
+    |_: &CpuFeatures| None
+);
+iq4_nl_layout!(
+    Iq4Nl8x8,
+    IQ4_NL_8x8,
+    BlockIq4Nlx8,
+    8,
+    8,
+    |_: &CpuFeatures| Some(10),
+    |cpu: &CpuFeatures| {
+        avx2_nibble::kernels::<BlockIq4Nlx8>(cpu).map(|(name, gemv, gemm)| Kernels {
+            name,
+            gemv,
+            gemm,
+        })
+    }
+);

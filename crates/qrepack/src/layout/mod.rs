@@ -36,10 +36,23 @@ pub struct Kernels<L: PackedLayout> {
     /// Kernel family for reports, e.g. `"scalar"` or `"avx2"`.
     pub name: &'static str,
     /// One activation row.
-    pub gemv: fn(&[L::Packed], &[<L::Act as ActFormat>::Row], &mut [f32]),
+    pub gemv: GemvFn<L>,
     /// Four activation rows.
-    pub gemm: fn(&[L::Packed], &[<L::Act as ActFormat>::Quad], &mut [f32]),
+    pub gemm: GemmFn<L>,
 }
+
+/// A GEMV kernel of layout `L`.
+pub type GemvFn<L> = fn(
+    &[<L as PackedLayout>::Packed],
+    &[<<L as PackedLayout>::Act as ActFormat>::Row],
+    &mut [f32],
+);
+/// A GEMM kernel of layout `L`.
+pub type GemmFn<L> = fn(
+    &[<L as PackedLayout>::Packed],
+    &[<<L as PackedLayout>::Act as ActFormat>::Quad],
+    &mut [f32],
+);
 
 impl<L: PackedLayout> Clone for Kernels<L> {
     fn clone(&self) -> Self {
@@ -206,7 +219,7 @@ impl Layout {
             }
         }
         let r = self.rows_interleaved();
-        if rows % r != 0 {
+        if !rows.is_multiple_of(r) {
             return Err(Error::Invalid(format!(
                 "layout {self} interleaves {r} rows, but the matrix has {rows} rows (not a multiple of {r})"
             )));
@@ -259,7 +272,10 @@ impl FromStr for Layout {
             .find(|l| l.name().eq_ignore_ascii_case(s))
             .ok_or_else(|| {
                 let names: Vec<&str> = Layout::ALL.iter().map(|l| l.name()).collect();
-                Error::Unsupported(format!("unknown layout '{s}' (known: {})", names.join(", ")))
+                Error::Unsupported(format!(
+                    "unknown layout '{s}' (known: {})",
+                    names.join(", ")
+                ))
             })
     }
 }

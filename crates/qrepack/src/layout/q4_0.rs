@@ -71,8 +71,36 @@ macro_rules! q4_0_layout {
     };
 }
 
-q4_0_layout!(Q4_0_4x4, Q4_0_4x4, BlockQ4_0x4, 4, 4, |_: &CpuFeatures| None, |_: &CpuFeatures| None);
-q4_0_layout!(Q4_0_4x8, Q4_0_4x8, BlockQ4_0x4, 4, 8, |_: &CpuFeatures| None, |_: &CpuFeatures| None);
-q4_0_layout!(Q4_0_8x8, Q4_0_8x8, BlockQ4_0x8, 8, 8, |_: &CpuFeatures| Some(10), |cpu: &CpuFeatures| {
-    avx2_nibble::kernels::<BlockQ4_0x8>(cpu).map(|(gemv, gemm)| Kernels { name: "avx2", gemv, gemm })
-});
+q4_0_layout!(
+    Q4_0_4x4,
+    Q4_0_4x4,
+    BlockQ4_0x4,
+    4,
+    4,
+    |_: &CpuFeatures| None,
+    |_: &CpuFeatures| None
+);
+q4_0_layout!(
+    Q4_0_4x8,
+    Q4_0_4x8,
+    BlockQ4_0x4,
+    4,
+    8,
+    |_: &CpuFeatures| None,
+    |_: &CpuFeatures| None
+);
+q4_0_layout!(
+    Q4_0_8x8,
+    Q4_0_8x8,
+    BlockQ4_0x8,
+    8,
+    8,
+    |_: &CpuFeatures| Some(10),
+    |cpu: &CpuFeatures| {
+        avx2_nibble::kernels::<BlockQ4_0x8>(cpu).map(|(name, gemv, gemm)| Kernels {
+            name,
+            gemv,
+            gemm,
+        })
+    }
+);

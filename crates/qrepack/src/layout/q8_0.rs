@@ -76,11 +76,7 @@ impl PackedLayout for Q8_0_8x8 {
 
     fn kernels(cpu: &CpuFeatures) -> Kernels<Self> {
         avx2_nibble::kernels::<BlockQ8_0x8>(cpu)
-            .map(|(gemv, gemm)| Kernels {
-                name: "avx2",
-                gemv,
-                gemm,
-            })
+            .map(|(name, gemv, gemm)| Kernels { name, gemv, gemm })
             .unwrap_or_else(Self::scalar_kernels)
     }
 

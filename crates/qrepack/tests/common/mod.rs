@@ -1,7 +1,9 @@
 //! Shared test helpers: deterministic data, random weight blocks and an f64 reference product.
 #![allow(dead_code)]
 
-use qrepack::activation::{quantize_block_q8_0, quantize_block_q8_1, quantize_block_q8_k, Bf16Bits};
+use qrepack::activation::{
+    quantize_block_q8_0, quantize_block_q8_1, quantize_block_q8_k, Bf16Bits,
+};
 use qrepack::blocks::F16Bits;
 use qrepack::quant::dequantize_f64;
 use qrepack::GgmlType;
@@ -29,8 +31,12 @@ impl SplitMix {
 /// Byte offsets of the f16 scale fields inside one block of `ty` (for block types).
 fn f16_fields(ty: GgmlType) -> &'static [usize] {
     match ty {
-        GgmlType::Q4_0 | GgmlType::Q5_0 | GgmlType::Q8_0 | GgmlType::IQ4_NL | GgmlType::IQ4_XS => &[0],
-        GgmlType::Q4_1 | GgmlType::Q5_1 | GgmlType::Q8_1 | GgmlType::Q4_K | GgmlType::Q5_K => &[0, 2],
+        GgmlType::Q4_0 | GgmlType::Q5_0 | GgmlType::Q8_0 | GgmlType::IQ4_NL | GgmlType::IQ4_XS => {
+            &[0]
+        }
+        GgmlType::Q4_1 | GgmlType::Q5_1 | GgmlType::Q8_1 | GgmlType::Q4_K | GgmlType::Q5_K => {
+            &[0, 2]
+        }
         GgmlType::Q2_K => &[80, 82],
         GgmlType::Q3_K => &[108],
         GgmlType::Q6_K => &[208],
@@ -44,12 +50,26 @@ pub fn random_weights(ty: GgmlType, rows: usize, cols: usize, seed: u64) -> Vec<
     let mut rng = SplitMix(seed);
     let n = ty.matrix_bytes(rows, cols).unwrap();
     match ty {
-        GgmlType::F32 => return rng.vec(rows * cols).iter().flat_map(|v| v.to_le_bytes()).collect(),
+        GgmlType::F32 => {
+            return rng
+                .vec(rows * cols)
+                .iter()
+                .flat_map(|v| v.to_le_bytes())
+                .collect()
+        }
         GgmlType::F16 => {
-            return rng.vec(rows * cols).iter().flat_map(|&v| F16Bits::from_f32(v).0).collect()
+            return rng
+                .vec(rows * cols)
+                .iter()
+                .flat_map(|&v| F16Bits::from_f32(v).0)
+                .collect()
         }
         GgmlType::BF16 => {
-            return rng.vec(rows * cols).iter().flat_map(|&v| Bf16Bits::from_f32(v).0).collect()
+            return rng
+                .vec(rows * cols)
+                .iter()
+                .flat_map(|&v| Bf16Bits::from_f32(v).0)
+                .collect()
         }
         _ => {}
     }
@@ -63,7 +83,11 @@ pub fn random_weights(ty: GgmlType, rows: usize, cols: usize, seed: u64) -> Vec<
         for &off in f16_fields(ty) {
             // scales in ±[0.001, 0.05): positive for the main scale keeps the sign mix realistic
             let mag = 0.001 + 0.049 * (rng.next_f32() * 0.5 + 0.5);
-            let v = if off == 0 || f16_fields(ty).len() == 1 { mag } else { mag * 0.5 };
+            let v = if off == 0 || f16_fields(ty).len() == 1 {
+                mag
+            } else {
+                mag * 0.5
+            };
             block[off..off + 2].copy_from_slice(&F16Bits::from_f32(v).0);
         }
     }
@@ -97,21 +121,38 @@ pub fn quantized_activations_f64(ty: GgmlType, x: &[f32]) -> Vec<f64> {
                 b.qs.map(|q| d * q as f64)
             })
             .collect(),
-        GgmlType::F16 => x.iter().map(|&v| F16Bits::from_f32(v).to_f32() as f64).collect(),
-        GgmlType::BF16 => x.iter().map(|&v| Bf16Bits::from_f32(v).to_f32() as f64).collect(),
+        GgmlType::F16 => x
+            .iter()
+            .map(|&v| F16Bits::from_f32(v).to_f32() as f64)
+            .collect(),
+        GgmlType::BF16 => x
+            .iter()
+            .map(|&v| Bf16Bits::from_f32(v).to_f32() as f64)
+            .collect(),
         _ => x.iter().map(|&v| v as f64).collect(),
     }
 }
 
 /// `y = x W^T` in f64 from the stored integers: `n` rows of `rows` outputs.
-pub fn reference_matmul(ty: GgmlType, w: &[u8], rows: usize, cols: usize, x: &[f32], n: usize) -> Vec<f64> {
+pub fn reference_matmul(
+    ty: GgmlType,
+    w: &[u8],
+    rows: usize,
+    cols: usize,
+    x: &[f32],
+    n: usize,
+) -> Vec<f64> {
     let wf = dequantize_f64(ty, w, rows, cols).unwrap();
     let mut y = vec![0.0f64; n * rows];
     for t in 0..n {
         let xt = &x[t * cols..(t + 1) * cols];
         let a = quantized_activations_f64(ty, xt);
         for r in 0..rows {
-            let mut v: f64 = wf[r * cols..(r + 1) * cols].iter().zip(&a).map(|(w, a)| w * a).sum();
+            let mut v: f64 = wf[r * cols..(r + 1) * cols]
+                .iter()
+                .zip(&a)
+                .map(|(w, a)| w * a)
+                .sum();
             if matches!(ty, GgmlType::Q4_1 | GgmlType::Q5_1) {
                 v += q8_1_sum_correction(ty, w, r, cols, xt);
             }
@@ -130,7 +171,11 @@ pub fn assert_close_rows(got: &[f32], want: &[f64], row_len: usize, tol: f64, wh
     let overall = rms_of(want);
     for (i, (g, w)) in got.chunks(row_len).zip(want.chunks(row_len)).enumerate() {
         let rms = if row_len >= 8 { rms_of(w) } else { overall }.max(1e-30);
-        let err = g.iter().zip(w).map(|(a, b)| (*a as f64 - b).abs()).fold(0.0, f64::max);
+        let err = g
+            .iter()
+            .zip(w)
+            .map(|(a, b)| (*a as f64 - b).abs())
+            .fold(0.0, f64::max);
         assert!(
             err <= tol * rms,
             "{what}: row {i}: max error {err:e} > {tol:e} x rms {rms:e}"
@@ -140,7 +185,11 @@ pub fn assert_close_rows(got: &[f32], want: &[f64], row_len: usize, tol: f64, wh
 
 /// Normalized mean squared error of `got` against `want`.
 pub fn nmse(got: &[f32], want: &[f32]) -> f64 {
-    let num: f64 = got.iter().zip(want).map(|(a, b)| ((*a - *b) as f64).powi(2)).sum();
+    let num: f64 = got
+        .iter()
+        .zip(want)
+        .map(|(a, b)| ((*a - *b) as f64).powi(2))
+        .sum();
     let den: f64 = want.iter().map(|b| (*b as f64).powi(2)).sum();
     num / den.max(1e-300)
 }

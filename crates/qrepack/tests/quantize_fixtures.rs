@@ -1,0 +1,296 @@
+//! `quantize` / `dequantize` against fixtures derived from ggml itself.
+//!
+//! The fixtures in `tests/fixtures/quant/` were made by `scripts/make_quant_fixtures.py` (see
+//! there): f32 inputs, the bytes ggml (or the PyPI `gguf` package, cross-checked against ggml)
+//! produces for them, and an FNV-1a digest of ggml's own dequantization of those bytes.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
+
+use qrepack::quant::dequantize_f64;
+use qrepack::{dequantize, quantize, Error, GgmlType};
+
+fn fixture_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/quant")
+}
+
+struct Input {
+    rows: usize,
+    cols: usize,
+    x: Vec<f32>,
+}
+
+struct Case {
+    ty: GgmlType,
+    input: String,
+    source: String,
+    /// FNV-1a 64 of ggml's `to_float` output, `None` where ggml has no `to_float`.
+    digest: Option<u64>,
+    expected: Vec<u8>,
+}
+
+fn read(name: &str) -> Vec<u8> {
+    let path = fixture_dir().join(name);
+    std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+fn load() -> (BTreeMap<String, Input>, Vec<Case>) {
+    let manifest = String::from_utf8(read("MANIFEST.txt")).unwrap();
+    let mut inputs = BTreeMap::new();
+    let mut cases = Vec::new();
+    for line in manifest.lines().filter(|l| !l.trim().is_empty()) {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        if f.len() == 3 {
+            let (rows, cols) = (f[1].parse().unwrap(), f[2].parse().unwrap());
+            let x: Vec<f32> = read(&format!("{}.f32", f[0]))
+                .chunks_exact(4)
+                .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+                .collect();
+            assert_eq!(x.len(), rows * cols, "{line}");
+            inputs.insert(f[0].to_string(), Input { rows, cols, x });
+        } else {
+            assert_eq!(f.len(), 4, "bad manifest line {line}");
+            cases.push(Case {
+                ty: f[0].parse().unwrap(),
+                input: f[1].to_string(),
+                source: f[2].to_string(),
+                digest: (f[3] != "-").then(|| u64::from_str_radix(f[3], 16).unwrap()),
+                expected: read(&format!("{}.{}.bin", f[1], f[0])),
+            });
+        }
+    }
+    (inputs, cases)
+}
+
+fn fnv1a64(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
+    })
+}
+
+#[test]
+fn fixtures_cover_every_type() {
+    let (inputs, cases) = load();
+    let covered: BTreeSet<GgmlType> = cases.iter().map(|c| c.ty).collect();
+    for ty in GgmlType::ALL {
+        assert!(covered.contains(&ty), "no fixture for {ty}");
+        let n = cases.iter().filter(|c| c.ty == ty).count();
+        assert!(n >= 3, "only {n} fixtures for {ty}");
+    }
+    assert!(cases.iter().all(|c| inputs.contains_key(&c.input)));
+}
+
+#[test]
+fn quantize_matches_ggml_bytes() {
+    let (inputs, cases) = load();
+    let mut failures = Vec::new();
+    for c in &cases {
+        let inp = &inputs[&c.input];
+        let got = quantize(c.ty, &inp.x, inp.rows, inp.cols).unwrap();
+        assert_eq!(got.len(), c.expected.len(), "{} {}", c.ty, c.input);
+        if got != c.expected {
+            let bb = c.ty.block_bytes();
+            let bad: Vec<usize> = got
+                .chunks(bb)
+                .zip(c.expected.chunks(bb))
+                .enumerate()
+                .filter(|(_, (a, b))| a != b)
+                .map(|(i, _)| i)
+                .collect();
+            let nbytes = got.iter().zip(&c.expected).filter(|(a, b)| a != b).count();
+            failures.push(format!(
+                "{} {} ({}): {nbytes} bytes differ, blocks {bad:?}",
+                c.ty, c.input, c.source
+            ));
+        }
+    }
+    assert!(failures.is_empty(), "mismatches:\n{}", failures.join("\n"));
+}
+
+#[test]
+fn dequantize_matches_ggml_to_float() {
+    let (inputs, cases) = load();
+    let mut checked = BTreeSet::new();
+    for c in &cases {
+        let inp = &inputs[&c.input];
+        let y = dequantize(c.ty, &c.expected, inp.rows, inp.cols).unwrap();
+        let bytes: Vec<u8> = y.iter().flat_map(|v| v.to_le_bytes()).collect();
+        match c.digest {
+            Some(d) => {
+                assert_eq!(
+                    fnv1a64(&bytes),
+                    d,
+                    "{} {}: f32 differs from ggml",
+                    c.ty,
+                    c.input
+                );
+                checked.insert(c.ty);
+            }
+            None if c.ty == GgmlType::F32 => assert_eq!(y, inp.x),
+            None => {}
+        }
+    }
+    // every type ggml can dequantize itself was compared bit for bit
+    for ty in GgmlType::ALL {
+        if !matches!(ty, GgmlType::F32 | GgmlType::Q8_1 | GgmlType::Q8_K) {
+            assert!(checked.contains(&ty), "{ty} not checked against ggml");
+        }
+    }
+}
+
+/// Worst-case reconstruction error of `ty`, as a fraction of the block's largest magnitude.
+fn tolerance(ty: GgmlType) -> f32 {
+    match ty {
+        GgmlType::F32 => 0.0,
+        GgmlType::F16 => 1.0 / 2048.0,
+        GgmlType::BF16 => 1.0 / 256.0,
+        GgmlType::Q8_0 | GgmlType::Q8_1 | GgmlType::Q8_K => 0.6 / 127.0,
+        GgmlType::Q4_0 => 0.13,
+        GgmlType::Q5_0 => 0.066,
+        GgmlType::Q4_1 => 0.07,
+        GgmlType::Q5_1 => 0.035,
+        GgmlType::Q6_K => 0.04,
+        GgmlType::Q5_K => 0.06,
+        GgmlType::Q4_K => 0.12,
+        GgmlType::Q3_K => 0.3,
+        GgmlType::Q2_K => 0.5,
+        GgmlType::IQ4_NL => 0.13,
+        GgmlType::IQ4_XS => 0.15,
+    }
+}
+
+#[test]
+fn round_trip_is_close() {
+    let (inputs, _) = load();
+    for ty in GgmlType::ALL {
+        let bs = ty.block_size().max(32);
+        for (name, inp) in &inputs {
+            if inp.cols % ty.block_size() != 0 {
+                continue;
+            }
+            let q = quantize(ty, &inp.x, inp.rows, inp.cols).unwrap();
+            let y = dequantize(ty, &q, inp.rows, inp.cols).unwrap();
+            for (b, (xs, ys)) in inp.x.chunks(bs).zip(y.chunks(bs)).enumerate() {
+                let amax = xs.iter().fold(0.0f32, |m, v| m.max(v.abs()));
+                // absolute slack for scales in the f16 subnormal range
+                let tol = tolerance(ty) * amax + if ty.is_quantized() { 1e-4 } else { 1e-7 };
+                for (a, r) in xs.iter().zip(ys) {
+                    assert!(
+                        (a - r).abs() <= tol,
+                        "{ty} {name} block {b}: {a} -> {r} (amax {amax}, tol {tol})"
+                    );
+                }
+            }
+        }
+    }
+}
+
+/// A small deterministic byte generator for arbitrary block contents.
+fn noise_bytes(n: usize, seed: u64) -> Vec<u8> {
+    let mut s = seed;
+    (0..n)
+        .map(|_| {
+            s = s
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (s >> 56) as u8
+        })
+        .collect()
+}
+
+fn assert_close_to_exact(ty: GgmlType, what: &str, y32: &[f32], y64: &[f64]) {
+    assert_eq!(y32.len(), y64.len());
+    for (i, (&a, &e)) in y32.iter().zip(y64).enumerate() {
+        let a = f64::from(a);
+        let ok = if e.is_nan() {
+            a.is_nan()
+        } else if e.is_infinite() {
+            a == e
+        } else {
+            // ggml's f32 arithmetic rounds at most twice; allow 2 ulp of f32 (plus f32 underflow)
+            (a - e).abs() <= e.abs() * f64::powi(2.0, -22) + 1e-44
+        };
+        assert!(ok, "{ty} {what} value {i}: f32 {a} vs exact {e}");
+    }
+}
+
+#[test]
+fn dequantize_agrees_with_f64_reference() {
+    let (inputs, cases) = load();
+    for c in &cases {
+        let inp = &inputs[&c.input];
+        let y32 = dequantize(c.ty, &c.expected, inp.rows, inp.cols).unwrap();
+        let y64 = dequantize_f64(c.ty, &c.expected, inp.rows, inp.cols).unwrap();
+        assert_close_to_exact(c.ty, &c.input, &y32, &y64);
+    }
+    // arbitrary bytes (any bit pattern is a valid block; f16 scales may be NaN / inf)
+    for ty in GgmlType::ALL {
+        let (rows, cols) = (3, 512);
+        let bytes = noise_bytes(ty.matrix_bytes(rows, cols).unwrap(), u64::from(ty.id()) + 1);
+        let y32 = dequantize(ty, &bytes, rows, cols).unwrap();
+        let y64 = dequantize_f64(ty, &bytes, rows, cols).unwrap();
+        assert_close_to_exact(ty, "noise", &y32, &y64);
+    }
+}
+
+#[test]
+fn errors_not_panics() {
+    let x = vec![0.5f32; 512];
+    for ty in GgmlType::ALL {
+        let bs = ty.block_size();
+        // wrong input length
+        assert!(
+            matches!(quantize(ty, &x[..511], 2, 256), Err(Error::Shape(_))),
+            "{ty}"
+        );
+        assert!(
+            matches!(quantize(ty, &x, 1, 256), Err(Error::Shape(_))),
+            "{ty}"
+        );
+        // partial block
+        if bs > 1 {
+            let cols = bs + bs / 2;
+            assert!(
+                matches!(quantize(ty, &x[..cols], 1, cols), Err(Error::Shape(_))),
+                "{ty}"
+            );
+            assert!(dequantize(ty, &[0u8; 4096], 1, cols).is_err(), "{ty}");
+            assert!(dequantize_f64(ty, &[0u8; 4096], 1, cols).is_err(), "{ty}");
+        }
+        // overflow
+        assert!(quantize(ty, &x, usize::MAX, 2).is_err(), "{ty}");
+        assert!(dequantize(ty, &[], usize::MAX, 256).is_err(), "{ty}");
+        // wrong byte length
+        let q = quantize(ty, &x, 2, 256).unwrap();
+        assert_eq!(q.len(), ty.matrix_bytes(2, 256).unwrap());
+        assert!(
+            matches!(dequantize(ty, &q[1..], 2, 256), Err(Error::Shape(_))),
+            "{ty}"
+        );
+        assert!(matches!(
+            dequantize_f64(ty, &q[..q.len() - 1], 2, 256),
+            Err(Error::Shape(_))
+        ));
+        let mut longer = q.clone();
+        longer.push(0);
+        assert!(dequantize(ty, &longer, 2, 256).is_err(), "{ty}");
+        // empty matrices are fine
+        assert_eq!(quantize(ty, &[], 0, 256).unwrap(), Vec::<u8>::new());
+        assert_eq!(dequantize(ty, &[], 3, 0).unwrap(), Vec::<f32>::new());
+    }
+}
+
+#[test]
+fn non_finite_input_does_not_panic() {
+    let mut x: Vec<f32> = (0..512).map(|i| (i as f32 * 0.37).sin()).collect();
+    x[3] = f32::NAN;
+    x[40] = f32::INFINITY;
+    x[300] = f32::NEG_INFINITY;
+    x[301] = 1e38;
+    x[302] = -1e38;
+    for ty in GgmlType::ALL {
+        let q = quantize(ty, &x, 2, 256).unwrap();
+        assert_eq!(q.len(), ty.matrix_bytes(2, 256).unwrap());
+        let _ = dequantize(ty, &q, 2, 256).unwrap();
+    }
+}
