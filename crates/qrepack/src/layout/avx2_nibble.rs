@@ -83,15 +83,26 @@ impl Nibble8x8 for crate::blocks::BlockQ8_0x8 {
     #[cfg(target_arch = "x86_64")]
     #[inline(always)]
     unsafe fn decode(&self) -> [[__m256i; 2]; 4] {
-        // SAFETY: v < 8, so the 32 bytes at 32v lie inside the 256-byte array.
-        let v = |i: usize| _mm256_loadu_si256(self.qs.as_ptr().add(32 * i) as *const __m256i);
-        [[v(0), v(4)], [v(1), v(5)], [v(2), v(6)], [v(3), v(7)]]
+        // No closures here: they would not inherit the caller's target features.
+        let p = self.qs.as_ptr() as *const __m256i;
+        // SAFETY: vectors 0..8 of 32 bytes lie inside the 256-byte array.
+        [
+            [_mm256_loadu_si256(p), _mm256_loadu_si256(p.add(4))],
+            [_mm256_loadu_si256(p.add(1)), _mm256_loadu_si256(p.add(5))],
+            [_mm256_loadu_si256(p.add(2)), _mm256_loadu_si256(p.add(6))],
+            [_mm256_loadu_si256(p.add(3)), _mm256_loadu_si256(p.add(7))],
+        ]
     }
     #[cfg(target_arch = "x86_64")]
     #[inline(always)]
     unsafe fn decode_biased(&self) -> [[__m256i; 2]; 4] {
         let flip = _mm256_set1_epi8(-128);
-        self.decode().map(|v| v.map(|x| _mm256_xor_si256(x, flip)))
+        let mut w = self.decode();
+        for pair in w.iter_mut() {
+            pair[0] = _mm256_xor_si256(pair[0], flip);
+            pair[1] = _mm256_xor_si256(pair[1], flip);
+        }
+        w
     }
 }
 nibble8x8!(
@@ -201,8 +212,12 @@ mod imp {
             _mm_storeu_ps(da_m.as_mut_ptr(), da);
             for (m, acc_m) in acc.iter_mut().enumerate() {
                 // Row m's bytes 8k..8k+8 sit at 32k + 8m in the interleaved quad.
-                let av =
-                    [0, 1, 2, 3].map(|k| broadcast8(&ab.qs[32 * k + 8 * m..32 * k + 8 * m + 8]));
+                let av = [
+                    broadcast8(&ab.qs[8 * m..8 * m + 8]),
+                    broadcast8(&ab.qs[32 + 8 * m..40 + 8 * m]),
+                    broadcast8(&ab.qs[64 + 8 * m..72 + 8 * m]),
+                    broadcast8(&ab.qs[96 + 8 * m..104 + 8 * m]),
+                ];
                 let sums = row_sums(&wq, av);
                 let scale = _mm256_mul_ps(dw, _mm256_set1_ps(da_m[m]));
                 *acc_m = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums), scale, *acc_m);
@@ -291,8 +306,12 @@ mod imp {
             let mut da_m = [0.0f32; 4];
             _mm_storeu_ps(da_m.as_mut_ptr(), da);
             for (m, acc_m) in acc.iter_mut().enumerate() {
-                let av =
-                    [0, 1, 2, 3].map(|k| broadcast8(&ab.qs[32 * k + 8 * m..32 * k + 8 * m + 8]));
+                let av = [
+                    broadcast8(&ab.qs[8 * m..8 * m + 8]),
+                    broadcast8(&ab.qs[32 + 8 * m..40 + 8 * m]),
+                    broadcast8(&ab.qs[64 + 8 * m..72 + 8 * m]),
+                    broadcast8(&ab.qs[96 + 8 * m..104 + 8 * m]),
+                ];
                 let sums = row_sums_vnni(&wq, av);
                 let scale = _mm256_mul_ps(dw, _mm256_set1_ps(da_m[m]));
                 *acc_m = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums), scale, *acc_m);

@@ -94,21 +94,26 @@ mod imp {
         out
     }
 
-    /// Scaled integer sums of one group against one activation row (`act(e)` = 8 activations
-    /// starting at element e), accumulated into `s[h]` (i32 lanes, two per row).
+    /// Scaled integer sums of one group against one activation row, accumulated into `s[h]`
+    /// (i32 lanes, two per row). Activations `e..e+8` start at `(e / 8) * stride + offset` in
+    /// `qs` (stride 8, offset 0 for a plain row; stride 32, offset 8m for row m of a quad). No
+    /// closures: they would not inherit the caller's target features.
     #[inline(always)]
     unsafe fn group_dot(
         q: &[[[__m256i; 2]; 2]; 4],
         sc: &Scales,
         g: usize,
-        act: impl Fn(usize) -> __m256i,
+        qs: &[i8],
+        (stride, offset): (usize, usize),
         s: &mut [__m256i; 2],
     ) {
         let mut lo = [_mm256_setzero_si256(); 2];
         let mut hi = [_mm256_setzero_si256(); 2];
         for (k, qk) in q.iter().enumerate() {
-            let a_lo = act(64 * g + 8 * k);
-            let a_hi = act(64 * g + 32 + 8 * k);
+            let p_lo = (8 * g + k) * stride + offset;
+            let p_hi = (8 * g + 4 + k) * stride + offset;
+            let a_lo = broadcast8(&qs[p_lo..p_lo + 8]);
+            let a_hi = broadcast8(&qs[p_hi..p_hi + 8]);
             for h in 0..2 {
                 lo[h] = _mm256_add_epi16(lo[h], _mm256_maddubs_epi16(qk[h][0], a_lo));
                 hi[h] = _mm256_add_epi16(hi[h], _mm256_maddubs_epi16(qk[h][1], a_hi));
@@ -143,10 +148,12 @@ mod imp {
             let mut s = [_mm256_setzero_si256(); 2];
             for g in 0..4 {
                 let q = decode_group(&wb.qs, g);
-                group_dot(&q, &sc, g, |e| broadcast8(&ab.qs[e..e + 8]), &mut s);
+                group_dot(&q, &sc, g, &ab.qs, (8, 0), &mut s);
             }
-            let pair: [i32; 8] =
-                std::array::from_fn(|sb| ab.bsums[2 * sb] as i32 + ab.bsums[2 * sb + 1] as i32);
+            let mut pair = [0i32; 8];
+            for (sb, p) in pair.iter_mut().enumerate() {
+                *p = ab.bsums[2 * sb] as i32 + ab.bsums[2 * sb + 1] as i32;
+            }
             let m = mins_dot(&sc.mins, pair);
             let da = _mm256_set1_ps(ab.d);
             let d = _mm256_mul_ps(f16x8(&wb.d), da);
@@ -169,19 +176,19 @@ mod imp {
                 let q = decode_group(&wb.qs, g);
                 for (m, sm) in s.iter_mut().enumerate() {
                     // Row m's activations e..e+8 sit at 32 * (e / 8) + 8m in the quad.
-                    let act = |e: usize| {
-                        let p = 32 * (e / 8) + 8 * m;
-                        broadcast8(&ab.qs[p..p + 8])
-                    };
-                    group_dot(&q, &sc, g, act, sm);
+                    group_dot(&q, &sc, g, &ab.qs, (32, 8 * m), sm);
                 }
             }
             let d = f16x8(&wb.d);
             let dmin = f16x8(&wb.dmin);
             for (m, acc_m) in acc.iter_mut().enumerate() {
                 // bsum of 16-group gg of row m sits at (gg / 4) * 16 + 4m + gg % 4.
-                let bsum = |gg: usize| ab.bsums[(gg / 4) * 16 + 4 * m + gg % 4] as i32;
-                let pair: [i32; 8] = std::array::from_fn(|sb| bsum(2 * sb) + bsum(2 * sb + 1));
+                let mut pair = [0i32; 8];
+                for (sb, p) in pair.iter_mut().enumerate() {
+                    let (g0, g1) = (2 * sb, 2 * sb + 1);
+                    *p = ab.bsums[(g0 / 4) * 16 + 4 * m + g0 % 4] as i32
+                        + ab.bsums[(g1 / 4) * 16 + 4 * m + g1 % 4] as i32;
+                }
                 let mn = mins_dot(&sc.mins, pair);
                 let da = _mm256_set1_ps(ab.d[m]);
                 *acc_m = _mm256_fmadd_ps(

@@ -42,11 +42,8 @@ pub struct Kernels<L: PackedLayout> {
 }
 
 /// A GEMV kernel of layout `L`.
-pub type GemvFn<L> = fn(
-    &[<L as PackedLayout>::Packed],
-    &[<<L as PackedLayout>::Act as ActFormat>::Row],
-    &mut [f32],
-);
+pub type GemvFn<L> =
+    fn(&[<L as PackedLayout>::Packed], &[<<L as PackedLayout>::Act as ActFormat>::Row], &mut [f32]);
 /// A GEMM kernel of layout `L`.
 pub type GemmFn<L> = fn(
     &[<L as PackedLayout>::Packed],
