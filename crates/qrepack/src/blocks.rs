@@ -29,10 +29,26 @@ impl F16Bits {
     pub fn from_f32(x: f32) -> Self {
         F16Bits(f16::from_f32(x).to_bits().to_le_bytes())
     }
-    /// Exact widening to f32.
+    /// Exact widening to f32, in integer operations: the `half` crate picks between hardware
+    /// and software conversion at run time on every call, which costs more than a block's
+    /// integer dot product.
     #[inline]
     pub fn to_f32(self) -> f32 {
-        f16::from_bits(u16::from_le_bytes(self.0)).to_f32()
+        let bits = u16::from_le_bytes(self.0) as u32;
+        let sign = (bits & 0x8000) << 16;
+        let exp = (bits >> 10) & 0x1f;
+        let man = bits & 0x3ff;
+        let magnitude = match (exp, man) {
+            (0, 0) => 0,
+            (0, _) => {
+                // Subnormal `man * 2^-24`: renormalise around its top set bit `p`.
+                let p = 31 - man.leading_zeros();
+                ((p + 103) << 23) | ((man << (23 - p)) & 0x7f_ffff)
+            }
+            (0x1f, _) => 0x7f80_0000 | (man << 13),
+            _ => ((exp + 112) << 23) | (man << 13),
+        };
+        f32::from_bits(sign | magnitude)
     }
 }
 
@@ -173,4 +189,21 @@ pub fn k4_pack_scales(s: &[u8; 8], m: &[u8; 8]) -> [u8; 12] {
         q[j + 8] = (s[j + 4] & 15) | ((m[j + 4] & 15) << 4);
     }
     q
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn f16_widening_matches_half_on_every_value() {
+        for h in 0..=u16::MAX {
+            let ours = F16Bits(h.to_le_bytes()).to_f32();
+            let theirs = f16::from_bits(h).to_f32();
+            assert!(
+                ours.to_bits() == theirs.to_bits() || (ours.is_nan() && theirs.is_nan()),
+                "{h:#06x}: {ours:e} vs {theirs:e}"
+            );
+        }
+    }
 }

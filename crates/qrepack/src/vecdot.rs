@@ -42,31 +42,6 @@ use crate::types::QK_K;
 // Float rows
 // ---------------------------------------------------------------------------------------------
 
-/// Exact widening of an f16 to `f32` in integer operations, bit-identical to
-/// [`F16Bits::to_f32`].
-///
-/// `F16Bits::to_f32` goes through the `half` crate, which chooses between F16C and a portable
-/// routine at run time on every call; at two scales per 32 weights that choice cost more than
-/// the integer dot product itself. This version inlines into the kernels.
-#[inline]
-fn widen(h: F16Bits) -> f32 {
-    let bits = u16::from_le_bytes(h.0) as u32;
-    let sign = (bits & 0x8000) << 16;
-    let exp = (bits >> 10) & 0x1f;
-    let man = bits & 0x3ff;
-    let magnitude = match (exp, man) {
-        (0, 0) => 0,
-        (0, _) => {
-            // Subnormal `man · 2^-24`: renormalise around its top set bit `p`.
-            let p = 31 - man.leading_zeros();
-            ((p + 103) << 23) | ((man << (23 - p)) & 0x7f_ffff)
-        }
-        (0x1f, _) => 0x7f80_0000 | (man << 13),
-        _ => ((exp + 112) << 23) | (man << 13),
-    };
-    f32::from_bits(sign | magnitude)
-}
-
 /// Sums `f32` products in `f64` and rounds the total once.
 #[inline]
 fn dot_f64_acc(products: impl Iterator<Item = f32>) -> f32 {
@@ -80,7 +55,7 @@ pub fn vec_dot_f32(w: &[f32], a: &[f32]) -> f32 {
 
 /// Dot product of two f16 rows (the product of two halves is exact in `f32`; summed in `f64`).
 pub fn vec_dot_f16(w: &[F16Bits], a: &[F16Bits]) -> f32 {
-    dot_f64_acc(w.iter().zip(a).map(|(x, y)| widen(*x) * widen(*y)))
+    dot_f64_acc(w.iter().zip(a).map(|(x, y)| (*x).to_f32() * (*y).to_f32()))
 }
 
 /// Dot product of two bf16 rows (products exact in `f32`; summed in `f64`).
@@ -133,7 +108,7 @@ fn high_bit5(qh: u32, i: usize) -> u8 {
 pub fn vec_dot_q4_0_q8_0(w: &[BlockQ4_0], a: &[BlockQ8_0]) -> f32 {
     sum_blocks(w, a, |wb, ab| {
         let q = nibble_block(&wb.qs, |n, _| n as i8 - 8);
-        idot(&q, &ab.qs) as f32 * (widen(wb.d) * widen(ab.d))
+        idot(&q, &ab.qs) as f32 * ((wb.d).to_f32() * (ab.d).to_f32())
     })
 }
 
@@ -142,7 +117,8 @@ pub fn vec_dot_q4_0_q8_0(w: &[BlockQ4_0], a: &[BlockQ8_0]) -> f32 {
 pub fn vec_dot_q4_1_q8_1(w: &[BlockQ4_1], a: &[BlockQ8_1]) -> f32 {
     sum_blocks(w, a, |wb, ab| {
         let q = nibble_block(&wb.qs, |n, _| n as i8);
-        widen(wb.d) * widen(ab.d) * idot(&q, &ab.qs) as f32 + widen(wb.m) * widen(ab.s)
+        (wb.d).to_f32() * (ab.d).to_f32() * idot(&q, &ab.qs) as f32
+            + (wb.m).to_f32() * (ab.s).to_f32()
     })
 }
 
@@ -152,7 +128,7 @@ pub fn vec_dot_q5_0_q8_0(w: &[BlockQ5_0], a: &[BlockQ8_0]) -> f32 {
     sum_blocks(w, a, |wb, ab| {
         let qh = u32::from_le_bytes(wb.qh);
         let q = nibble_block(&wb.qs, |n, i| (n | high_bit5(qh, i)) as i8 - 16);
-        idot(&q, &ab.qs) as f32 * (widen(wb.d) * widen(ab.d))
+        idot(&q, &ab.qs) as f32 * ((wb.d).to_f32() * (ab.d).to_f32())
     })
 }
 
@@ -161,14 +137,15 @@ pub fn vec_dot_q5_1_q8_1(w: &[BlockQ5_1], a: &[BlockQ8_1]) -> f32 {
     sum_blocks(w, a, |wb, ab| {
         let qh = u32::from_le_bytes(wb.qh);
         let q = nibble_block(&wb.qs, |n, i| (n | high_bit5(qh, i)) as i8);
-        widen(wb.d) * widen(ab.d) * idot(&q, &ab.qs) as f32 + widen(wb.m) * widen(ab.s)
+        (wb.d).to_f32() * (ab.d).to_f32() * idot(&q, &ab.qs) as f32
+            + (wb.m).to_f32() * (ab.s).to_f32()
     })
 }
 
 /// Q8_0 · Q8_0: per block `Σ q·a` scaled by `d_w·d_a`.
 pub fn vec_dot_q8_0_q8_0(w: &[BlockQ8_0], a: &[BlockQ8_0]) -> f32 {
     sum_blocks(w, a, |wb, ab| {
-        idot(&wb.qs, &ab.qs) as f32 * (widen(wb.d) * widen(ab.d))
+        idot(&wb.qs, &ab.qs) as f32 * ((wb.d).to_f32() * (ab.d).to_f32())
     })
 }
 
@@ -176,7 +153,7 @@ pub fn vec_dot_q8_0_q8_0(w: &[BlockQ8_0], a: &[BlockQ8_0]) -> f32 {
 /// are not needed.
 pub fn vec_dot_q8_1_q8_1(w: &[BlockQ8_1], a: &[BlockQ8_1]) -> f32 {
     sum_blocks(w, a, |wb, ab| {
-        idot(&wb.qs, &ab.qs) as f32 * (widen(wb.d) * widen(ab.d))
+        idot(&wb.qs, &ab.qs) as f32 * ((wb.d).to_f32() * (ab.d).to_f32())
     })
 }
 
@@ -184,7 +161,7 @@ pub fn vec_dot_q8_1_q8_1(w: &[BlockQ8_1], a: &[BlockQ8_1]) -> f32 {
 pub fn vec_dot_iq4_nl_q8_0(w: &[BlockIq4Nl], a: &[BlockQ8_0]) -> f32 {
     sum_blocks(w, a, |wb, ab| {
         let q = nibble_block(&wb.qs, |n, _| IQ4NL_LEVELS[n as usize]);
-        (widen(wb.d) * widen(ab.d)) * idot(&q, &ab.qs) as f32
+        ((wb.d).to_f32() * (ab.d).to_f32()) * idot(&q, &ab.qs) as f32
     })
 }
 
@@ -267,8 +244,8 @@ pub fn vec_dot_q2_k_q8_k(w: &[BlockQ2K], a: &[BlockQ8K]) -> f32 {
             .map(|((qg, ag), &sc)| (sc & 0x0f) as i32 * idot(qg, ag))
             .sum();
         let msum = weighted_bsums(&ab.bsums, |g| (wb.scales[g] >> 4) as i32);
-        let dall = ab.d * widen(wb.d);
-        let dmin = ab.d * widen(wb.dmin);
+        let dall = ab.d * (wb.d).to_f32();
+        let dmin = ab.d * (wb.dmin).to_f32();
         dall * isum as f32 - dmin * msum as f32
     })
 }
@@ -302,7 +279,7 @@ pub fn vec_dot_q3_k_q8_k(w: &[BlockQ3K], a: &[BlockQ8K]) -> f32 {
         }
         let scales = q3_k_scales(&wb.scales);
         let lanes = scaled_lanes(&q, &ab.qs, |g| scales[g]);
-        acc.add(widen(wb.d) * ab.d, &lanes);
+        acc.add((wb.d).to_f32() * ab.d, &lanes);
     }
     acc.total(0.0)
 }
@@ -335,8 +312,8 @@ fn k4_block(
     let sm: [(u8, u8); 8] = std::array::from_fn(|j| k4_scale_min(scales, j));
     let msum = weighted_bsums(&ab.bsums, |g| sm[g / 2].1 as i32);
     let lanes = scaled_lanes(q, &ab.qs, |g| sm[g / 2].0 as i32);
-    acc.add(widen(d) * ab.d, &lanes);
-    widen(dmin) * ab.d * msum as f32
+    acc.add((d).to_f32() * ab.d, &lanes);
+    (dmin).to_f32() * ab.d * msum as f32
 }
 
 /// Q4_K · Q8_K: per super-block `d_w·d_a·Σ_s sc_s Σ q·a − dmin_w·d_a·Σ_s m_s·(group sums)`,
@@ -390,7 +367,7 @@ pub fn vec_dot_q6_k_q8_k(w: &[BlockQ6K], a: &[BlockQ8K]) -> f32 {
             }
         }
         let lanes = scaled_lanes(&q, &ab.qs, |g| wb.scales[g] as i32);
-        acc.add(widen(wb.d) * ab.d, &lanes);
+        acc.add((wb.d).to_f32() * ab.d, &lanes);
     }
     acc.total(0.0)
 }
@@ -406,7 +383,7 @@ pub fn vec_dot_q8_k_q8_k(w: &[BlockQ8K], a: &[BlockQ8K]) -> f32 {
 pub fn vec_dot_iq4_xs_q8_k(w: &[BlockIq4Xs], a: &[BlockQ8K]) -> f32 {
     let mut sum = 0.0f32;
     for (wb, ab) in w.iter().zip(a) {
-        let d = widen(wb.d) * ab.d;
+        let d = (wb.d).to_f32() * ab.d;
         let high = u16::from_le_bytes(wb.scales_h);
         let subs = wb.qs.chunks_exact(16).zip(ab.qs.chunks_exact(32));
         for (s, (qs, act)) in subs.enumerate() {
@@ -422,16 +399,4 @@ pub fn vec_dot_iq4_xs_q8_k(w: &[BlockIq4Xs], a: &[BlockQ8K]) -> f32 {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn widen_matches_half_on_every_f16() {
-        for h in 0..=u16::MAX {
-            let b = F16Bits(h.to_le_bytes());
-            let (ours, theirs) = (widen(b), b.to_f32());
-            assert!(
-                ours.to_bits() == theirs.to_bits() || (ours.is_nan() && theirs.is_nan()),
-                "{h:#06x}: {ours:e} vs {theirs:e}"
-            );
-        }
-    }
 }
