@@ -395,8 +395,3 @@ pub fn vec_dot_iq4_xs_q8_k(w: &[BlockIq4Xs], a: &[BlockQ8K]) -> f32 {
     }
     sum
 }
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-}
