@@ -9,6 +9,7 @@ use crate::blocks::collect_blocks;
 use crate::cpu::CpuFeatures;
 use crate::error::Error;
 use crate::layout::{Kernels, Layout, PackedLayout};
+use crate::scratch;
 use crate::types::GgmlType;
 
 /// A matrix stored in some layout, with its kernels chosen: what `QMatrix` holds.
@@ -90,11 +91,9 @@ impl<L: PackedLayout> PackedEngine<L> {
         self
     }
 
-    fn quantize_activations(&self, x: &[f32], n: usize) -> (Vec<Quad<L>>, Vec<Row<L>>) {
+    fn quantize_activations(&self, x: &[f32], quads: &mut [Quad<L>], tail: &mut [Row<L>]) {
         let cols = self.cols;
         let quad_len = L::Act::quad_len(self.nb);
-        let n_quads = if n >= 4 { n / 4 } else { 0 };
-        let mut quads = vec![Quad::<L>::zeroed(); n_quads * quad_len];
         quads
             .par_chunks_mut(quad_len.max(1))
             .enumerate()
@@ -103,52 +102,22 @@ impl<L: PackedLayout> PackedEngine<L> {
                 let rows = [0, 1, 2, 3].map(|m| &x[base + m * cols..base + (m + 1) * cols]);
                 L::Act::quantize_quad(rows, out);
             });
-        let tail_rows = n - 4 * n_quads;
-        let mut tail = vec![Row::<L>::zeroed(); tail_rows * self.nb];
-        let tail_x = &x[4 * n_quads * cols..n * cols];
-        tail.par_chunks_mut(self.nb.max(1))
-            .zip(tail_x.par_chunks(cols.max(1)))
-            .for_each(|(out, row)| L::Act::quantize_row(row, out));
-        (quads, tail)
-    }
-
-    /// Row groups handed to one rayon task. With one activation row the weights stream once, so
-    /// tasks only need to be large enough to amortise scheduling; with several, a task's weights
-    /// are revisited for every group of four activation rows and should stay in L2.
-    fn groups_per_task(&self, n: usize) -> usize {
-        let groups = (self.rows / L::ROWS).max(1);
-        let threads = rayon::current_num_threads().max(1);
-        let group_bytes = (L::ROWS * self.nb * std::mem::size_of::<L::Weight>()).max(1);
-        let balanced = groups.div_ceil(threads * 4);
-        let cap = if n == 1 {
-            // ~64 KiB of weights per task: a few microseconds of work.
-            (64 * 1024 / group_bytes).max(1)
+        let first_tail = quads.len() / quad_len.max(1) * 4;
+        let tail_x = &x[first_tail * cols..];
+        if tail.len() <= self.nb {
+            L::Act::quantize_row(tail_x, tail);
         } else {
-            (L2_WEIGHT_BUDGET / group_bytes).max(1)
-        };
-        balanced.min(cap).max(1)
-    }
-}
-
-/// Weight bytes a GEMM task keeps hot while it sweeps over the activations (Zen 1 has 512 KiB L2).
-const L2_WEIGHT_BUDGET: usize = 192 * 1024;
-
-impl<L: PackedLayout> Engine for PackedEngine<L> {
-    fn layout(&self) -> Layout {
-        L::LAYOUT
-    }
-
-    fn kernel_name(&self) -> &'static str {
-        self.kernels.name
-    }
-
-    fn matmul(&self, x: &[f32], n: usize, y: &mut [f32]) {
-        if n == 0 || self.rows == 0 {
-            return;
+            tail.par_chunks_mut(self.nb.max(1))
+                .zip(tail_x.par_chunks(cols.max(1)))
+                .for_each(|(out, row)| L::Act::quantize_row(row, out));
         }
+    }
+
+    /// The loop nest: kernels over whole row groups, parallel over the current rayon pool.
+    /// `y_t` (rows x n, only used when n > 1) receives the transposed result first.
+    fn run(&self, quads: &[Quad<L>], tail: &[Row<L>], n: usize, y: &mut [f32], y_t: &mut [f32]) {
         let r = L::ROWS;
         let nb = self.nb;
-        let (quads, tail) = self.quantize_activations(x, n);
         let quad_len = L::Act::quad_len(nb);
         let n_quads = quads.len() / quad_len.max(1);
         let kernels = self.kernels;
@@ -162,14 +131,13 @@ impl<L: PackedLayout> Engine for PackedEngine<L> {
                     for (y_group, w_group) in
                         y_chunk.chunks_exact_mut(r).zip(w_chunk.chunks_exact(nb))
                     {
-                        (kernels.gemv)(w_group, &tail, y_group);
+                        (kernels.gemv)(w_group, tail, y_group);
                     }
                 });
             return;
         }
 
         // Each task owns whole weight rows of a transposed result, then one transpose.
-        let mut y_t = vec![0.0f32; self.rows * n];
         y_t.par_chunks_mut(per_task * r * n)
             .zip(self.packed.par_chunks(per_task * nb))
             .for_each(|(yt_chunk, w_chunk)| {
@@ -206,6 +174,56 @@ impl<L: PackedLayout> Engine for PackedEngine<L> {
                     *v = y_t[i * n + t];
                 }
             });
+    }
+
+    /// Row groups handed to one rayon task. With one activation row the weights stream once, so
+    /// tasks only need to be large enough to amortise scheduling; with several, a task's weights
+    /// are revisited for every group of four activation rows and should stay in L2.
+    fn groups_per_task(&self, n: usize) -> usize {
+        let groups = (self.rows / L::ROWS).max(1);
+        let threads = rayon::current_num_threads().max(1);
+        let group_bytes = (L::ROWS * self.nb * std::mem::size_of::<L::Weight>()).max(1);
+        let balanced = groups.div_ceil(threads * 4);
+        let cap = if n == 1 {
+            // ~64 KiB of weights per task: a few microseconds of work.
+            (64 * 1024 / group_bytes).max(1)
+        } else {
+            (L2_WEIGHT_BUDGET / group_bytes).max(1)
+        };
+        balanced.min(cap).max(1)
+    }
+}
+
+/// Weight bytes a GEMM task keeps hot while it sweeps over the activations (Zen 1 has 512 KiB L2).
+const L2_WEIGHT_BUDGET: usize = 192 * 1024;
+
+impl<L: PackedLayout> Engine for PackedEngine<L> {
+    fn layout(&self) -> Layout {
+        L::LAYOUT
+    }
+
+    fn kernel_name(&self) -> &'static str {
+        self.kernels.name
+    }
+
+    fn matmul(&self, x: &[f32], n: usize, y: &mut [f32]) {
+        if n == 0 || self.rows == 0 {
+            return;
+        }
+        let quad_len = L::Act::quad_len(self.nb);
+        let n_quads = n / 4;
+        let tail_rows = n % 4;
+        let y_t_len = if n == 1 { 0 } else { self.rows * n };
+        let bytes = scratch::arena_bytes::<Quad<L>>(n_quads * quad_len)
+            + scratch::arena_bytes::<Row<L>>(tail_rows * self.nb)
+            + scratch::arena_bytes::<f32>(y_t_len);
+        scratch::with_arena(bytes, |arena| {
+            let (quads, rest) = arena.take::<Quad<L>>(n_quads * quad_len);
+            let (tail, rest) = rest.take::<Row<L>>(tail_rows * self.nb);
+            let (y_t, _) = rest.take::<f32>(y_t_len);
+            self.quantize_activations(x, quads, tail);
+            self.run(quads, tail, n, y, y_t);
+        });
     }
 
     fn to_ggml_bytes(&self) -> Vec<u8> {

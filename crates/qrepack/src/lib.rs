@@ -24,6 +24,7 @@ pub mod error;
 pub mod layout;
 mod matrix;
 pub mod quant;
+mod scratch;
 pub mod types;
 pub mod vecdot;
 mod vecdot_avx2;
