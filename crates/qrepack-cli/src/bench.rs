@@ -26,6 +26,9 @@ pub const SUITE_BATCHES: [usize; 2] = [1, 512];
 /// Batches up to this size are timed "cold" (rotating over copies of the weights), like decode.
 pub const COLD_MAX_BATCH: usize = 3;
 
+/// Adaptive timing takes only 2 reps of calls longer than this many seconds.
+pub const LONG_CALL_S: f64 = 1.0;
+
 /// Which layouts to time.
 #[derive(Clone, Debug, PartialEq)]
 pub enum LayoutSel {
@@ -40,7 +43,8 @@ pub enum LayoutSel {
 pub enum Reps {
     /// Exactly this many (after the warm-up).
     Fixed(usize),
-    /// Until `min_time` seconds have passed and at least `min` reps ran, at most `max`.
+    /// Until `min_time` seconds have passed and at least `min` reps ran (2 for calls longer
+    /// than [`LONG_CALL_S`]), at most `max`.
     Adaptive {
         min_time: f64,
         min: usize,
@@ -61,6 +65,8 @@ pub struct Config {
     pub seed: u64,
     /// Progress lines on stderr.
     pub progress: bool,
+    /// Compare each result with an f64 reference on the dequantized weights (sampled rows).
+    pub check: bool,
 }
 
 impl Config {
@@ -146,7 +152,7 @@ pub fn check_layout(layout: Layout, ty: GgmlType, rows: usize) -> Result<()> {
         }
     }
     let r = layout.rows_interleaved();
-    if rows % r != 0 {
+    if !rows.is_multiple_of(r) {
         bail!("layout {layout} interleaves {r} rows, but --rows {rows} is not a multiple of {r}");
     }
     Ok(())
@@ -208,6 +214,64 @@ pub struct Measurement {
     /// `plain` median / this median, when `plain` was timed too.
     pub speedup_vs_plain: Option<f64>,
     pub seed: u64,
+    /// The `--check` result.
+    pub check: Option<Check>,
+}
+
+/// Error of a result against an f64 reference computed from the dequantized weights.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Check {
+    /// Outputs compared (rows sampled with a stride so the reference stays ~2e8 MACs).
+    pub samples: usize,
+    /// `sqrt(sum err^2 / sum ref^2)`.
+    pub rel_rms_err: f64,
+    pub max_abs_err: f64,
+}
+
+/// Largest relative RMS error `--check` accepts without a warning (activation quantization
+/// to 8 bits stays far below it).
+pub const CHECK_WARN: f64 = 0.02;
+
+/// Compares `y` (`batch x rows`) with `x W^T` in f64, `W` dequantized from `q` with
+/// `qrepack::dequantize`, on every `stride`-th row.
+pub fn check(
+    ty: GgmlType,
+    q: &[u8],
+    rows: usize,
+    cols: usize,
+    x: &[f32],
+    batch: usize,
+    y: &[f32],
+) -> Result<Check> {
+    let row_bytes = ty.row_bytes(cols)?;
+    let work = rows as f64 * cols as f64 * batch as f64;
+    let stride = ((work / 2e8) as usize).max(1);
+    let sampled: Vec<usize> = (0..rows).step_by(stride).collect();
+    let parts = sampled
+        .par_iter()
+        .map(|&i| -> Result<(f64, f64, f64, usize)> {
+            let w = qrepack::dequantize(ty, &q[i * row_bytes..(i + 1) * row_bytes], 1, cols)?;
+            let (mut se, mut sr, mut maxe) = (0.0f64, 0.0f64, 0.0f64);
+            for j in 0..batch {
+                let xr = &x[j * cols..(j + 1) * cols];
+                let r: f64 = w.iter().zip(xr).map(|(&a, &b)| a as f64 * b as f64).sum();
+                let e = y[j * rows + i] as f64 - r;
+                se += e * e;
+                sr += r * r;
+                maxe = maxe.max(e.abs());
+            }
+            Ok((se, sr, maxe, batch))
+        })
+        .collect::<Result<Vec<_>>>()
+        .context("--check: dequantizing the weights")?;
+    let (se, sr, maxe, n) = parts.iter().fold((0.0, 0.0, 0.0f64, 0), |a, p| {
+        (a.0 + p.0, a.1 + p.1, a.2.max(p.2), a.3 + p.3)
+    });
+    Ok(Check {
+        samples: n,
+        rel_rms_err: (se / sr.max(1e-300)).sqrt(),
+        max_abs_err: maxe,
+    })
 }
 
 impl Measurement {
@@ -221,32 +285,53 @@ impl Measurement {
         self.weight_bytes as f64 / self.stats.median * 1e-9
     }
 
-    pub fn to_json(&self) -> Value {
-        json!({
-            "type": self.ty.name(),
-            "rows": self.rows,
-            "cols": self.cols,
-            "batch": self.batch,
-            "threads": self.threads,
-            "layout": self.layout.name(),
-            "chosen": self.chosen,
-            "kernels": self.kernels,
-            "mode": self.mode,
-            "copies": self.copies,
-            "reps": self.reps,
-            "median_ms": self.stats.median * 1e3,
-            "min_ms": self.stats.min * 1e3,
-            "max_ms": self.stats.max * 1e3,
-            "p10_ms": self.stats.p10 * 1e3,
-            "p90_ms": self.stats.p90 * 1e3,
-            "gflops": self.gflops(),
-            "weight_gbs": self.weight_gbs(),
-            "weight_bytes": self.weight_bytes,
-            "speedup_vs_plain": self.speedup_vs_plain,
-            "seed": self.seed,
-            "cpu": CpuFeatures::get().describe(),
-        })
+    /// The fields of the JSON report, in this order.
+    pub fn json_fields(&self) -> Vec<(&'static str, Value)> {
+        let mut f = vec![
+            ("type", json!(self.ty.name())),
+            ("rows", json!(self.rows)),
+            ("cols", json!(self.cols)),
+            ("batch", json!(self.batch)),
+            ("threads", json!(self.threads)),
+            ("layout", json!(self.layout.name())),
+            ("chosen", json!(self.chosen)),
+            ("kernels", json!(self.kernels)),
+            ("mode", json!(self.mode)),
+            ("copies", json!(self.copies)),
+            ("reps", json!(self.reps)),
+            ("median_ms", json!(self.stats.median * 1e3)),
+            ("min_ms", json!(self.stats.min * 1e3)),
+            ("max_ms", json!(self.stats.max * 1e3)),
+            ("p10_ms", json!(self.stats.p10 * 1e3)),
+            ("p90_ms", json!(self.stats.p90 * 1e3)),
+            ("gflops", json!(self.gflops())),
+            ("weight_gbs", json!(self.weight_gbs())),
+            ("weight_bytes", json!(self.weight_bytes)),
+            ("speedup_vs_plain", json!(self.speedup_vs_plain)),
+            ("seed", json!(self.seed)),
+            ("cpu", json!(CpuFeatures::get().describe())),
+        ];
+        if let Some(c) = &self.check {
+            f.push(("check_samples", json!(c.samples)));
+            f.push(("check_rel_rms_err", json!(c.rel_rms_err)));
+            f.push(("check_max_abs_err", json!(c.max_abs_err)));
+        }
+        f
     }
+
+    /// One JSON object on one line, keys in report order.
+    pub fn to_json_line(&self) -> String {
+        json_object_line(&self.json_fields())
+    }
+}
+
+/// `{"k":v,...}` with the keys in the given order (serde_json's own map sorts them).
+pub fn json_object_line(fields: &[(&str, Value)]) -> String {
+    let body: Vec<String> = fields
+        .iter()
+        .map(|(k, v)| format!("{}:{v}", Value::from(*k)))
+        .collect();
+    format!("{{{}}}", body.join(","))
 }
 
 /// The report table of `ms`.
@@ -296,9 +381,20 @@ fn time_reps(
     y: &mut [f32],
     reps: Reps,
 ) -> Result<Vec<f64>> {
+    let t0 = Instant::now();
     for m in mats {
         m.matmul(x, batch, y)?;
     }
+    let warm = t0.elapsed().as_secs_f64() / mats.len() as f64;
+    let reps = match reps {
+        // a call of more than a second is timed twice only: keeps the suite within its budget
+        Reps::Adaptive { min_time, min, max } if warm > LONG_CALL_S => Reps::Adaptive {
+            min_time,
+            min: min.min(2),
+            max,
+        },
+        r => r,
+    };
     let mut times = Vec::new();
     let start = Instant::now();
     loop {
@@ -395,7 +491,7 @@ pub fn run(
                             y[bad]
                         );
                     }
-                    let m = Measurement {
+                    let mut m = Measurement {
                         ty,
                         rows,
                         cols,
@@ -411,7 +507,21 @@ pub fn run(
                         weight_bytes: stored,
                         speedup_vs_plain: None,
                         seed: cfg.seed,
+                        check: None,
                     };
+                    if cfg.check {
+                        let c = check(ty, &q, rows, cols, x, batch, &y)?;
+                        let msg = format!(
+                            "check {ty} {rows}x{cols} batch {batch} {layout}: rel rms err {:.3e}, max abs err {:.3e} ({} outputs)",
+                            c.rel_rms_err, c.max_abs_err, c.samples
+                        );
+                        if c.rel_rms_err > CHECK_WARN || !c.rel_rms_err.is_finite() {
+                            eprintln!("warning: {msg}");
+                        } else {
+                            say(msg);
+                        }
+                        m.check = Some(c);
+                    }
                     done += 1;
                     say(format!(
                         "[{done:>width$}/{total}] {ty} {rows}x{cols} batch {batch} {layout} ({}, {}{}): median {} ms, {} GFLOP/s, {} reps",
@@ -462,6 +572,18 @@ mod tests {
         assert_eq!(Stats::of(&[7.0]).median, 7.0);
     }
 
+    #[test]
+    fn json_lines_keep_the_key_order_and_parse() {
+        let line = json_object_line(&[
+            ("type", json!("q4_0")),
+            ("a\"b", json!(1.5)),
+            ("x", json!(null)),
+        ]);
+        assert_eq!(line, r#"{"type":"q4_0","a\"b":1.5,"x":null}"#);
+        let v: Value = serde_json::from_str(&line).unwrap();
+        assert_eq!(v["a\"b"], 1.5);
+    }
+
     fn cfg(layouts: LayoutSel) -> Config {
         Config {
             types: vec![GgmlType::Q4_0],
@@ -472,6 +594,7 @@ mod tests {
             cold_mb: 0.0,
             seed: 42,
             progress: false,
+            check: false,
         }
     }
 
@@ -506,7 +629,10 @@ mod tests {
             Layout::best_for(GgmlType::Q4_0, 64, CpuFeatures::get())
         );
         assert_eq!(l.iter().filter(|&&x| x == Layout::Plain).count(), 1);
-        assert_eq!(c.layouts_for(GgmlType::Q8_0, 64), vec![Layout::Plain]);
+        assert_eq!(c.layouts_for(GgmlType::Q6_K, 64), vec![Layout::Plain]);
+        assert_eq!(c.layouts_for(GgmlType::Q4_0, 7), vec![Layout::Plain]);
+        let no_plain = cfg(LayoutSel::Auto { vs_plain: false });
+        assert_eq!(no_plain.layouts_for(GgmlType::Q4_0, 64), l[..1].to_vec());
         assert_eq!(c.count(), l.len() * 2);
     }
 }

@@ -63,11 +63,11 @@ impl Info {
             "version": env!("CARGO_PKG_VERSION"),
             "cpu": {
                 "describe": cpu.describe(),
-                "avx2": cpu.avx2,
-                "avx512bw": cpu.avx512bw,
-                "avx512vnni": cpu.avx512vnni,
-                "avxvnni": cpu.avxvnni,
-                "force_scalar": cpu.force_scalar,
+                "avx2": cpu.avx2(),
+                "avx512bw": cpu.avx512bw(),
+                "avx512vnni": cpu.avx512vnni(),
+                "avxvnni": cpu.avxvnni(),
+                "force_scalar": cpu.force_scalar(),
             },
             "threads": rayon::current_num_threads(),
             "rows": self.rows,
@@ -86,7 +86,7 @@ impl Info {
             match force_scalar_env() {
                 Some(v) => format!(
                     "{v:?} ({})",
-                    if cpu.force_scalar {
+                    if cpu.force_scalar() {
                         "scalar kernels forced"
                     } else {
                         "ignored"

@@ -94,7 +94,7 @@ struct BenchArgs {
     /// Also time plain for comparison (the default without --rows/--cols)
     #[arg(long)]
     vs_plain: bool,
-    /// Timed reps per measurement [default: adaptive, until --min-time and at least 3]
+    /// Timed reps per measurement [default: adaptive, until --min-time and at least 3 (2 for calls over 1 s)]
     #[arg(long, value_name = "R", value_parser = parse_positive)]
     reps: Option<usize>,
     /// Seconds of timed reps per measurement when --reps is not given
@@ -106,6 +106,9 @@ struct BenchArgs {
     /// Seed of the weights (the activations use seed + 1)
     #[arg(long, default_value_t = 42)]
     seed: u64,
+    /// Also compare every result with an f64 reference on the dequantized weights (sampled rows)
+    #[arg(long)]
+    check: bool,
     /// One JSON object per measurement and line on stdout instead of the table
     #[arg(long)]
     json: bool,
@@ -200,6 +203,7 @@ fn bench(args: BenchArgs) -> Result<()> {
         cold_mb: args.cold_mb,
         seed: args.seed,
         progress: !args.quiet,
+        check: args.check,
     };
     cfg.validate()?;
 
@@ -225,7 +229,7 @@ fn bench(args: BenchArgs) -> Result<()> {
             if json {
                 let mut s = String::new();
                 for m in group {
-                    s.push_str(&m.to_json().to_string());
+                    s.push_str(&m.to_json_line());
                     s.push('\n');
                 }
                 out(&s)?;

@@ -157,7 +157,7 @@ mod tests {
         assert_eq!(fmt_ms(351.23), "351.2");
         assert_eq!(fmt_ms(1234.4), "1234");
         assert_eq!(fmt_ms(f64::NAN), "-");
-        assert_eq!(fmt_rate(3.14159), "3.14");
+        assert_eq!(fmt_rate(3.25159), "3.25");
         assert_eq!(fmt_rate(49.04), "49.0");
         assert_eq!(fmt_speedup(Some(1.5)), "1.50x");
         assert_eq!(fmt_speedup(None), "-");
