@@ -21,6 +21,18 @@ pub enum Error {
     /// An argument value is out of range (an expert id, a layout for this row count ...).
     #[error("invalid argument: {0}")]
     Invalid(String),
+    /// A file is malformed, truncated or hostile (the message names the key or tensor).
+    #[error("bad file: {0}")]
+    Format(String),
+    /// Reading or writing a file failed.
+    #[error("i/o error: {0}")]
+    Io(String),
+}
+
+impl From<std::io::Error> for Error {
+    fn from(e: std::io::Error) -> Self {
+        Error::Io(e.to_string())
+    }
 }
 
 /// Shorthand for `Result<T, qrepack::Error>`.
