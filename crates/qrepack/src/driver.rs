@@ -10,6 +10,7 @@ use crate::cpu::CpuFeatures;
 use crate::error::Error;
 use crate::layout::{Kernels, Layout, PackedLayout};
 use crate::scratch;
+use crate::shared::SharedBytes;
 use crate::types::GgmlType;
 
 /// A matrix stored in some layout, with its kernels chosen: what `QMatrix` holds.
@@ -20,6 +21,8 @@ pub(crate) trait Engine: Send + Sync {
     fn matmul(&self, x: &[f32], n: usize, y: &mut [f32]);
     fn to_ggml_bytes(&self) -> Vec<u8>;
     fn stored_bytes(&self) -> usize;
+    /// The blocks exactly as stored in the layout.
+    fn packed_bytes(&self) -> &[u8];
 }
 
 type Row<L> = <<L as PackedLayout>::Act as ActFormat>::Row;
@@ -28,8 +31,26 @@ type Quad<L> = <<L as PackedLayout>::Act as ActFormat>::Quad;
 /// Output rows per kernel call never exceed this (8 weight rows x 4 activation rows).
 const MAX_TILE: usize = 32;
 
+/// Where the packed blocks live: built in memory, or borrowed from shared bytes (a memory-mapped
+/// repack cache) without copying.
+enum Storage<P> {
+    Owned(Vec<P>),
+    Shared(SharedBytes),
+}
+
+impl<P: bytemuck::Pod> Storage<P> {
+    #[inline]
+    fn blocks(&self) -> &[P] {
+        match self {
+            Storage::Owned(v) => v,
+            // Shared storage is only created after `try_cast_slice` succeeded on these bytes.
+            Storage::Shared(b) => bytemuck::try_cast_slice(b.as_ref()).unwrap_or(&[]),
+        }
+    }
+}
+
 pub(crate) struct PackedEngine<L: PackedLayout> {
-    packed: Vec<L::Packed>,
+    packed: Storage<L::Packed>,
     rows: usize,
     cols: usize,
     /// Blocks per row.
@@ -75,6 +96,38 @@ impl<L: PackedLayout> PackedEngine<L> {
                 }
             }
         }
+        Ok(PackedEngine {
+            packed: Storage::Owned(packed),
+            rows,
+            cols,
+            nb,
+            kernels: L::kernels(cpu),
+        })
+    }
+
+    /// A matrix whose bytes are already in layout `L` (e.g. from a repack cache file), used in
+    /// place without copying when they are suitably aligned, copied otherwise.
+    pub(crate) fn from_packed(
+        rows: usize,
+        cols: usize,
+        bytes: SharedBytes,
+        cpu: &CpuFeatures,
+    ) -> Result<Self, Error> {
+        let ty: GgmlType = L::WEIGHT_TYPE;
+        let nb = cols / ty.block_size();
+        let expected = ty.matrix_bytes(rows, cols)?;
+        if bytes.len() != expected || !rows.is_multiple_of(L::ROWS) {
+            return Err(Error::Shape(format!(
+                "{rows} x {cols} {ty} in layout {} needs {expected} bytes, got {}",
+                L::LAYOUT,
+                bytes.len()
+            )));
+        }
+        let packed = if bytemuck::try_cast_slice::<u8, L::Packed>(bytes.as_ref()).is_ok() {
+            Storage::Shared(bytes)
+        } else {
+            Storage::Owned(collect_blocks::<L::Packed>(bytes.as_ref())?)
+        };
         Ok(PackedEngine {
             packed,
             rows,
@@ -126,7 +179,7 @@ impl<L: PackedLayout> PackedEngine<L> {
         if n == 1 {
             // y is one row: row groups own disjoint slices of it directly.
             y.par_chunks_mut(per_task * r)
-                .zip(self.packed.par_chunks(per_task * nb))
+                .zip(self.packed.blocks().par_chunks(per_task * nb))
                 .for_each(|(y_chunk, w_chunk)| {
                     for (y_group, w_group) in
                         y_chunk.chunks_exact_mut(r).zip(w_chunk.chunks_exact(nb))
@@ -139,7 +192,7 @@ impl<L: PackedLayout> PackedEngine<L> {
 
         // Each task owns whole weight rows of a transposed result, then one transpose.
         y_t.par_chunks_mut(per_task * r * n)
-            .zip(self.packed.par_chunks(per_task * nb))
+            .zip(self.packed.blocks().par_chunks(per_task * nb))
             .for_each(|(yt_chunk, w_chunk)| {
                 let mut tile = [0.0f32; MAX_TILE];
                 let groups = w_chunk.len() / nb;
@@ -229,12 +282,12 @@ impl<L: PackedLayout> Engine for PackedEngine<L> {
     fn to_ggml_bytes(&self) -> Vec<u8> {
         let r = L::ROWS;
         if r == 1 {
-            return bytemuck::cast_slice(&self.packed).to_vec();
+            return bytemuck::cast_slice(self.packed.blocks()).to_vec();
         }
         let nb = self.nb;
         let mut out: Vec<L::Weight> = vec![L::Weight::zeroed(); self.rows * nb];
         let mut column = vec![L::Weight::zeroed(); r];
-        for (g, group) in self.packed.chunks_exact(nb).enumerate() {
+        for (g, group) in self.packed.blocks().chunks_exact(nb).enumerate() {
             for (b, p) in group.iter().enumerate() {
                 L::unpack(p, &mut column);
                 for (j, w) in column.iter().enumerate() {
@@ -245,7 +298,11 @@ impl<L: PackedLayout> Engine for PackedEngine<L> {
         bytemuck::cast_slice(&out).to_vec()
     }
 
+    fn packed_bytes(&self) -> &[u8] {
+        bytemuck::cast_slice(self.packed.blocks())
+    }
+
     fn stored_bytes(&self) -> usize {
-        std::mem::size_of_val(self.packed.as_slice())
+        std::mem::size_of_val(self.packed.blocks())
     }
 }

@@ -8,6 +8,7 @@ use crate::cpu::CpuFeatures;
 use crate::driver::Engine;
 use crate::error::Error;
 use crate::layout::Layout;
+use crate::shared::SharedBytes;
 use crate::types::GgmlType;
 
 /// A quantized weight matrix of `rows` outputs and `cols` inputs, stored in a [`Layout`].
@@ -81,6 +82,41 @@ impl QMatrix {
         cpu: &CpuFeatures,
     ) -> Result<QMatrix, Error> {
         QMatrix::build(ty, rows, cols, data, layout, cpu)
+    }
+
+    /// A matrix whose bytes are already stored in `layout` (for `plain`: ggml's row layout),
+    /// e.g. a tensor of a memory-mapped GGUF file or of a repack cache. The bytes are used in
+    /// place, without a copy, when their alignment allows (always, for the weight layouts).
+    ///
+    /// ```
+    /// use qrepack::{quantize, GgmlType, Layout, QMatrix, SharedBytes};
+    /// let w: Vec<f32> = (0..8 * 64).map(|i| (i as f32).sin()).collect();
+    /// let bytes = quantize(GgmlType::Q4_0, &w, 8, 64).unwrap();
+    /// let packed = QMatrix::with_layout(GgmlType::Q4_0, 8, 64, &bytes, Layout::Q4_0_8x8).unwrap();
+    /// let shared = SharedBytes::new(packed.packed_bytes().to_vec());
+    /// let again = QMatrix::from_packed(GgmlType::Q4_0, 8, 64, Layout::Q4_0_8x8, shared).unwrap();
+    /// assert_eq!(again.to_ggml_bytes(), bytes);
+    /// ```
+    pub fn from_packed(
+        ty: GgmlType,
+        rows: usize,
+        cols: usize,
+        layout: Layout,
+        bytes: SharedBytes,
+    ) -> Result<QMatrix, Error> {
+        check_matrix(ty, rows, cols, bytes.as_ref())?;
+        let engine = layout.build_packed(ty, rows, cols, bytes, CpuFeatures::get())?;
+        Ok(QMatrix {
+            ty,
+            rows,
+            cols,
+            engine,
+        })
+    }
+
+    /// The weight bytes exactly as stored in [`QMatrix::layout`] (what a repack cache holds).
+    pub fn packed_bytes(&self) -> &[u8] {
+        self.engine.packed_bytes()
     }
 
     fn build(

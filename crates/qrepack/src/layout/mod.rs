@@ -15,6 +15,7 @@ use crate::activation::ActFormat;
 use crate::cpu::CpuFeatures;
 use crate::driver::{Engine, PackedEngine};
 use crate::error::Error;
+use crate::shared::SharedBytes;
 use crate::types::GgmlType;
 
 mod avx2_nibble;
@@ -170,6 +171,22 @@ macro_rules! layouts {
                 match self {
                     Layout::Plain => plain::build(ty, rows, cols, data, cpu),
                     $(Layout::$variant => Ok(Box::new(PackedEngine::<$imp>::new(rows, cols, data, cpu)?)),)*
+                }
+            }
+
+            /// Like `build`, but `bytes` are already in this layout; used in place when possible.
+            pub(crate) fn build_packed(
+                self,
+                ty: GgmlType,
+                rows: usize,
+                cols: usize,
+                bytes: SharedBytes,
+                cpu: &CpuFeatures,
+            ) -> Result<Box<dyn Engine>, Error> {
+                self.check_fits(ty, rows)?;
+                match self {
+                    Layout::Plain => plain::build_packed(ty, rows, cols, bytes, cpu),
+                    $(Layout::$variant => Ok(Box::new(PackedEngine::<$imp>::from_packed(rows, cols, bytes, cpu)?)),)*
                 }
             }
         }

@@ -11,6 +11,7 @@ use crate::cpu::CpuFeatures;
 use crate::driver::{Engine, PackedEngine};
 use crate::error::Error;
 use crate::layout::{Kernels, Layout, PackedLayout};
+use crate::shared::SharedBytes;
 use crate::types::GgmlType;
 use crate::vecdot;
 use crate::vecdot_avx2::{self, RowKernels};
@@ -110,6 +111,18 @@ macro_rules! plain_types {
         ) -> Result<Box<dyn Engine>, Error> {
             match ty {
                 $(GgmlType::$ty => Ok(Box::new(PackedEngine::<Plain<$name>>::new(rows, cols, data, cpu)?)),)*
+            }
+        }
+
+        pub(crate) fn build_packed(
+            ty: GgmlType,
+            rows: usize,
+            cols: usize,
+            bytes: SharedBytes,
+            cpu: &CpuFeatures,
+        ) -> Result<Box<dyn Engine>, Error> {
+            match ty {
+                $(GgmlType::$ty => Ok(Box::new(PackedEngine::<Plain<$name>>::from_packed(rows, cols, bytes, cpu)?)),)*
             }
         }
     };
