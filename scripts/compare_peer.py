@@ -1,0 +1,87 @@
+#!/usr/bin/env python3
+"""Times qrepack against the ggml peer benchmark in one session and prints a markdown table.
+
+Usage: scripts/compare_peer.py [--peer /tmp/ggml-peer/bin/ggml_mm_bench] [--threads 2]
+                               [--cases q4_0:4096x4096:1,...] [--runs 3] [--cold-mb 64]
+
+For every case (type, rows x cols, batch) it runs, alternating and `--runs` times each:
+ggml with repack on, ggml with repack off, and `qrepack bench` (the chosen layout) - all on
+the same splitmix64 data - and reports the median of the per-run medians and the ratio of
+qrepack's time to the faster ggml mode. Needs the peer build (../shared/peer/build.sh) and
+`cargo build --release -p qrepack-cli`.
+"""
+import argparse
+import json
+import re
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+QREPACK = ROOT / "target" / "release" / "qrepack"
+
+DEFAULT_CASES = [
+    f"{t}:{s}:{n}"
+    for t in ["q4_0", "q4_K", "iq4_nl", "q8_0"]
+    for s, ns in [("4096x4096", [1, 2, 4, 8, 16, 32, 512]), ("11008x4096", [1])]
+    for n in ns
+]
+
+
+def peer(bin_, ty, m, k, n, threads, repack, cold_mb):
+    reps = 200 if n <= 3 else (20 if n <= 32 else 5)
+    cmd = [bin_, "--type", ty, "--M", str(m), "--K", str(k), "--N", str(n),
+           "--threads", str(threads), "--repack", repack, "--reps", str(reps)]
+    if n <= 3:
+        cmd += ["--cold-mb", str(cold_mb)]
+    out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+    line = next(l for l in out.splitlines() if l.startswith("RESULT"))
+    fields = dict(kv.split("=", 1) for kv in line.split()[1:] if "=" in kv)
+    return float(fields["med_ms"]), fields.get("layout", "?"), fields.get("buft", "?")
+
+
+def ours(ty, m, k, n, threads, cold_mb, layout=None):
+    cmd = [str(QREPACK), "bench", "--type", ty, "--rows", str(m), "--cols", str(k),
+           "--batch", str(n), "--threads", str(threads), "--cold-mb", str(cold_mb),
+           "--json", "-q"]
+    if layout:
+        cmd += ["--layout", layout]
+    out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+    rec = json.loads(out.strip().splitlines()[-1])
+    return rec["median_ms"], rec["layout"], rec["kernels"]
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--peer", default="/tmp/ggml-peer/bin/ggml_mm_bench")
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--cases", default=",".join(DEFAULT_CASES))
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--cold-mb", type=int, default=64)
+    args = ap.parse_args()
+
+    print(f"threads={args.threads} runs={args.runs} cold_mb={args.cold_mb}", file=sys.stderr)
+    print("| type | rows x cols | batch | ggml repack on ms | ggml repack off ms | qrepack ms "
+          "| qrepack layout / kernels | ratio vs faster ggml |")
+    print("|---|---|---|---|---|---|---|---|")
+    for case in args.cases.split(","):
+        ty, shape, n = case.split(":")
+        m, k = (int(v) for v in shape.split("x"))
+        n = int(n)
+        on, off, mine = [], [], []
+        for _ in range(args.runs):
+            t_on, lay_on, buft = peer(args.peer, ty, m, k, n, args.threads, "on", args.cold_mb)
+            on.append(t_on)
+            off.append(peer(args.peer, ty, m, k, n, args.threads, "off", args.cold_mb)[0])
+            t, lay, kern = ours(ty, m, k, n, args.threads, args.cold_mb)
+            mine.append(t)
+        on_m, off_m, ours_m = (statistics.median(v) for v in (on, off, mine))
+        on_s = f"{on_m:.3f}" if buft == "CPU_REPACK" else f"- ({on_m:.3f} plain)"
+        best = min(on_m, off_m)
+        print(f"| {ty} | {m}x{k} | {n} | {on_s} | {off_m:.3f} | {ours_m:.3f} | {lay} / {kern} "
+              f"| {ours_m / best:.2f} |", flush=True)
+
+
+if __name__ == "__main__":
+    main()
