@@ -236,16 +236,20 @@ impl<L: PackedLayout> PackedEngine<L> {
         let groups = (self.rows / L::ROWS).max(1);
         let threads = rayon::current_num_threads().max(1);
         let group_bytes = (L::ROWS * self.nb * std::mem::size_of::<L::Weight>()).max(1);
+        // A few tasks per thread let work stealing even out a late or busy core.
         let balanced = groups.div_ceil(threads * 4);
-        let cap = if n == 1 {
-            // ~64 KiB of weights per task: a few microseconds of work.
-            (64 * 1024 / group_bytes).max(1)
+        if n == 1 {
+            // Each task costs a microsecond or so of scheduling; give it at least ~256 KiB of
+            // weights (tens of microseconds of streaming) unless the matrix is smaller.
+            balanced.max(MIN_GEMV_TASK_BYTES / group_bytes).min(groups)
         } else {
-            (L2_WEIGHT_BUDGET / group_bytes).max(1)
-        };
-        balanced.min(cap).max(1)
+            balanced.min((L2_WEIGHT_BUDGET / group_bytes).max(1))
+        }
     }
 }
+
+/// Weight bytes below which a batch-1 task is not worth scheduling on its own.
+const MIN_GEMV_TASK_BYTES: usize = 256 * 1024;
 
 /// Weight bytes a GEMM task keeps hot while it sweeps over the activations (Zen 1 has 512 KiB L2).
 const L2_WEIGHT_BUDGET: usize = 192 * 1024;
