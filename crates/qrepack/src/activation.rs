@@ -48,8 +48,11 @@ fn amax(x: &[f32]) -> f32 {
 
 #[inline]
 fn to_i8_saturating(v: f32) -> i8 {
-    // `as` saturates and maps NaN to 0: never UB.
-    v.round_ties_even().clamp(-128.0, 127.0) as i8
+    // Adding and removing 1.5 * 2^23 rounds to nearest even in the default FP mode, inline
+    // (`round_ties_even` is a libm call on baseline x86-64). Exact for |v| < 2^22, which the
+    // clamp guarantees; NaN stays NaN and `as` maps it to 0, so nothing here is UB.
+    const MAGIC: f32 = 12_582_912.0;
+    ((v.clamp(-128.0, 127.0) + MAGIC) - MAGIC) as i8
 }
 
 /// One Q8_0 block from 32 values, ggml x86 style.
@@ -376,6 +379,31 @@ mod tests {
                     assert_eq!(quads[i].qs[(j / 8) * 32 + m * 8 + j % 8], b.qs[j]);
                 }
             }
+        }
+    }
+
+    #[test]
+    fn rounding_is_half_to_even_and_saturating() {
+        for (v, q) in [
+            (0.5f32, 0i8),
+            (1.5, 2),
+            (2.5, 2),
+            (-0.5, 0),
+            (-1.5, -2),
+            (126.5, 126),
+            (127.4, 127),
+        ] {
+            assert_eq!(to_i8_saturating(v), q, "{v}");
+        }
+        assert_eq!(to_i8_saturating(1e9), 127);
+        assert_eq!(to_i8_saturating(-1e9), -128);
+        assert_eq!(to_i8_saturating(f32::NAN), 0);
+        for i in -2000..2000 {
+            let v = i as f32 * 0.0637;
+            assert_eq!(
+                to_i8_saturating(v),
+                v.round_ties_even().clamp(-128.0, 127.0) as i8
+            );
         }
     }
 

@@ -368,25 +368,24 @@ impl QExperts {
                 })?;
             routed[e].push(slot);
         }
-        let results: Vec<(usize, Vec<f32>)> = routed
-            .par_iter()
-            .enumerate()
-            .filter(|(_, slots)| !slots.is_empty())
-            .map(|(e, slots)| {
-                let mut xe = Vec::with_capacity(slots.len() * cols);
-                for &slot in slots {
-                    let token = slot / n_used;
-                    let xr = (slot % n_used) % x_rows;
-                    let start = (token * x_rows + xr) * cols;
-                    xe.extend_from_slice(&x[start..start + cols]);
-                }
-                let mut ye = vec![0.0f32; slots.len() * rows];
-                self.experts[e].engine.matmul(&xe, slots.len(), &mut ye);
-                (e, ye)
-            })
-            .collect();
-        for (e, ye) in results {
-            for (&slot, out) in routed[e].iter().zip(ye.chunks_exact(rows)) {
+        // One expert at a time, each a GEMM over all its rows, parallel inside over whole row
+        // groups: both cores stay busy however skewed the routing is, without nesting pools.
+        let mut xe: Vec<f32> = Vec::new();
+        let mut ye: Vec<f32> = Vec::new();
+        for (expert, slots) in self.experts.iter().zip(&routed) {
+            if slots.is_empty() {
+                continue;
+            }
+            xe.clear();
+            for &slot in slots {
+                let token = slot / n_used;
+                let xr = (slot % n_used) % x_rows;
+                let start = (token * x_rows + xr) * cols;
+                xe.extend_from_slice(&x[start..start + cols]);
+            }
+            ye.resize(slots.len() * rows, 0.0);
+            expert.engine.matmul(&xe, slots.len(), &mut ye);
+            for (&slot, out) in slots.iter().zip(ye.chunks_exact(rows)) {
                 y[slot * rows..(slot + 1) * rows].copy_from_slice(out);
             }
         }
