@@ -43,7 +43,14 @@ pub trait ActFormat: Send + Sync + 'static {
 
 #[inline]
 fn amax(x: &[f32]) -> f32 {
-    x.iter().fold(0.0f32, |m, v| m.max(v.abs()))
+    let m = x.iter().fold(0.0f32, |m, v| m.max(v.abs()));
+    // A NaN anywhere poisons the block's scale (as ggml's x86 max does), so it propagates to
+    // every output that reads the block instead of silently quantizing to zero.
+    if x.iter().any(|v| v.is_nan()) {
+        f32::NAN
+    } else {
+        m
+    }
 }
 
 #[inline]
@@ -82,6 +89,9 @@ pub fn quantize_block_q8_1(x: &[f32]) -> BlockQ8_1 {
 
 /// One Q8_K block from 256 values, as ggml's reference quantizer.
 pub fn quantize_block_q8_k(x: &[f32]) -> BlockQ8K {
+    if let Some(poisoned) = non_finite_q8_k(x) {
+        return poisoned;
+    }
     let mut amax = 0.0f32;
     let mut max = 0.0f32;
     for &v in x {
@@ -91,6 +101,15 @@ pub fn quantize_block_q8_k(x: &[f32]) -> BlockQ8K {
         }
     }
     q8_k_with_scale(x, if amax != 0.0 { -127.0 / max } else { 0.0 })
+}
+
+/// A block with NaN or infinite activations gets a NaN scale (and zero quants): every output
+/// reading it becomes NaN, as with Q8_0, rather than whatever the integer conversion makes of it.
+fn non_finite_q8_k(x: &[f32]) -> Option<BlockQ8K> {
+    x.iter().any(|v| !v.is_finite()).then(|| BlockQ8K {
+        d: f32::NAN,
+        ..BlockQ8K::zeroed()
+    })
 }
 
 fn q8_k_with_scale(x: &[f32], iscale: f32) -> BlockQ8K {
@@ -177,7 +196,7 @@ impl ActFormat for Q8KInterleaved {
         for (i, quad) in out.iter_mut().enumerate() {
             let blocks = x.map(|row| {
                 let xs = &row[i * QK_K..(i + 1) * QK_K];
-                q8_k_with_scale(xs, q8_k_quad_scale(xs))
+                non_finite_q8_k(xs).unwrap_or_else(|| q8_k_with_scale(xs, q8_k_quad_scale(xs)))
             });
             *quad = interleave_q8_k(&blocks);
         }
