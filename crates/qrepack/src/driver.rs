@@ -180,13 +180,7 @@ impl<L: PackedLayout> PackedEngine<L> {
             // y is one row: row groups own disjoint slices of it directly.
             y.par_chunks_mut(per_task * r)
                 .zip(self.packed.blocks().par_chunks(per_task * nb))
-                .for_each(|(y_chunk, w_chunk)| {
-                    for (y_group, w_group) in
-                        y_chunk.chunks_exact_mut(r).zip(w_chunk.chunks_exact(nb))
-                    {
-                        (kernels.gemv)(w_group, tail, y_group);
-                    }
-                });
+                .for_each(|(y_chunk, w_chunk)| (kernels.gemv)(w_chunk, tail, y_chunk));
             return;
         }
 

@@ -621,9 +621,10 @@ macro_rules! safe_wrappers {
             unsafe { $call(w, a) }
         }
         #[cfg(target_arch = "x86_64")]
+        /// One output per weight row in `w` (`a.len()` blocks each).
         fn $gemv(w: &[$w], a: &[$a], out: &mut [f32]) {
-            if let Some(o) = out.first_mut() {
-                *o = $name(w, a);
+            for (o, row) in out.iter_mut().zip(w.chunks_exact(a.len().max(1))) {
+                *o = $name(row, a);
             }
         }
         /// Four activation rows stored one after the other.

@@ -173,30 +173,74 @@ mod imp {
         _mm256_setr_epi32(0, 1, 4, 5, 2, 3, 6, 7)
     }
 
+    /// An f16 scale broadcast to all lanes (F16C, not the integer widening).
+    #[inline(always)]
+    unsafe fn f16_splat(h: F16Bits) -> __m256 {
+        let v = _mm_cvtph_ps(_mm_cvtsi32_si128(u16::from_le_bytes(h.0) as i32));
+        _mm256_broadcastss_ps(v)
+    }
+
+    /// The four 8-byte broadcasts of one activation block.
+    #[inline(always)]
+    unsafe fn act_broadcasts(ab: &BlockQ8_0) -> [__m256i; 4] {
+        [
+            broadcast8(&ab.qs[0..8]),
+            broadcast8(&ab.qs[8..16]),
+            broadcast8(&ab.qs[16..24]),
+            broadcast8(&ab.qs[24..32]),
+        ]
+    }
+
+    /// GEMV over every row group in `w` (`a.len()` blocks each), two groups at a time so that
+    /// the activation broadcasts, scale and bias are prepared once for both. `$sums` turns a
+    /// block and the broadcasts into row sums; `$decode` is the matching weight decoding.
+    macro_rules! gemv_groups {
+        ($w:ident, $a:ident, $out:ident, $decode:ident, $sums:ident) => {{
+            let order = row_order();
+            let nb = $a.len();
+            if nb == 0 {
+                $out.fill(0.0);
+                return;
+            }
+            let mut groups = $w.chunks_exact(nb).zip($out.chunks_exact_mut(8));
+            while let Some((w0, o0)) = groups.next() {
+                let mut acc0 = _mm256_setzero_ps();
+                if let Some((w1, o1)) = groups.next() {
+                    let mut acc1 = _mm256_setzero_ps();
+                    for ((b0, b1), ab) in w0.iter().zip(w1).zip($a) {
+                        let av = act_broadcasts(ab);
+                        let da = f16_splat(ab.d);
+                        let s0 = $sums(&b0.$decode(), av);
+                        let d0 =
+                            _mm256_mul_ps(_mm256_permutevar8x32_ps(f16x8(b0.scales()), order), da);
+                        acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s0), d0, acc0);
+                        let s1 = $sums(&b1.$decode(), av);
+                        let d1 =
+                            _mm256_mul_ps(_mm256_permutevar8x32_ps(f16x8(b1.scales()), order), da);
+                        acc1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s1), d1, acc1);
+                    }
+                    // SAFETY: chunks_exact_mut(8) gives 8 floats.
+                    _mm256_storeu_ps(o1.as_mut_ptr(), _mm256_permutevar8x32_ps(acc1, order));
+                } else {
+                    for (b0, ab) in w0.iter().zip($a) {
+                        let s0 = $sums(&b0.$decode(), act_broadcasts(ab));
+                        let d0 = _mm256_mul_ps(
+                            _mm256_permutevar8x32_ps(f16x8(b0.scales()), order),
+                            f16_splat(ab.d),
+                        );
+                        acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s0), d0, acc0);
+                    }
+                }
+                // SAFETY: chunks_exact_mut(8) gives 8 floats.
+                _mm256_storeu_ps(o0.as_mut_ptr(), _mm256_permutevar8x32_ps(acc0, order));
+            }
+        }};
+    }
+
     #[target_feature(enable = "avx2,fma,f16c")]
     pub(super) unsafe fn gemv<P: Nibble8x8>(w: &[P], a: &[BlockQ8_0], out: &mut [f32]) {
-        // SAFETY (whole fn): every pointer read comes from a fixed-size array field; `out` has
-        // at least 8 elements (checked below).
-        let order = row_order();
-        let mut acc = _mm256_setzero_ps();
-        for (wb, ab) in w.iter().zip(a) {
-            let wq = wb.decode();
-            let av = [
-                broadcast8(&ab.qs[0..8]),
-                broadcast8(&ab.qs[8..16]),
-                broadcast8(&ab.qs[16..24]),
-                broadcast8(&ab.qs[24..32]),
-            ];
-            let sums = row_sums(&wq, av);
-            let scale = _mm256_mul_ps(
-                _mm256_permutevar8x32_ps(f16x8(wb.scales()), order),
-                _mm256_set1_ps(ab.d.to_f32()),
-            );
-            acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums), scale, acc);
-        }
-        let res = _mm256_permutevar8x32_ps(acc, order);
-        assert!(out.len() >= 8);
-        _mm256_storeu_ps(out.as_mut_ptr(), res);
+        // SAFETY (whole fn): every pointer read comes from a fixed-size array field.
+        gemv_groups!(w, a, out, decode, row_sums)
     }
 
     #[target_feature(enable = "avx2,fma,f16c")]
@@ -272,26 +316,7 @@ mod imp {
     #[target_feature(enable = "avx2,fma,f16c,avxvnni")]
     pub(super) unsafe fn gemv_vnni<P: Nibble8x8>(w: &[P], a: &[BlockQ8_0], out: &mut [f32]) {
         // SAFETY (whole fn): as in `gemv`.
-        let order = row_order();
-        let mut acc = _mm256_setzero_ps();
-        for (wb, ab) in w.iter().zip(a) {
-            let wq = wb.decode_biased();
-            let av = [
-                broadcast8(&ab.qs[0..8]),
-                broadcast8(&ab.qs[8..16]),
-                broadcast8(&ab.qs[16..24]),
-                broadcast8(&ab.qs[24..32]),
-            ];
-            let sums = row_sums_vnni(&wq, av);
-            let scale = _mm256_mul_ps(
-                _mm256_permutevar8x32_ps(f16x8(wb.scales()), order),
-                _mm256_set1_ps(ab.d.to_f32()),
-            );
-            acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums), scale, acc);
-        }
-        let res = _mm256_permutevar8x32_ps(acc, order);
-        assert!(out.len() >= 8);
-        _mm256_storeu_ps(out.as_mut_ptr(), res);
+        gemv_groups!(w, a, out, decode_biased, row_sums_vnni)
     }
 
     #[target_feature(enable = "avx2,fma,f16c,avxvnni")]

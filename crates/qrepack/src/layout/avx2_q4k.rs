@@ -142,6 +142,13 @@ mod imp {
 
     #[target_feature(enable = "avx2,fma,f16c")]
     pub(super) unsafe fn gemv(w: &[BlockQ4Kx8], a: &[BlockQ8K], out: &mut [f32]) {
+        for (group, o) in w.chunks_exact(a.len().max(1)).zip(out.chunks_exact_mut(8)) {
+            gemv_group(group, a, o);
+        }
+    }
+
+    #[inline(always)]
+    unsafe fn gemv_group(w: &[BlockQ4Kx8], a: &[BlockQ8K], out: &mut [f32]) {
         let mut acc = _mm256_setzero_ps();
         for (wb, ab) in w.iter().zip(a) {
             let sc = block_scales(wb);

@@ -19,19 +19,27 @@ use crate::shared::SharedBytes;
 use crate::types::GgmlType;
 
 mod avx2_nibble;
+mod avx2_q4_1;
 mod avx2_q4k;
+mod avx2_q5_0;
+mod avx2_q5k;
+mod avx2_q6k;
 mod iq4_nl;
 mod nibble;
 mod plain;
 mod q4_0;
+mod q4_1;
 mod q4_k;
+mod q5_0;
+mod q5_k;
+mod q6_k;
 mod q8_0;
 mod scalar;
 
 /// The kernels of one layout, chosen once when a matrix is built.
 ///
-/// `gemv` multiplies one interleaved row group (`ROWS` weight rows, all blocks of a row) with one
-/// quantized activation row and writes `ROWS` outputs. `gemm` does the same for a group of four
+/// `gemv` multiplies one or more interleaved row groups (`ROWS` weight rows each, `a.len()`
+/// blocks per row) with one quantized activation row and writes `ROWS` outputs per group. `gemm` does the same for a group of four
 /// activation rows and writes `4 * ROWS` outputs, activation row major (`out[m * ROWS + j]`).
 pub struct Kernels<L: PackedLayout> {
     /// Kernel family for reports, e.g. `"scalar"` or `"avx2"`.
@@ -204,6 +212,14 @@ layouts! {
     Q4_K_8x8 = "q4_K_8x8" => q4_k::Q4K8x8,
     /// Q8_0, 8 rows, 8-byte chunks (qrepack's own layout).
     Q8_0_8x8 = "q8_0_8x8" => q8_0::Q8_0_8x8,
+    /// Q5_0, 8 rows, 8-byte chunks, fifth bits as bit planes (qrepack's own layout).
+    Q5_0_8x8 = "q5_0_8x8" => q5_0::Q5_0_8x8,
+    /// Q6_K, 8 rows, 8-byte chunks, quants re-packed 4 in 3 bytes (qrepack's own layout).
+    Q6_K_8x8 = "q6_K_8x8" => q6_k::Q6K8x8,
+    /// Q4_1, 8 rows, 8-byte chunks, with interleaved Q8_1 activations (qrepack's own layout).
+    Q4_1_8x8 = "q4_1_8x8" => q4_1::Q4_1_8x8,
+    /// Q5_K, 8 rows, 8-byte chunks, fifth bits as bit planes (qrepack's own layout).
+    Q5_K_8x8 = "q5_K_8x8" => q5_k::Q5K8x8,
     /// IQ4_NL, 4 rows, 4-byte chunks.
     IQ4_NL_4x4 = "iq4_nl_4x4" => iq4_nl::Iq4Nl4x4,
     /// IQ4_NL, 8 rows, 8-byte chunks.

@@ -26,8 +26,11 @@ pub(crate) trait PlainDot: Send + Sync + 'static {
     fn simd(cpu: &CpuFeatures) -> Option<RowKernels<Self::Weight, <Self::Act as ActFormat>::Row>>;
 }
 
+/// One output per weight row in `w` (`a.len()` blocks each).
 fn gemv<D: PlainDot>(w: &[D::Weight], a: &[<D::Act as ActFormat>::Row], out: &mut [f32]) {
-    out[0] = D::dot(w, a);
+    for (o, row) in out.iter_mut().zip(w.chunks_exact(a.len().max(1))) {
+        *o = D::dot(row, a);
+    }
 }
 
 fn gemm<D: PlainDot>(w: &[D::Weight], a: &[<D::Act as ActFormat>::Quad], out: &mut [f32])

@@ -16,14 +16,19 @@ where
     fn block_dot(w: &Self::Packed, a: &Row<Self>, acc: &mut [f32]);
 }
 
-/// GEMV from [`BlockDot`].
+/// GEMV from [`BlockDot`], over every row group in `w` (`a.len()` blocks each).
 pub(crate) fn gemv<L: BlockDot>(w: &[L::Packed], a: &[Row<L>], out: &mut [f32])
 where
     L::Act: InterleavedAct,
 {
     out.fill(0.0);
-    for (wb, ab) in w.iter().zip(a) {
-        L::block_dot(wb, ab, out);
+    for (group, o) in w
+        .chunks_exact(a.len().max(1))
+        .zip(out.chunks_exact_mut(L::ROWS))
+    {
+        for (wb, ab) in group.iter().zip(a) {
+            L::block_dot(wb, ab, o);
+        }
     }
 }
 
