@@ -121,6 +121,24 @@ blocks! {
 
 const _: () = assert!(QK_K == 256);
 
+blocks! {
+    /// Eight Q5_0 rows: the 8 scales, the 256 fifth bits regrouped as bit planes (byte `p` bit
+    /// `t` belongs to byte lane `p` of decoded vector `t`, see `layout/q5_0.rs`), and the
+    /// nibbles in chunks of 8 bytes taken round-robin from the rows (not xored).
+    BlockQ5_0x8 [176] { d: [F16Bits; 8], qh: [u8; 32], qs: [u8; 128] }
+    /// Eight Q6_K rows: scales, the 16 sub-block scales regrouped per sub-block (`[g][row]`),
+    /// and the 6-bit quants of four weights re-packed in three bytes `qa`, `qb`, `qc`, each
+    /// array interleaved in chunks of 8 bytes (see `layout/q6_k.rs`).
+    BlockQ6Kx8 [1680] { d: [F16Bits; 8], scales: [i8; 128], qa: [u8; 512], qb: [u8; 512], qc: [u8; 512] }
+    /// Eight Q4_1 rows: scales, mins, nibbles in chunks of 8 bytes taken round-robin.
+    BlockQ4_1x8 [160] { d: [F16Bits; 8], m: [F16Bits; 8], qs: [u8; 128] }
+    /// Four activation rows of Q8_1 interleaved in chunks of 8 bytes.
+    BlockQ8_1x4 [144] { d: [F16Bits; 4], s: [F16Bits; 4], qs: [i8; 128] }
+    /// Eight Q5_K rows: as [`BlockQ4Kx8`], plus the 2048 fifth bits as bit planes (see
+    /// `layout/q5_k.rs`).
+    BlockQ5Kx8 [1408] { d: [F16Bits; 8], dmin: [F16Bits; 8], scales: [u8; 96], qh: [u8; 256], qs: [u8; 1024] }
+}
+
 /// Views `bytes` as a slice of blocks without copying.
 ///
 /// Fails when the length is not a whole number of blocks, or (only for the activation blocks

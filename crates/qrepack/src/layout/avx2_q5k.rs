@@ -1,0 +1,277 @@
+//! AVX2 kernels for `q5_K_8x8` (byte layout in `q5_k.rs`), `q4_K_8x8`'s kernels with a fifth bit.
+//!
+//! The 1024 quant bytes of a packed block are 32 vectors of 32 bytes; vector `8g + 2k + h` holds
+//! bytes `32g + 8k .. 32g + 8k + 8` of rows `4h .. 4h + 4`. Their low nibbles are weights of
+//! sub-block `2g` (activations `64g + 8k ..`), their high nibbles of sub-block `2g + 1`
+//! (activations `64g + 32 + 8k ..`). Each decoded vector `D` gets its fifth bits from bit plane
+//! `D % 8` of the 32 bytes `qh[32 (D / 8)..]`, shifted into bit 4. Quants are unsigned (0..32),
+//! so `maddubs(q, a)` multiplies directly; four such i16 partial sums stay below
+//! 4 * 2 * 31 * 128 = 31744. The 6-bit sub-block scales multiply the i16 sums through `madd`, and
+//! the mins term `sum_sb min * bsum` uses `madd` on interleaved (min of sub-block s, min of s + 1)
+//! pairs. Results equal the scalar kernel up to f32 summation order.
+
+#[cfg(target_arch = "x86_64")]
+use std::arch::x86_64::*;
+
+use crate::blocks::{BlockQ5Kx8, BlockQ8K, BlockQ8Kx4};
+
+/// The 8 rows' 6-bit scales and mins of one sub-block, as two little-endian u64 of 8 bytes.
+#[inline(always)]
+fn decode_scales(q: &[u8]) -> (u64, u64) {
+    let word = |i: usize| u32::from_le_bytes([q[4 * i], q[4 * i + 1], q[4 * i + 2], q[4 * i + 3]]);
+    let (x0, x1, x2) = (word(0), word(1), word(2));
+    let s_lo = x0 & 0x3f3f_3f3f;
+    let m_lo = x1 & 0x3f3f_3f3f;
+    let s_hi = (x2 & 0x0f0f_0f0f) | (((x0 >> 6) & 0x0303_0303) << 4);
+    let m_hi = ((x2 >> 4) & 0x0f0f_0f0f) | (((x1 >> 6) & 0x0303_0303) << 4);
+    (
+        s_lo as u64 | ((s_hi as u64) << 32),
+        m_lo as u64 | ((m_hi as u64) << 32),
+    )
+}
+
+#[cfg(target_arch = "x86_64")]
+mod imp {
+    use super::*;
+
+    #[inline(always)]
+    unsafe fn broadcast8(bytes: &[i8]) -> __m256i {
+        // SAFETY: callers pass slices of at least 8 bytes; read_unaligned needs no alignment.
+        _mm256_set1_epi64x(std::ptr::read_unaligned(bytes.as_ptr() as *const i64))
+    }
+
+    /// Per block: sub-block scales as i16 vectors matching the quant vectors' row order
+    /// (`[sb][h]`: rows 4h..4h+4, each row's scale in its four lanes), and the interleaved mins
+    /// pairs (`[p]`: lanes `(min[2p][j], min[2p + 1][j])` for row `j`).
+    struct Scales {
+        sc: [[__m256i; 2]; 8],
+        mins: [__m256i; 4],
+    }
+
+    #[inline(always)]
+    unsafe fn block_scales(w: &BlockQ5Kx8) -> Scales {
+        // SAFETY: the caller guarantees AVX2+FMA+F16C; the memory accesses are
+        // the bounds-checked helpers and fixed-size array loads called here.
+        let pick03 = _mm_setr_epi8(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
+        let pick47 = _mm_setr_epi8(4, 4, 4, 4, 5, 5, 5, 5, 6, 6, 6, 6, 7, 7, 7, 7);
+        let mut sc = [[_mm256_setzero_si256(); 2]; 8];
+        let mut mins_raw = [_mm_setzero_si128(); 8];
+        for (sb, sc_sb) in sc.iter_mut().enumerate() {
+            let (s, m) = decode_scales(&w.scales[sb * 12..sb * 12 + 12]);
+            let sv = _mm_cvtsi64_si128(s as i64);
+            sc_sb[0] = _mm256_cvtepu8_epi16(_mm_shuffle_epi8(sv, pick03));
+            sc_sb[1] = _mm256_cvtepu8_epi16(_mm_shuffle_epi8(sv, pick47));
+            mins_raw[sb] = _mm_cvtsi64_si128(m as i64);
+        }
+        let mut mins = [_mm256_setzero_si256(); 4];
+        for (p, mp) in mins.iter_mut().enumerate() {
+            *mp = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(mins_raw[2 * p], mins_raw[2 * p + 1]));
+        }
+        Scales { sc, mins }
+    }
+
+    /// `sum_sb min[sb][j] * (bsum[2sb] + bsum[2sb+1])` for the 8 rows, given the 8 bsum pairs.
+    #[inline(always)]
+    unsafe fn mins_dot(mins: &[__m256i; 4], pair: [i32; 8]) -> __m256i {
+        // SAFETY: register-only intrinsics; the caller guarantees AVX2.
+        let mut acc = _mm256_setzero_si256();
+        for (p, m) in mins.iter().enumerate() {
+            let b = _mm256_set1_epi32((pair[2 * p] & 0xffff) | (pair[2 * p + 1] << 16));
+            acc = _mm256_add_epi32(acc, _mm256_madd_epi16(*m, b));
+        }
+        acc
+    }
+
+    /// Quants of the 8 quant vectors of group `g`: `[k][h][lo/hi]`.
+    #[inline(always)]
+    unsafe fn decode_group(w: &BlockQ5Kx8, g: usize) -> [[[__m256i; 2]; 2]; 4] {
+        let m4 = _mm256_set1_epi8(0x0f);
+        let m10 = _mm256_set1_epi8(0x10);
+        let mut out = [[[_mm256_setzero_si256(); 2]; 2]; 4];
+        for half in 0..2 {
+            // Plane vector 2g + half serves vectors V = 8g + 4 half + 0..4 (k = 2 half + k2):
+            // decoded vector D = 2V + s uses bit t = 2 (2 k2 + h) + s.
+            let pv = 2 * g + half;
+            // SAFETY: pv < 8, so the 32 bytes at 32 pv lie inside the 256-byte array.
+            let qh = _mm256_loadu_si256(w.qh.as_ptr().add(32 * pv) as *const __m256i);
+            let planes = [
+                _mm256_slli_epi16::<4>(qh),
+                _mm256_slli_epi16::<3>(qh),
+                _mm256_slli_epi16::<2>(qh),
+                _mm256_slli_epi16::<1>(qh),
+                qh,
+                _mm256_srli_epi16::<1>(qh),
+                _mm256_srli_epi16::<2>(qh),
+                _mm256_srli_epi16::<3>(qh),
+            ];
+            for k2 in 0..2 {
+                let k = 2 * half + k2;
+                for (h, oh) in out[k].iter_mut().enumerate() {
+                    let v = 8 * g + 2 * k + h;
+                    let t = 2 * (2 * k2 + h);
+                    // SAFETY: v < 32, so the 32 bytes at 32v lie inside the 1024-byte array.
+                    let x = _mm256_loadu_si256(w.qs.as_ptr().add(32 * v) as *const __m256i);
+                    let lo = _mm256_and_si256(x, m4);
+                    let hi = _mm256_and_si256(_mm256_srli_epi16::<4>(x), m4);
+                    oh[0] = _mm256_or_si256(lo, _mm256_and_si256(planes[t], m10));
+                    oh[1] = _mm256_or_si256(hi, _mm256_and_si256(planes[t + 1], m10));
+                }
+            }
+        }
+        out
+    }
+
+    /// Scaled integer sums of one group against one activation row, accumulated into `s[h]`
+    /// (i32 lanes, two per row). Activations `e..e+8` start at `(e / 8) * stride + offset` in
+    /// `qs` (stride 8, offset 0 for a plain row; stride 32, offset 8m for row m of a quad). No
+    /// closures: they would not inherit the caller's target features.
+    #[inline(always)]
+    unsafe fn group_dot(
+        q: &[[[__m256i; 2]; 2]; 4],
+        sc: &Scales,
+        g: usize,
+        qs: &[i8],
+        (stride, offset): (usize, usize),
+        s: &mut [__m256i; 2],
+    ) {
+        // SAFETY: the caller guarantees AVX2+FMA+F16C; the memory accesses are
+        // the bounds-checked helpers and fixed-size array loads called here.
+        let mut lo = [_mm256_setzero_si256(); 2];
+        let mut hi = [_mm256_setzero_si256(); 2];
+        for (k, qk) in q.iter().enumerate() {
+            let p_lo = (8 * g + k) * stride + offset;
+            let p_hi = (8 * g + 4 + k) * stride + offset;
+            let a_lo = broadcast8(&qs[p_lo..p_lo + 8]);
+            let a_hi = broadcast8(&qs[p_hi..p_hi + 8]);
+            for h in 0..2 {
+                lo[h] = _mm256_add_epi16(lo[h], _mm256_maddubs_epi16(qk[h][0], a_lo));
+                hi[h] = _mm256_add_epi16(hi[h], _mm256_maddubs_epi16(qk[h][1], a_hi));
+            }
+        }
+        for h in 0..2 {
+            s[h] = _mm256_add_epi32(s[h], _mm256_madd_epi16(lo[h], sc.sc[2 * g][h]));
+            s[h] = _mm256_add_epi32(s[h], _mm256_madd_epi16(hi[h], sc.sc[2 * g + 1][h]));
+        }
+    }
+
+    #[inline(always)]
+    unsafe fn f16x8(h: &[crate::blocks::F16Bits; 8]) -> __m256 {
+        // SAFETY: 8 halves are 16 bytes.
+        _mm256_cvtph_ps(_mm_loadu_si128(h.as_ptr() as *const __m128i))
+    }
+
+    /// Row sums in natural row order from the two half accumulators.
+    #[inline(always)]
+    unsafe fn row_sums(s: &[__m256i; 2]) -> __m256i {
+        // SAFETY: register-only intrinsics; the caller guarantees AVX2.
+        _mm256_permutevar8x32_epi32(
+            _mm256_hadd_epi32(s[0], s[1]),
+            _mm256_setr_epi32(0, 1, 4, 5, 2, 3, 6, 7),
+        )
+    }
+
+    /// GEMV over every row group in `w` (`a.len()` blocks each).
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub(super) unsafe fn gemv(w: &[BlockQ5Kx8], a: &[BlockQ8K], out: &mut [f32]) {
+        // SAFETY: the caller guarantees AVX2+FMA+F16C; every load below reads
+        // inside a fixed-size array field and every store is length-checked.
+        for (group, o) in w.chunks_exact(a.len().max(1)).zip(out.chunks_exact_mut(8)) {
+            gemv_group(group, a, o);
+        }
+    }
+
+    #[inline(always)]
+    unsafe fn gemv_group(w: &[BlockQ5Kx8], a: &[BlockQ8K], out: &mut [f32]) {
+        // SAFETY: the caller guarantees AVX2+FMA+F16C; the memory accesses are
+        // the bounds-checked helpers and fixed-size array loads called here.
+        let mut acc = _mm256_setzero_ps();
+        for (wb, ab) in w.iter().zip(a) {
+            let sc = block_scales(wb);
+            let mut s = [_mm256_setzero_si256(); 2];
+            for g in 0..4 {
+                let q = decode_group(wb, g);
+                group_dot(&q, &sc, g, &ab.qs, (8, 0), &mut s);
+            }
+            let mut pair = [0i32; 8];
+            for (sb, p) in pair.iter_mut().enumerate() {
+                *p = ab.bsums[2 * sb] as i32 + ab.bsums[2 * sb + 1] as i32;
+            }
+            let m = mins_dot(&sc.mins, pair);
+            let da = _mm256_set1_ps(ab.d);
+            let d = _mm256_mul_ps(f16x8(&wb.d), da);
+            let dmin = _mm256_mul_ps(f16x8(&wb.dmin), da);
+            acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(row_sums(&s)), d, acc);
+            acc = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(m), dmin, acc);
+        }
+        assert!(out.len() >= 8);
+        // SAFETY: checked just above.
+        _mm256_storeu_ps(out.as_mut_ptr(), acc);
+    }
+
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub(super) unsafe fn gemm(w: &[BlockQ5Kx8], a: &[BlockQ8Kx4], out: &mut [f32]) {
+        // SAFETY: the caller guarantees AVX2+FMA+F16C; every load below reads
+        // inside a fixed-size array field and every store is length-checked.
+        let mut acc = [_mm256_setzero_ps(); 4];
+        for (wb, ab) in w.iter().zip(a) {
+            let sc = block_scales(wb);
+            let mut s = [[_mm256_setzero_si256(); 2]; 4];
+            for g in 0..4 {
+                let q = decode_group(wb, g);
+                for (m, sm) in s.iter_mut().enumerate() {
+                    // Row m's activations e..e+8 sit at 32 * (e / 8) + 8m in the quad.
+                    group_dot(&q, &sc, g, &ab.qs, (32, 8 * m), sm);
+                }
+            }
+            let d = f16x8(&wb.d);
+            let dmin = f16x8(&wb.dmin);
+            for (m, acc_m) in acc.iter_mut().enumerate() {
+                // bsum of 16-group gg of row m sits at (gg / 4) * 16 + 4m + gg % 4.
+                let mut pair = [0i32; 8];
+                for (sb, p) in pair.iter_mut().enumerate() {
+                    let (g0, g1) = (2 * sb, 2 * sb + 1);
+                    *p = ab.bsums[(g0 / 4) * 16 + 4 * m + g0 % 4] as i32
+                        + ab.bsums[(g1 / 4) * 16 + 4 * m + g1 % 4] as i32;
+                }
+                let mn = mins_dot(&sc.mins, pair);
+                let da = _mm256_set1_ps(ab.d[m]);
+                *acc_m = _mm256_fmadd_ps(
+                    _mm256_cvtepi32_ps(row_sums(&s[m])),
+                    _mm256_mul_ps(d, da),
+                    *acc_m,
+                );
+                *acc_m = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(mn), _mm256_mul_ps(dmin, da), *acc_m);
+            }
+        }
+        assert!(out.len() >= 32);
+        for (m, acc_m) in acc.iter().enumerate() {
+            // SAFETY: out has at least 32 elements (checked above).
+            _mm256_storeu_ps(out.as_mut_ptr().add(8 * m), *acc_m);
+        }
+    }
+}
+
+type Gemv = fn(&[BlockQ5Kx8], &[BlockQ8K], &mut [f32]);
+type Gemm = fn(&[BlockQ5Kx8], &[BlockQ8Kx4], &mut [f32]);
+
+/// The AVX2 GEMV/GEMM, if this CPU has AVX2+FMA+F16C.
+pub(crate) fn kernels(cpu: &crate::cpu::CpuFeatures) -> Option<(Gemv, Gemm)> {
+    #[cfg(target_arch = "x86_64")]
+    if cpu.avx2() {
+        return Some((gemv, gemm));
+    }
+    let _ = cpu;
+    None
+}
+
+#[cfg(target_arch = "x86_64")]
+fn gemv(w: &[BlockQ5Kx8], a: &[BlockQ8K], out: &mut [f32]) {
+    // SAFETY: only reachable through `kernels`, which checked AVX2+FMA+F16C on this CPU.
+    unsafe { imp::gemv(w, a, out) }
+}
+
+#[cfg(target_arch = "x86_64")]
+fn gemm(w: &[BlockQ5Kx8], a: &[BlockQ8Kx4], out: &mut [f32]) {
+    // SAFETY: only reachable through `kernels`, which checked AVX2+FMA+F16C on this CPU.
+    unsafe { imp::gemm(w, a, out) }
+}

@@ -1,0 +1,199 @@
+//! Q6_K interleaved layout `q6_K_8x8` (qrepack's own): eight rows' super-blocks, with the 6-bit
+//! quants re-packed so that AVX2 rebuilds them with few shifts and masks.
+//!
+//! Byte layout of one packed block (1680 bytes = 8 x 210, [`BlockQ6Kx8`]):
+//!
+//! * `d[8]`: the rows' f16 scales.
+//! * `scales[128]`: the signed 8-bit scales of the 16-weight groups, per group: `scales[8g + r]`
+//!   is group `g` of row `r`.
+//! * `qa`, `qb`, `qc` (512 bytes each): with `u_w` (0..64) the unsigned quant of weight `w` of a
+//!   row, each half `H` (0..2) of a row and position `l` (0..32) give four quants
+//!   `q_s = u_(128H + 32s + l)`, `s` = 0..4, stored in three bytes at position `n = 32H + l`:
+//!   `qa = q0 | (q2 >> 4) << 6`, `qb = q1 | (q3 >> 4) << 6`, `qc = (q2 & 15) | (q3 & 15) << 4`.
+//!   So `q0 = qa & 63`, `q1 = qb & 63`, `q2 = (qc & 15) | (qa >> 2) & 48` and
+//!   `q3 = qc >> 4 | (qb >> 2) & 48`. Each array holds the rows' 64 bytes in chunks of 8 taken
+//!   round-robin from the rows: `qa[64c + 8r + i]` is byte `8c + i` of row `r`; as 32-byte
+//!   vectors, vector `2c + h` holds chunk `c` of rows `4h..4h + 4`.
+//!
+//! Arithmetic: per row and super-block `d_w·d_a·Σ_g sc_g Σ_(i in g) (u_i - 32)·a_i` in exact
+//! integers, the same as ggml's `vec_dot_q6_K_q8_K` (activation: Q8_K, four rows interleaved in
+//! 8-byte chunks). The `-32` part is `32·Σ_g sc_g·bsum_g` from the activation's group sums.
+
+use bytemuck::Zeroable;
+
+use crate::activation::Q8KInterleaved;
+use crate::blocks::{BlockQ6K, BlockQ6Kx8, BlockQ8K};
+use crate::cpu::CpuFeatures;
+use crate::layout::avx2_q6k;
+use crate::layout::scalar::{self, BlockDot};
+use crate::layout::{Kernels, Layout, PackedLayout};
+use crate::types::GgmlType;
+
+/// The `q6_K_8x8` layout.
+pub struct Q6K8x8;
+
+const ROWS: usize = 8;
+
+/// The 256 unsigned quants (0..64) of a Q6_K block, in weight order.
+fn quants(b: &BlockQ6K) -> [u8; 256] {
+    let mut u = [0u8; 256];
+    for (w, q) in u.iter_mut().enumerate() {
+        let (h, s, l) = (w / 128, (w % 128) / 32, w % 32);
+        let low = (b.ql[64 * h + 32 * (s % 2) + l] >> (4 * (s / 2))) & 0x0f;
+        let high = (b.qh[32 * h + l] >> (2 * s)) & 3;
+        *q = low | (high << 4);
+    }
+    u
+}
+
+/// Inverse of [`quants`]: the `ql` and `qh` fields.
+fn split_quants(u: &[u8; 256], b: &mut BlockQ6K) {
+    b.ql = [0; 128];
+    b.qh = [0; 64];
+    for (w, &q) in u.iter().enumerate() {
+        let (h, s, l) = (w / 128, (w % 128) / 32, w % 32);
+        b.ql[64 * h + 32 * (s % 2) + l] |= (q & 0x0f) << (4 * (s / 2));
+        b.qh[32 * h + l] |= (q >> 4) << (2 * s);
+    }
+}
+
+/// Index in `qa`/`qb`/`qc` of position `n` (0..64) of row `r`.
+#[inline]
+fn packed_index(r: usize, n: usize) -> usize {
+    64 * (n / 8) + 8 * r + n % 8
+}
+
+/// The unsigned quant (0..64) of weight `w` of row `r` of a packed block.
+#[inline]
+pub(crate) fn packed_quant(p: &BlockQ6Kx8, r: usize, w: usize) -> u8 {
+    let (h, s, l) = (w / 128, (w % 128) / 32, w % 32);
+    let idx = packed_index(r, 32 * h + l);
+    let (a, b, c) = (p.qa[idx], p.qb[idx], p.qc[idx]);
+    match s {
+        0 => a & 63,
+        1 => b & 63,
+        2 => (c & 15) | ((a >> 2) & 48),
+        _ => (c >> 4) | ((b >> 2) & 48),
+    }
+}
+
+impl BlockDot for Q6K8x8 {
+    fn block_dot(w: &BlockQ6Kx8, a: &BlockQ8K, acc: &mut [f32]) {
+        for (r, o) in acc.iter_mut().enumerate().take(ROWS) {
+            let mut sumi = 0i32;
+            for g in 0..16 {
+                let mut dot = 0i32;
+                for i in 16 * g..16 * g + 16 {
+                    dot += (packed_quant(w, r, i) as i32 - 32) * a.qs[i] as i32;
+                }
+                sumi += w.scales[8 * g + r] as i32 * dot;
+            }
+            *o += w.d[r].to_f32() * a.d * sumi as f32;
+        }
+    }
+}
+
+impl PackedLayout for Q6K8x8 {
+    const LAYOUT: Layout = Layout::Q6_K_8x8;
+    const WEIGHT_TYPE: GgmlType = GgmlType::Q6_K;
+    const ROWS: usize = ROWS;
+    const INTERLEAVE: usize = 8;
+    type Weight = BlockQ6K;
+    type Packed = BlockQ6Kx8;
+    type Act = Q8KInterleaved;
+
+    fn pack(rows: &[BlockQ6K]) -> BlockQ6Kx8 {
+        let mut out = BlockQ6Kx8::zeroed();
+        for (r, b) in rows.iter().enumerate() {
+            out.d[r] = b.d;
+            for g in 0..16 {
+                out.scales[8 * g + r] = b.scales[g];
+            }
+            let u = quants(b);
+            for n in 0..64 {
+                let (h, l) = (n / 32, n % 32);
+                let q = [0, 1, 2, 3].map(|s| u[128 * h + 32 * s + l]);
+                let idx = packed_index(r, n);
+                out.qa[idx] = q[0] | ((q[2] >> 4) << 6);
+                out.qb[idx] = q[1] | ((q[3] >> 4) << 6);
+                out.qc[idx] = (q[2] & 15) | ((q[3] & 15) << 4);
+            }
+        }
+        out
+    }
+
+    fn unpack(p: &BlockQ6Kx8, rows: &mut [BlockQ6K]) {
+        for (r, b) in rows.iter_mut().enumerate() {
+            b.d = p.d[r];
+            for g in 0..16 {
+                b.scales[g] = p.scales[8 * g + r];
+            }
+            let mut u = [0u8; 256];
+            for (w, q) in u.iter_mut().enumerate() {
+                *q = packed_quant(p, r, w);
+            }
+            split_quants(&u, b);
+        }
+    }
+
+    fn scalar_kernels() -> Kernels<Self> {
+        Kernels {
+            name: "scalar",
+            gemv: scalar::gemv::<Self>,
+            gemm: scalar::gemm::<Self>,
+        }
+    }
+
+    fn kernels(cpu: &CpuFeatures) -> Kernels<Self> {
+        avx2_q6k::kernels(cpu)
+            .map(|(gemv, gemm)| Kernels {
+                name: "avx2",
+                gemv,
+                gemm,
+            })
+            .unwrap_or_else(Self::scalar_kernels)
+    }
+
+    /// Its AVX2 kernels beat the plain AVX2 path (1.2-1.3x at batch 1, 1.6-2.1x at batch >= 4 measured).
+    fn preference(_cpu: &CpuFeatures) -> Option<u32> {
+        Some(10)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::blocks::F16Bits;
+
+    #[test]
+    fn packed_quants_are_the_rows_quants() {
+        let mut s = 11u64;
+        let mut next = || {
+            s = s
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (s >> 33) as u8
+        };
+        let rows: Vec<BlockQ6K> = (0..ROWS)
+            .map(|r| BlockQ6K {
+                ql: std::array::from_fn(|_| next()),
+                qh: std::array::from_fn(|_| next()),
+                scales: std::array::from_fn(|_| next() as i8),
+                d: F16Bits::from_f32(0.01 * (r + 1) as f32),
+            })
+            .collect();
+        let p = Q6K8x8::pack(&rows);
+        for (r, row) in rows.iter().enumerate() {
+            let u = quants(row);
+            for (w, &q) in u.iter().enumerate() {
+                assert_eq!(packed_quant(&p, r, w), q, "row {r} weight {w}");
+            }
+            let mut back = BlockQ6K::zeroed();
+            split_quants(&u, &mut back);
+            assert_eq!((back.ql, back.qh), (row.ql, row.qh));
+        }
+        let mut back = vec![BlockQ6K::zeroed(); ROWS];
+        Q6K8x8::unpack(&p, &mut back);
+        assert_eq!(back, rows);
+    }
+}
