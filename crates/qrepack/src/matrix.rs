@@ -281,6 +281,52 @@ impl QExperts {
         })
     }
 
+    /// Experts whose bytes are already stored in `layout` (for `plain`: ggml's order, e.g. a
+    /// 3-D tensor of a memory-mapped GGUF file), used in place without copying.
+    ///
+    /// ```
+    /// use qrepack::{quantize, GgmlType, Layout, QExperts, SharedBytes};
+    /// let w: Vec<f32> = (0..2 * 8 * 32).map(|i| (i as f32).cos()).collect();
+    /// let bytes = quantize(GgmlType::Q8_0, &w, 16, 32).unwrap();
+    /// let moe = QExperts::from_packed(GgmlType::Q8_0, 2, 8, 32, Layout::Plain, SharedBytes::new(bytes)).unwrap();
+    /// assert_eq!(moe.n_expert(), 2);
+    /// ```
+    pub fn from_packed(
+        ty: GgmlType,
+        n_expert: usize,
+        rows: usize,
+        cols: usize,
+        layout: Layout,
+        bytes: SharedBytes,
+    ) -> Result<QExperts, Error> {
+        if n_expert == 0 {
+            return Err(Error::Shape(
+                "a mixture of experts needs at least one expert".into(),
+            ));
+        }
+        let per = ty.matrix_bytes(rows, cols)?;
+        if Some(bytes.len()) != per.checked_mul(n_expert) {
+            return Err(Error::Shape(format!(
+                "{n_expert} experts of {rows} x {cols} {ty} take {per} bytes each, but {} were given",
+                bytes.len()
+            )));
+        }
+        let experts = (0..n_expert)
+            .map(|e| {
+                let part = bytes
+                    .slice(e * per, per)
+                    .ok_or_else(|| Error::Shape(format!("expert {e} lies outside the bytes")))?;
+                QMatrix::from_packed(ty, rows, cols, layout, part)
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(QExperts {
+            ty,
+            rows,
+            cols,
+            experts,
+        })
+    }
+
     /// The layout of the experts.
     pub fn layout(&self) -> Layout {
         self.experts[0].layout()

@@ -457,9 +457,15 @@ impl Model {
                         )));
                     }
                     let want = policy.choose(ty, rows, cpu);
-                    let e = QExperts::with_layout(ty, n, rows, cols, gguf.tensor_bytes(t), want)
-                        .map_err(|e| Error::Format(format!("tensor '{}': {e}", t.name)))?;
-                    gguf.release_pages(t);
+                    let e = if want == Layout::Plain {
+                        QExperts::from_packed(ty, n, rows, cols, want, gguf.tensor_shared(t))
+                    } else {
+                        QExperts::with_layout(ty, n, rows, cols, gguf.tensor_bytes(t), want)
+                    }
+                    .map_err(|e| Error::Format(format!("tensor '{}': {e}", t.name)))?;
+                    if want != Layout::Plain {
+                        gguf.release_pages(t);
+                    }
                     let became = Became::Experts {
                         layout: want,
                         n_expert: n,
