@@ -58,7 +58,11 @@ fn run(args: &[String]) -> Result<(), String> {
     let file_type = match target {
         GgmlType::Q4_0 => 2u32,
         GgmlType::IQ4_NL => 25,
-        other => return Err(format!("target type {other} is not supported: use q4_0 or iq4_nl")),
+        other => {
+            return Err(format!(
+                "target type {other} is not supported: use q4_0 or iq4_nl"
+            ))
+        }
     };
     let t0 = Instant::now();
     let g = GgufFile::open(input.as_str()).map_err(|e| e.to_string())?;
@@ -97,7 +101,8 @@ fn run(args: &[String]) -> Result<(), String> {
         }
         .map_err(|e| e.to_string())?;
     }
-    w.write_to(output.as_str(), force).map_err(|e| e.to_string())?;
+    w.write_to(output.as_str(), force)
+        .map_err(|e| e.to_string())?;
     println!(
         "{input} -> {output}: {done} tensors requantized to {target}, {kept} kept; {:.1} MiB -> {:.1} MiB of tensor data in {:.2} s",
         bytes_in as f64 / 1048576.0,

@@ -40,7 +40,7 @@ mod imp {
 
     /// Per block: sub-block scales as i16 vectors matching the quant vectors' row order
     /// (`[sb][h]`: rows 4h..4h+4, each row's scale in its four lanes), and the interleaved mins
-    /// pairs (`[p]`: lanes (min[2p][j], min[2p+1][j]) for row j).
+    /// pairs (`[p]`: lanes `(min[2p][j], min[2p + 1][j])` for row j).
     struct Scales {
         sc: [[__m256i; 2]; 8],
         mins: [__m256i; 4],
