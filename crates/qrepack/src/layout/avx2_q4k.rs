@@ -1,17 +1,31 @@
-//! AVX2 kernels for `q4_K_8x8`.
+//! AVX2 kernels for the K-quant 8-row layouts `q4_K_8x8` and `q5_K_8x8` (which adds fifth-bit
+//! planes; byte layout in `q5_k.rs`): one loop nest, two ways of decoding the quants.
 //!
 //! The 1024 quant bytes of a packed block are 32 vectors of 32 bytes; vector `8g + 2k + h` holds
 //! bytes `32g + 8k .. 32g + 8k + 8` of rows `4h .. 4h + 4`. Their low nibbles are weights of
 //! sub-block `2g` (activations `64g + 8k ..`), their high nibbles of sub-block `2g + 1`
-//! (activations `64g + 32 + 8k ..`). Weights are unsigned nibbles, so `maddubs(q, a)` multiplies
-//! directly; four such i16 partial sums stay below 4 * 2 * 15 * 128 = 15360. The 6-bit sub-block
+//! (activations `64g + 32 + 8k ..`). Weights are unsigned (Q4_K 0..16, Q5_K 0..32), so
+//! `maddubs(q, a)` multiplies directly; four such i16 partial sums stay below
+//! 4 * 2 * 31 * 128 = 31744. The 6-bit sub-block
 //! scales multiply the i16 sums through `madd`, and the mins term `sum_sb min * bsum` uses `madd`
 //! on interleaved (min of sub-block s, min of s + 1) pairs.
 
 #[cfg(target_arch = "x86_64")]
 use std::arch::x86_64::*;
 
-use crate::blocks::{BlockQ4Kx8, BlockQ8K, BlockQ8Kx4};
+use crate::blocks::{BlockQ4Kx8, BlockQ5Kx8, BlockQ8K, BlockQ8Kx4, F16Bits};
+
+/// An 8-row K-quant packed block as the kernels see it: Q4_K's scales/mins encoding, f16 `d`
+/// and `dmin` per row, and a way to decode one group of quants.
+pub(crate) trait K8x8: Copy + Send + Sync + 'static {
+    fn d(&self) -> &[F16Bits; 8];
+    fn dmin(&self) -> &[F16Bits; 8];
+    /// The 8 sub-blocks' 12-byte (scale, min) groups.
+    fn scales(&self) -> &[u8; 96];
+    /// Quants of the 8 quant vectors of group `g` as unsigned bytes: `[k][h][lo/hi]`.
+    #[cfg(target_arch = "x86_64")]
+    unsafe fn decode_group(&self, g: usize) -> [[[__m256i; 2]; 2]; 4];
+}
 
 /// The 8 rows' 6-bit scales and mins of one sub-block, as two little-endian u64 of 8 bytes.
 #[inline(always)]
@@ -26,6 +40,85 @@ fn decode_scales(q: &[u8]) -> (u64, u64) {
         s_lo as u64 | ((s_hi as u64) << 32),
         m_lo as u64 | ((m_hi as u64) << 32),
     )
+}
+
+macro_rules! k8x8_fields {
+    () => {
+        fn d(&self) -> &[F16Bits; 8] {
+            &self.d
+        }
+        fn dmin(&self) -> &[F16Bits; 8] {
+            &self.dmin
+        }
+        fn scales(&self) -> &[u8; 96] {
+            &self.scales
+        }
+    };
+}
+
+/// Q4_K: unsigned nibbles.
+impl K8x8 for BlockQ4Kx8 {
+    k8x8_fields!();
+    #[cfg(target_arch = "x86_64")]
+    #[inline(always)]
+    unsafe fn decode_group(&self, g: usize) -> [[[__m256i; 2]; 2]; 4] {
+        let m4 = _mm256_set1_epi8(0x0f);
+        let mut out = [[[_mm256_setzero_si256(); 2]; 2]; 4];
+        for (k, ok) in out.iter_mut().enumerate() {
+            for (h, oh) in ok.iter_mut().enumerate() {
+                let v = 8 * g + 2 * k + h;
+                // SAFETY: v < 32, so the 32 bytes at 32v lie inside the 1024-byte array.
+                let x = _mm256_loadu_si256(self.qs.as_ptr().add(32 * v) as *const __m256i);
+                oh[0] = _mm256_and_si256(x, m4);
+                oh[1] = _mm256_and_si256(_mm256_srli_epi16(x, 4), m4);
+            }
+        }
+        out
+    }
+}
+
+/// Q5_K: nibbles plus the fifth bit of decoded vector `D` from bit plane `D % 8` of the 32 bytes
+/// `qh[32 (D / 8)..]`, shifted into bit 4.
+impl K8x8 for BlockQ5Kx8 {
+    k8x8_fields!();
+    #[cfg(target_arch = "x86_64")]
+    #[inline(always)]
+    unsafe fn decode_group(&self, g: usize) -> [[[__m256i; 2]; 2]; 4] {
+        let m4 = _mm256_set1_epi8(0x0f);
+        let m10 = _mm256_set1_epi8(0x10);
+        let mut out = [[[_mm256_setzero_si256(); 2]; 2]; 4];
+        for half in 0..2 {
+            // Plane vector 2g + half serves vectors V = 8g + 4 half + 0..4 (k = 2 half + k2):
+            // decoded vector D = 2V + s uses bit t = 2 (2 k2 + h) + s.
+            let pv = 2 * g + half;
+            // SAFETY: pv < 8, so the 32 bytes at 32 pv lie inside the 256-byte array.
+            let qh = _mm256_loadu_si256(self.qh.as_ptr().add(32 * pv) as *const __m256i);
+            let planes = [
+                _mm256_slli_epi16::<4>(qh),
+                _mm256_slli_epi16::<3>(qh),
+                _mm256_slli_epi16::<2>(qh),
+                _mm256_slli_epi16::<1>(qh),
+                qh,
+                _mm256_srli_epi16::<1>(qh),
+                _mm256_srli_epi16::<2>(qh),
+                _mm256_srli_epi16::<3>(qh),
+            ];
+            for k2 in 0..2 {
+                let k = 2 * half + k2;
+                for (h, oh) in out[k].iter_mut().enumerate() {
+                    let v = 8 * g + 2 * k + h;
+                    let t = 2 * (2 * k2 + h);
+                    // SAFETY: v < 32, so the 32 bytes at 32v lie inside the 1024-byte array.
+                    let x = _mm256_loadu_si256(self.qs.as_ptr().add(32 * v) as *const __m256i);
+                    let lo = _mm256_and_si256(x, m4);
+                    let hi = _mm256_and_si256(_mm256_srli_epi16::<4>(x), m4);
+                    oh[0] = _mm256_or_si256(lo, _mm256_and_si256(planes[t], m10));
+                    oh[1] = _mm256_or_si256(hi, _mm256_and_si256(planes[t + 1], m10));
+                }
+            }
+        }
+        out
+    }
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -47,13 +140,13 @@ mod imp {
     }
 
     #[inline(always)]
-    unsafe fn block_scales(w: &BlockQ4Kx8) -> Scales {
+    unsafe fn block_scales<P: K8x8>(w: &P) -> Scales {
         let pick03 = _mm_setr_epi8(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
         let pick47 = _mm_setr_epi8(4, 4, 4, 4, 5, 5, 5, 5, 6, 6, 6, 6, 7, 7, 7, 7);
         let mut sc = [[_mm256_setzero_si256(); 2]; 8];
         let mut mins_raw = [_mm_setzero_si128(); 8];
         for (sb, sc_sb) in sc.iter_mut().enumerate() {
-            let (s, m) = decode_scales(&w.scales[sb * 12..sb * 12 + 12]);
+            let (s, m) = decode_scales(&w.scales()[sb * 12..sb * 12 + 12]);
             let sv = _mm_cvtsi64_si128(s as i64);
             sc_sb[0] = _mm256_cvtepu8_epi16(_mm_shuffle_epi8(sv, pick03));
             sc_sb[1] = _mm256_cvtepu8_epi16(_mm_shuffle_epi8(sv, pick47));
@@ -75,23 +168,6 @@ mod imp {
             acc = _mm256_add_epi32(acc, _mm256_madd_epi16(*m, b));
         }
         acc
-    }
-
-    /// Nibbles of the 8 quant vectors of group `g`: `[k][h][lo/hi]`.
-    #[inline(always)]
-    unsafe fn decode_group(qs: &[u8; 1024], g: usize) -> [[[__m256i; 2]; 2]; 4] {
-        let m4 = _mm256_set1_epi8(0x0f);
-        let mut out = [[[_mm256_setzero_si256(); 2]; 2]; 4];
-        for (k, ok) in out.iter_mut().enumerate() {
-            for (h, oh) in ok.iter_mut().enumerate() {
-                let v = 8 * g + 2 * k + h;
-                // SAFETY: v < 32, so the 32 bytes at 32v lie inside the 1024-byte array.
-                let x = _mm256_loadu_si256(qs.as_ptr().add(32 * v) as *const __m256i);
-                oh[0] = _mm256_and_si256(x, m4);
-                oh[1] = _mm256_and_si256(_mm256_srli_epi16(x, 4), m4);
-            }
-        }
-        out
     }
 
     /// Scaled integer sums of one group against one activation row, accumulated into `s[h]`
@@ -126,7 +202,7 @@ mod imp {
     }
 
     #[inline(always)]
-    unsafe fn f16x8(h: &[crate::blocks::F16Bits; 8]) -> __m256 {
+    unsafe fn f16x8(h: &[F16Bits; 8]) -> __m256 {
         // SAFETY: 8 halves are 16 bytes.
         _mm256_cvtph_ps(_mm_loadu_si128(h.as_ptr() as *const __m128i))
     }
@@ -141,20 +217,20 @@ mod imp {
     }
 
     #[target_feature(enable = "avx2,fma,f16c")]
-    pub(super) unsafe fn gemv(w: &[BlockQ4Kx8], a: &[BlockQ8K], out: &mut [f32]) {
+    pub(super) unsafe fn gemv<P: K8x8>(w: &[P], a: &[BlockQ8K], out: &mut [f32]) {
         for (group, o) in w.chunks_exact(a.len().max(1)).zip(out.chunks_exact_mut(8)) {
             gemv_group(group, a, o);
         }
     }
 
     #[inline(always)]
-    unsafe fn gemv_group(w: &[BlockQ4Kx8], a: &[BlockQ8K], out: &mut [f32]) {
+    unsafe fn gemv_group<P: K8x8>(w: &[P], a: &[BlockQ8K], out: &mut [f32]) {
         let mut acc = _mm256_setzero_ps();
         for (wb, ab) in w.iter().zip(a) {
             let sc = block_scales(wb);
             let mut s = [_mm256_setzero_si256(); 2];
             for g in 0..4 {
-                let q = decode_group(&wb.qs, g);
+                let q = wb.decode_group(g);
                 group_dot(&q, &sc, g, &ab.qs, (8, 0), &mut s);
             }
             let mut pair = [0i32; 8];
@@ -163,8 +239,8 @@ mod imp {
             }
             let m = mins_dot(&sc.mins, pair);
             let da = _mm256_set1_ps(ab.d);
-            let d = _mm256_mul_ps(f16x8(&wb.d), da);
-            let dmin = _mm256_mul_ps(f16x8(&wb.dmin), da);
+            let d = _mm256_mul_ps(f16x8(wb.d()), da);
+            let dmin = _mm256_mul_ps(f16x8(wb.dmin()), da);
             acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(row_sums(&s)), d, acc);
             acc = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(m), dmin, acc);
         }
@@ -174,20 +250,20 @@ mod imp {
     }
 
     #[target_feature(enable = "avx2,fma,f16c")]
-    pub(super) unsafe fn gemm(w: &[BlockQ4Kx8], a: &[BlockQ8Kx4], out: &mut [f32]) {
+    pub(super) unsafe fn gemm<P: K8x8>(w: &[P], a: &[BlockQ8Kx4], out: &mut [f32]) {
         let mut acc = [_mm256_setzero_ps(); 4];
         for (wb, ab) in w.iter().zip(a) {
             let sc = block_scales(wb);
             let mut s = [[_mm256_setzero_si256(); 2]; 4];
             for g in 0..4 {
-                let q = decode_group(&wb.qs, g);
+                let q = wb.decode_group(g);
                 for (m, sm) in s.iter_mut().enumerate() {
                     // Row m's activations e..e+8 sit at 32 * (e / 8) + 8m in the quad.
                     group_dot(&q, &sc, g, &ab.qs, (32, 8 * m), sm);
                 }
             }
-            let d = f16x8(&wb.d);
-            let dmin = f16x8(&wb.dmin);
+            let d = f16x8(wb.d());
+            let dmin = f16x8(wb.dmin());
             for (m, acc_m) in acc.iter_mut().enumerate() {
                 // bsum of 16-group gg of row m sits at (gg / 4) * 16 + 4m + gg % 4.
                 let mut pair = [0i32; 8];
@@ -214,27 +290,27 @@ mod imp {
     }
 }
 
-type Gemv = fn(&[BlockQ4Kx8], &[BlockQ8K], &mut [f32]);
-type Gemm = fn(&[BlockQ4Kx8], &[BlockQ8Kx4], &mut [f32]);
+type Gemv<P> = fn(&[P], &[BlockQ8K], &mut [f32]);
+type Gemm<P> = fn(&[P], &[BlockQ8Kx4], &mut [f32]);
 
 /// The AVX2 GEMV/GEMM, if this CPU has AVX2+FMA+F16C.
-pub(crate) fn kernels(cpu: &crate::cpu::CpuFeatures) -> Option<(Gemv, Gemm)> {
+pub(crate) fn kernels<P: K8x8>(cpu: &crate::cpu::CpuFeatures) -> Option<(Gemv<P>, Gemm<P>)> {
     #[cfg(target_arch = "x86_64")]
     if cpu.avx2() {
-        return Some((gemv, gemm));
+        return Some((gemv::<P>, gemm::<P>));
     }
     let _ = cpu;
     None
 }
 
 #[cfg(target_arch = "x86_64")]
-fn gemv(w: &[BlockQ4Kx8], a: &[BlockQ8K], out: &mut [f32]) {
+fn gemv<P: K8x8>(w: &[P], a: &[BlockQ8K], out: &mut [f32]) {
     // SAFETY: only reachable through `kernels`, which checked AVX2+FMA+F16C on this CPU.
     unsafe { imp::gemv(w, a, out) }
 }
 
 #[cfg(target_arch = "x86_64")]
-fn gemm(w: &[BlockQ4Kx8], a: &[BlockQ8Kx4], out: &mut [f32]) {
+fn gemm<P: K8x8>(w: &[P], a: &[BlockQ8Kx4], out: &mut [f32]) {
     // SAFETY: only reachable through `kernels`, which checked AVX2+FMA+F16C on this CPU.
     unsafe { imp::gemm(w, a, out) }
 }

@@ -22,7 +22,6 @@ mod avx2_nibble;
 mod avx2_q4_1;
 mod avx2_q4k;
 mod avx2_q5_0;
-mod avx2_q5k;
 mod avx2_q6k;
 mod iq4_nl;
 mod nibble;

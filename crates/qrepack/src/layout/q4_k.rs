@@ -101,7 +101,7 @@ impl PackedLayout for Q4K8x8 {
     }
 
     fn kernels(cpu: &CpuFeatures) -> Kernels<Self> {
-        avx2_q4k::kernels(cpu)
+        avx2_q4k::kernels::<BlockQ4Kx8>(cpu)
             .map(|(gemv, gemm)| Kernels {
                 name: "avx2",
                 gemv,

@@ -23,7 +23,7 @@ use bytemuck::Zeroable;
 use crate::activation::Q8KInterleaved;
 use crate::blocks::{k4_pack_scales, k4_scale_min, BlockQ5K, BlockQ5Kx8, BlockQ8K};
 use crate::cpu::CpuFeatures;
-use crate::layout::avx2_q5k;
+use crate::layout::avx2_q4k;
 use crate::layout::scalar::{self, BlockDot};
 use crate::layout::{deinterleave_quants, interleave_quants, Kernels, Layout, PackedLayout};
 use crate::types::GgmlType;
@@ -148,7 +148,7 @@ impl PackedLayout for Q5K8x8 {
     }
 
     fn kernels(cpu: &CpuFeatures) -> Kernels<Self> {
-        avx2_q5k::kernels(cpu)
+        avx2_q4k::kernels::<BlockQ5Kx8>(cpu)
             .map(|(gemv, gemm)| Kernels {
                 name: "avx2",
                 gemv,
