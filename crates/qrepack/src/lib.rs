@@ -26,6 +26,7 @@ pub mod layout;
 mod matrix;
 pub mod model;
 pub mod quant;
+pub mod reference;
 mod scratch;
 mod shared;
 pub mod types;

@@ -1,7 +1,6 @@
 //! The GGUF reader against truncated, corrupted and hostile files: every case must be an error
 //! (never a panic, a huge allocation or a slow scan), and valid files must round-trip.
 
-
 use qrepack::gguf::{GgufFile, GgufValue, GgufValueType, GgufWriter};
 use qrepack::{quantize, Error, GgmlType};
 

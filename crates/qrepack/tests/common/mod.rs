@@ -1,11 +1,8 @@
 //! Shared test helpers: deterministic data, random weight blocks and an f64 reference product.
 #![allow(dead_code)]
 
-use qrepack::activation::{
-    quantize_block_q8_0, quantize_block_q8_1, quantize_block_q8_k, Bf16Bits,
-};
+use qrepack::activation::Bf16Bits;
 use qrepack::blocks::F16Bits;
-use qrepack::quant::dequantize_f64;
 use qrepack::GgmlType;
 
 /// splitmix64, the generator the peer benchmark uses.
@@ -94,45 +91,6 @@ pub fn random_weights(ty: GgmlType, rows: usize, cols: usize, seed: u64) -> Vec<
     bytes
 }
 
-/// The activations exactly as the kernels see them (quantized to `ty`'s vec_dot type), in f64.
-pub fn quantized_activations_f64(ty: GgmlType, x: &[f32]) -> Vec<f64> {
-    match ty.vec_dot_type() {
-        GgmlType::Q8_0 => x
-            .chunks_exact(32)
-            .flat_map(|c| {
-                let b = quantize_block_q8_0(c);
-                let d = b.d.to_f32() as f64;
-                b.qs.map(|q| d * q as f64)
-            })
-            .collect(),
-        GgmlType::Q8_1 => x
-            .chunks_exact(32)
-            .flat_map(|c| {
-                let b = quantize_block_q8_1(c);
-                let d = b.d.to_f32() as f64;
-                b.qs.map(|q| d * q as f64)
-            })
-            .collect(),
-        GgmlType::Q8_K => x
-            .chunks_exact(256)
-            .flat_map(|c| {
-                let b = quantize_block_q8_k(c);
-                let d = b.d as f64;
-                b.qs.map(|q| d * q as f64)
-            })
-            .collect(),
-        GgmlType::F16 => x
-            .iter()
-            .map(|&v| F16Bits::from_f32(v).to_f32() as f64)
-            .collect(),
-        GgmlType::BF16 => x
-            .iter()
-            .map(|&v| Bf16Bits::from_f32(v).to_f32() as f64)
-            .collect(),
-        _ => x.iter().map(|&v| v as f64).collect(),
-    }
-}
-
 /// `y = x W^T` in f64 from the stored integers: `n` rows of `rows` outputs.
 pub fn reference_matmul(
     ty: GgmlType,
@@ -142,24 +100,7 @@ pub fn reference_matmul(
     x: &[f32],
     n: usize,
 ) -> Vec<f64> {
-    let wf = dequantize_f64(ty, w, rows, cols).unwrap();
-    let mut y = vec![0.0f64; n * rows];
-    for t in 0..n {
-        let xt = &x[t * cols..(t + 1) * cols];
-        let a = quantized_activations_f64(ty, xt);
-        for r in 0..rows {
-            let mut v: f64 = wf[r * cols..(r + 1) * cols]
-                .iter()
-                .zip(&a)
-                .map(|(w, a)| w * a)
-                .sum();
-            if matches!(ty, GgmlType::Q4_1 | GgmlType::Q5_1) {
-                v += q8_1_sum_correction(ty, w, r, cols, xt);
-            }
-            y[t * rows + r] = v;
-        }
-    }
-    y
+    qrepack::reference::matmul_f64(ty, w, rows, cols, x, n, None).unwrap()
 }
 
 /// Asserts `got` matches `want` row by row: max |error| <= `tol` x rms of the reference row.
@@ -192,20 +133,4 @@ pub fn nmse(got: &[f32], want: &[f32]) -> f64 {
         .sum();
     let den: f64 = want.iter().map(|b| (*b as f64).powi(2)).sum();
     num / den.max(1e-300)
-}
-
-/// ggml's Q4_1/Q5_1 dot product applies the weight minimum `m` to the activation sum `s` that
-/// Q8_1 stores rounded to f16, not to the exact `d * sum(q)`: the reference does the same.
-fn q8_1_sum_correction(ty: GgmlType, w: &[u8], row: usize, cols: usize, x: &[f32]) -> f64 {
-    let bb = ty.block_bytes();
-    let nb = cols / 32;
-    let mut c = 0.0;
-    for (b, xs) in x.chunks_exact(32).enumerate() {
-        let off = (row * nb + b) * bb;
-        let m = F16Bits([w[off + 2], w[off + 3]]).to_f32() as f64;
-        let a = quantize_block_q8_1(xs);
-        let exact = a.d.to_f32() as f64 * a.qs.iter().map(|&q| q as f64).sum::<f64>();
-        c += m * (a.s.to_f32() as f64 - exact);
-    }
-    c
 }
