@@ -243,37 +243,46 @@ mod imp {
         gemv_groups!(w, a, out, decode, row_sums)
     }
 
+    /// GEMM of one row group with one quad of activation rows; `$sums`/`$decode` as in
+    /// `gemv_groups`.
+    macro_rules! gemm_quad {
+        ($w:ident, $a:ident, $out:ident, $decode:ident, $sums:ident) => {{
+            let order = row_order();
+            let mut acc = [_mm256_setzero_ps(); 4];
+            for (wb, ab) in $w.iter().zip($a) {
+                let wq = wb.$decode();
+                let dw = _mm256_permutevar8x32_ps(f16x8(wb.scales()), order);
+                let da = _mm_cvtph_ps(_mm_loadl_epi64(ab.d.as_ptr() as *const __m128i));
+                let mut da_m = [0.0f32; 4];
+                _mm_storeu_ps(da_m.as_mut_ptr(), da);
+                for (m, acc_m) in acc.iter_mut().enumerate() {
+                    // Row m's bytes 8k..8k+8 sit at 32k + 8m in the interleaved quad.
+                    let av = [
+                        broadcast8(&ab.qs[8 * m..8 * m + 8]),
+                        broadcast8(&ab.qs[32 + 8 * m..40 + 8 * m]),
+                        broadcast8(&ab.qs[64 + 8 * m..72 + 8 * m]),
+                        broadcast8(&ab.qs[96 + 8 * m..104 + 8 * m]),
+                    ];
+                    let sums = $sums(&wq, av);
+                    let scale = _mm256_mul_ps(dw, _mm256_set1_ps(da_m[m]));
+                    *acc_m = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums), scale, *acc_m);
+                }
+            }
+            assert!($out.len() >= 32);
+            for (m, acc_m) in acc.iter().enumerate() {
+                // SAFETY: `out` holds at least 32 floats (asserted above).
+                _mm256_storeu_ps(
+                    $out.as_mut_ptr().add(8 * m),
+                    _mm256_permutevar8x32_ps(*acc_m, order),
+                );
+            }
+        }};
+    }
+
     #[target_feature(enable = "avx2,fma,f16c")]
     pub(super) unsafe fn gemm<P: Nibble8x8>(w: &[P], a: &[BlockQ8_0x4], out: &mut [f32]) {
-        // SAFETY (whole fn): as in `gemv`; `out` has at least 32 elements (checked below).
-        let order = row_order();
-        let mut acc = [_mm256_setzero_ps(); 4];
-        for (wb, ab) in w.iter().zip(a) {
-            let wq = wb.decode();
-            let dw = _mm256_permutevar8x32_ps(f16x8(wb.scales()), order);
-            let da = _mm_cvtph_ps(_mm_loadl_epi64(ab.d.as_ptr() as *const __m128i));
-            let mut da_m = [0.0f32; 4];
-            _mm_storeu_ps(da_m.as_mut_ptr(), da);
-            for (m, acc_m) in acc.iter_mut().enumerate() {
-                // Row m's bytes 8k..8k+8 sit at 32k + 8m in the interleaved quad.
-                let av = [
-                    broadcast8(&ab.qs[8 * m..8 * m + 8]),
-                    broadcast8(&ab.qs[32 + 8 * m..40 + 8 * m]),
-                    broadcast8(&ab.qs[64 + 8 * m..72 + 8 * m]),
-                    broadcast8(&ab.qs[96 + 8 * m..104 + 8 * m]),
-                ];
-                let sums = row_sums(&wq, av);
-                let scale = _mm256_mul_ps(dw, _mm256_set1_ps(da_m[m]));
-                *acc_m = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums), scale, *acc_m);
-            }
-        }
-        assert!(out.len() >= 32);
-        for (m, acc_m) in acc.iter().enumerate() {
-            _mm256_storeu_ps(
-                out.as_mut_ptr().add(8 * m),
-                _mm256_permutevar8x32_ps(*acc_m, order),
-            );
-        }
+        // SAFETY (whole fn): as in `gemv`; `out` has at least 32 elements (checked inside).
+        gemm_quad!(w, a, out, decode, row_sums)
     }
 
     /// Row sums with `vpdpbusd`: biased weights (w + 128) times activations, minus 128 x the
@@ -322,33 +331,7 @@ mod imp {
     #[target_feature(enable = "avx2,fma,f16c,avxvnni")]
     pub(super) unsafe fn gemm_vnni<P: Nibble8x8>(w: &[P], a: &[BlockQ8_0x4], out: &mut [f32]) {
         // SAFETY (whole fn): as in `gemm`.
-        let order = row_order();
-        let mut acc = [_mm256_setzero_ps(); 4];
-        for (wb, ab) in w.iter().zip(a) {
-            let wq = wb.decode_biased();
-            let dw = _mm256_permutevar8x32_ps(f16x8(wb.scales()), order);
-            let da = _mm_cvtph_ps(_mm_loadl_epi64(ab.d.as_ptr() as *const __m128i));
-            let mut da_m = [0.0f32; 4];
-            _mm_storeu_ps(da_m.as_mut_ptr(), da);
-            for (m, acc_m) in acc.iter_mut().enumerate() {
-                let av = [
-                    broadcast8(&ab.qs[8 * m..8 * m + 8]),
-                    broadcast8(&ab.qs[32 + 8 * m..40 + 8 * m]),
-                    broadcast8(&ab.qs[64 + 8 * m..72 + 8 * m]),
-                    broadcast8(&ab.qs[96 + 8 * m..104 + 8 * m]),
-                ];
-                let sums = row_sums_vnni(&wq, av);
-                let scale = _mm256_mul_ps(dw, _mm256_set1_ps(da_m[m]));
-                *acc_m = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums), scale, *acc_m);
-            }
-        }
-        assert!(out.len() >= 32);
-        for (m, acc_m) in acc.iter().enumerate() {
-            _mm256_storeu_ps(
-                out.as_mut_ptr().add(8 * m),
-                _mm256_permutevar8x32_ps(*acc_m, order),
-            );
-        }
+        gemm_quad!(w, a, out, decode_biased, row_sums_vnni)
     }
 }
 
