@@ -51,11 +51,7 @@ macro_rules! iq4_nl_layout {
             }
 
             fn scalar_kernels() -> Kernels<Self> {
-                Kernels {
-                    name: "scalar",
-                    gemv: scalar::gemv::<Self>,
-                    gemm: scalar::gemm::<Self>,
-                }
+                scalar::kernels()
             }
 
             fn kernels(cpu: &CpuFeatures) -> Kernels<Self> {

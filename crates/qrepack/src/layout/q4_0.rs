@@ -53,11 +53,7 @@ macro_rules! q4_0_layout {
             }
 
             fn scalar_kernels() -> Kernels<Self> {
-                Kernels {
-                    name: "scalar",
-                    gemv: scalar::gemv::<Self>,
-                    gemm: scalar::gemm::<Self>,
-                }
+                scalar::kernels()
             }
 
             fn kernels(cpu: &CpuFeatures) -> Kernels<Self> {

@@ -119,21 +119,11 @@ impl PackedLayout for Q4_1_8x8 {
     }
 
     fn scalar_kernels() -> Kernels<Self> {
-        Kernels {
-            name: "scalar",
-            gemv: scalar::gemv::<Self>,
-            gemm: scalar::gemm::<Self>,
-        }
+        scalar::kernels()
     }
 
     fn kernels(cpu: &CpuFeatures) -> Kernels<Self> {
-        avx2_q4_1::kernels(cpu)
-            .map(|(gemv, gemm)| Kernels {
-                name: "avx2",
-                gemv,
-                gemm,
-            })
-            .unwrap_or_else(Self::scalar_kernels)
+        scalar::simd_or_scalar("avx2", avx2_q4_1::kernels(cpu))
     }
 
     /// Its AVX2 kernels beat the plain path, which has no SIMD Q4_1 kernel (9-14x at batch 1,

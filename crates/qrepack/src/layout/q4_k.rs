@@ -93,21 +93,11 @@ impl PackedLayout for Q4K8x8 {
     }
 
     fn scalar_kernels() -> Kernels<Self> {
-        Kernels {
-            name: "scalar",
-            gemv: scalar::gemv::<Self>,
-            gemm: scalar::gemm::<Self>,
-        }
+        scalar::kernels()
     }
 
     fn kernels(cpu: &CpuFeatures) -> Kernels<Self> {
-        avx2_q4k::kernels::<BlockQ4Kx8>(cpu)
-            .map(|(gemv, gemm)| Kernels {
-                name: "avx2",
-                gemv,
-                gemm,
-            })
-            .unwrap_or_else(Self::scalar_kernels)
+        scalar::simd_or_scalar("avx2", avx2_q4k::kernels::<BlockQ4Kx8>(cpu))
     }
 
     fn preference(_cpu: &CpuFeatures) -> Option<u32> {

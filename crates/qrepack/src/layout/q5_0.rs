@@ -108,21 +108,11 @@ impl PackedLayout for Q5_0_8x8 {
     }
 
     fn scalar_kernels() -> Kernels<Self> {
-        Kernels {
-            name: "scalar",
-            gemv: scalar::gemv::<Self>,
-            gemm: scalar::gemm::<Self>,
-        }
+        scalar::kernels()
     }
 
     fn kernels(cpu: &CpuFeatures) -> Kernels<Self> {
-        avx2_q5_0::kernels(cpu)
-            .map(|(gemv, gemm)| Kernels {
-                name: "avx2",
-                gemv,
-                gemm,
-            })
-            .unwrap_or_else(Self::scalar_kernels)
+        scalar::simd_or_scalar("avx2", avx2_q5_0::kernels(cpu))
     }
 
     /// Its AVX2 kernels beat the plain AVX2 path (1.5-2.0x at batch 1, 1.8-3.1x at batch >= 4

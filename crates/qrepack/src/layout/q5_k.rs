@@ -140,21 +140,11 @@ impl PackedLayout for Q5K8x8 {
     }
 
     fn scalar_kernels() -> Kernels<Self> {
-        Kernels {
-            name: "scalar",
-            gemv: scalar::gemv::<Self>,
-            gemm: scalar::gemm::<Self>,
-        }
+        scalar::kernels()
     }
 
     fn kernels(cpu: &CpuFeatures) -> Kernels<Self> {
-        avx2_q4k::kernels::<BlockQ5Kx8>(cpu)
-            .map(|(gemv, gemm)| Kernels {
-                name: "avx2",
-                gemv,
-                gemm,
-            })
-            .unwrap_or_else(Self::scalar_kernels)
+        scalar::simd_or_scalar("avx2", avx2_q4k::kernels::<BlockQ5Kx8>(cpu))
     }
 
     /// Its AVX2 kernels beat the plain AVX2 path (1.06-1.14x at batch 1, 1.5-2.2x at batch >= 4 measured).

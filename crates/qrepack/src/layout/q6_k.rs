@@ -137,21 +137,11 @@ impl PackedLayout for Q6K8x8 {
     }
 
     fn scalar_kernels() -> Kernels<Self> {
-        Kernels {
-            name: "scalar",
-            gemv: scalar::gemv::<Self>,
-            gemm: scalar::gemm::<Self>,
-        }
+        scalar::kernels()
     }
 
     fn kernels(cpu: &CpuFeatures) -> Kernels<Self> {
-        avx2_q6k::kernels(cpu)
-            .map(|(gemv, gemm)| Kernels {
-                name: "avx2",
-                gemv,
-                gemm,
-            })
-            .unwrap_or_else(Self::scalar_kernels)
+        scalar::simd_or_scalar("avx2", avx2_q6k::kernels(cpu))
     }
 
     /// Its AVX2 kernels beat the plain AVX2 path (1.2-1.3x at batch 1, 1.6-2.1x at batch >= 4 measured).

@@ -67,11 +67,7 @@ impl PackedLayout for Q8_0_8x8 {
     }
 
     fn scalar_kernels() -> Kernels<Self> {
-        Kernels {
-            name: "scalar",
-            gemv: scalar::gemv::<Self>,
-            gemm: scalar::gemm::<Self>,
-        }
+        scalar::kernels()
     }
 
     fn kernels(cpu: &CpuFeatures) -> Kernels<Self> {

@@ -2,7 +2,7 @@
 //! packed block with one activation block, and GEMV/GEMM follow from it.
 
 use crate::activation::{ActFormat, InterleavedAct};
-use crate::layout::PackedLayout;
+use crate::layout::{GemmFn, GemvFn, Kernels, PackedLayout};
 
 type Row<L> = <<L as PackedLayout>::Act as ActFormat>::Row;
 type Quad<L> = <<L as PackedLayout>::Act as ActFormat>::Quad;
@@ -14,6 +14,32 @@ where
 {
     /// Adds the products of block `w` (all `ROWS` rows) with activation block `a` to `acc`.
     fn block_dot(w: &Self::Packed, a: &Row<Self>, acc: &mut [f32]);
+}
+
+/// The portable kernel pair of a [`BlockDot`] layout.
+pub(crate) fn kernels<L: BlockDot>() -> Kernels<L>
+where
+    L::Act: InterleavedAct,
+{
+    Kernels {
+        name: "scalar",
+        gemv: gemv::<L>,
+        gemm: gemm::<L>,
+    }
+}
+
+/// The SIMD pair a selector found for this CPU, named `name`, else the portable pair.
+pub(crate) fn simd_or_scalar<L: BlockDot>(
+    name: &'static str,
+    simd: Option<(GemvFn<L>, GemmFn<L>)>,
+) -> Kernels<L>
+where
+    L::Act: InterleavedAct,
+{
+    match simd {
+        Some((gemv, gemm)) => Kernels { name, gemv, gemm },
+        None => kernels::<L>(),
+    }
 }
 
 /// GEMV from [`BlockDot`], over every row group in `w` (`a.len()` blocks each).
