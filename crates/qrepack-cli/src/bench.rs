@@ -374,7 +374,7 @@ pub fn table(ms: &[Measurement]) -> Table {
 
 /// Times `matmul` over `mats` (rotating when there are several): one warm-up call per matrix,
 /// then the reps. Returns the seconds of each rep.
-fn time_reps(
+pub fn time_reps(
     mats: &[QMatrix],
     x: &[f32],
     batch: usize,
@@ -629,7 +629,12 @@ mod tests {
             Layout::best_for(GgmlType::Q4_0, 64, CpuFeatures::get())
         );
         assert_eq!(l.iter().filter(|&&x| x == Layout::Plain).count(), 1);
-        assert_eq!(c.layouts_for(GgmlType::Q6_K, 64), vec![Layout::Plain]);
+        // a type without an interleaved layout gets plain only
+        let bare = GgmlType::ALL
+            .into_iter()
+            .find(|&t| Layout::candidates(t) == [Layout::Plain])
+            .unwrap();
+        assert_eq!(c.layouts_for(bare, 64), vec![Layout::Plain]);
         assert_eq!(c.layouts_for(GgmlType::Q4_0, 7), vec![Layout::Plain]);
         let no_plain = cfg(LayoutSel::Auto { vs_plain: false });
         assert_eq!(no_plain.layouts_for(GgmlType::Q4_0, 64), l[..1].to_vec());

@@ -3,9 +3,19 @@
 mod bench;
 mod data;
 mod info;
+mod inspect;
+mod load;
+mod matmul;
+mod model_bench;
+mod npy;
+mod progress;
+mod repack;
+mod sweep;
 mod table;
+mod verify;
 
 use std::io::{self, Write};
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::{bail, Context, Result};
@@ -21,6 +31,12 @@ Examples:
   qrepack bench --json > results.jsonl
   qrepack bench --type q4_0 --rows 4096 --cols 4096 --batch 1 --threads 2
   qrepack info --rows 11008
+  qrepack inspect model.gguf
+  qrepack verify model.gguf
+  qrepack bench model.gguf --batch 1,512
+  qrepack bench --sweep --plot sweep.svg
+  qrepack repack model.gguf -o model.repacked.gguf
+  qrepack matmul model.gguf --tensor blk.0.attn_q.weight --input x.npy --output y.npy
 
 Set QREPACK_FORCE_SCALAR=1 to run the portable kernels instead of the SIMD ones.";
 
@@ -36,12 +52,70 @@ activation quantization. Batches up to 3 rotate over copies of the weights total
 --cold-mb MiB (mode \"cold\": weights stream from memory, as in decode); larger ones reuse one
 matrix (mode \"hot\").
 
+With MODEL (a GGUF file), every weight matrix of the model is timed at each batch (default 1
+and 512: the matmul part of one decode step and of one 512-token prompt), as loaded (repacked)
+and in plain, in passes over all matrices in file order (one warm-up pass, then --reps timed
+passes, default 5 for batches up to 8, else 3); reported: totals per batch, tokens/s of the
+matmul part (batch / total), and per type the bytes, how many are repacked and the times.
+
+With --sweep, GFLOP/s is measured against the batch (1, 2, 4, ..., 512) per type, in the chosen
+interleaved layout and plain, on one --rows x --cols shape (default 4096x4096, hot), and drawn
+as an SVG line chart with --plot FILE.svg.
+
 Examples:
   qrepack bench
+  qrepack bench model.gguf
+  qrepack bench model.gguf --batch 1,512 --threads 2 --reps 3 --json
+  qrepack bench --sweep --plot sweep.svg
+  qrepack bench --sweep --type q4_0,iq4_nl --rows 11008 --cols 4096
   qrepack bench --type q4_0,q4_K --batch 1 --threads 1
   qrepack bench --type q4_0 --rows 4096 --cols 4096 --batch 1 --threads 2
   qrepack bench --type q4_0 --rows 4096 --cols 4096 --batch 512 --layout plain --reps 5
   qrepack bench --type iq4_nl --rows 4096 --cols 4096 --batch 1,4,512 --vs-plain --json";
+
+const INSPECT_EXAMPLES: &str = "\
+Opens the model as `Model::open` does (every weight repacked for this CPU where a layout fits)
+and lists the metadata summary, every tensor with its type, shape (rows x cols, outermost
+first), bytes and what it became (its layout, or why it stayed plain or is not a weight), and
+per-type totals of bytes and the share repacked.
+
+Examples:
+  qrepack inspect model.gguf
+  qrepack inspect model.gguf --metadata
+  qrepack inspect model.gguf --json | jq '.types'";
+
+const VERIFY_EXAMPLES: &str = "\
+For every weight matrix (each expert of a 3-D tensor on its own): the product with random
+activations (deterministic from --seed and the tensor's name) in the chosen layout against the
+plain layout (normalized MSE over all outputs), and against an f64 reference computed from the
+dequantized weights and the activations quantized exactly as the kernels quantize them, on up
+to --ref-rows sampled rows. PASS when both are <= 1e-9; the exit code is 1 if any matrix fails.
+
+Examples:
+  qrepack verify model.gguf
+  qrepack verify model.gguf --batch 1,5,32 --tensor blk.0.attn_q.weight --tensor output.weight
+  qrepack verify model.gguf --json | jq '.worst_nmse_vs_ref'";
+
+const REPACK_EXAMPLES: &str = "\
+Opens IN (repacking every matrix for this CPU) and writes a repack cache: a GGUF file with the
+same metadata and tensors in which the repacked matrices are stored in their layout, so that
+opening it maps them in place without repacking. The write is atomic (temp file + rename); OUT
+is never overwritten without --force, and IN never. Then the open times are measured: IN
+(open + repack) against OUT (open).
+
+Examples:
+  qrepack repack model.gguf -o model.repacked.gguf
+  qrepack repack model.gguf -o model.repacked.gguf --force --json";
+
+const MATMUL_EXAMPLES: &str = "\
+Reads X from a NumPy .npy file of little-endian float32 ('<f4') in C order with shape
+[n, cols] (or [cols]), computes Y = X W^T with the 2-D weight tensor NAME in the layout qrepack
+picks (or --layout), and writes Y as [n, rows] (or [rows]).
+
+Examples:
+  python3 -c \"import numpy as np; np.save('x.npy', np.random.rand(4, 640).astype('<f4'))\"
+  qrepack matmul model.gguf --tensor blk.0.attn_q.weight --input x.npy --output y.npy
+  qrepack matmul model.gguf --tensor blk.0.attn_q.weight --input x.npy --output y.npy --layout plain";
 
 const INFO_EXAMPLES: &str = "\
 Examples:
@@ -69,10 +143,124 @@ enum Command {
     /// Show CPU features, the layouts and which layout each type gets
     #[command(after_help = INFO_EXAMPLES)]
     Info(InfoArgs),
+    /// Summarize a GGUF model: metadata, every tensor and what it became, per-type totals
+    #[command(after_help = INSPECT_EXAMPLES)]
+    Inspect(InspectArgs),
+    /// Check every weight matrix of a model: chosen layout vs plain vs an f64 reference
+    #[command(after_help = VERIFY_EXAMPLES)]
+    Verify(VerifyArgs),
+    /// Write a repack cache of a model (loads without repacking) and compare open times
+    #[command(after_help = REPACK_EXAMPLES)]
+    Repack(RepackArgs),
+    /// Multiply one weight matrix of a model with activations from a .npy file
+    #[command(after_help = MATMUL_EXAMPLES)]
+    Matmul(MatmulArgs),
+}
+
+#[derive(Args, Debug)]
+struct InspectArgs {
+    /// The GGUF file
+    model: PathBuf,
+    /// Also list every metadata key
+    #[arg(long)]
+    metadata: bool,
+    /// Print one JSON object instead of the tables
+    #[arg(long)]
+    json: bool,
+    /// No progress bar
+    #[arg(long, short)]
+    quiet: bool,
+}
+
+#[derive(Args, Debug)]
+struct VerifyArgs {
+    /// The GGUF file
+    model: PathBuf,
+    /// Activation rows, comma-separated
+    #[arg(long, value_name = "N", value_delimiter = ',', value_parser = parse_positive, default_values_t = [1usize, 5])]
+    batch: Vec<usize>,
+    /// Only this tensor (repeatable; a 3-D tensor means all its experts)
+    #[arg(long, value_name = "NAME")]
+    tensor: Vec<String>,
+    /// Weight rows sampled for the f64 reference
+    #[arg(long, value_name = "R", default_value_t = 64, value_parser = parse_positive)]
+    ref_rows: usize,
+    /// Seed of the activations
+    #[arg(long, default_value_t = 43)]
+    seed: u64,
+    /// Threads of the rayon pool [default: all cores]
+    #[arg(long, value_name = "P", value_parser = parse_positive)]
+    threads: Option<usize>,
+    /// Print one JSON object instead of the table
+    #[arg(long)]
+    json: bool,
+    /// No progress bar
+    #[arg(long, short)]
+    quiet: bool,
+}
+
+#[derive(Args, Debug)]
+struct RepackArgs {
+    /// The GGUF file to repack
+    input: PathBuf,
+    /// The repack cache to write
+    #[arg(short, long, value_name = "OUT.gguf")]
+    output: PathBuf,
+    /// Overwrite OUT if it exists
+    #[arg(long)]
+    force: bool,
+    /// Threads of the rayon pool [default: all cores]
+    #[arg(long, value_name = "P", value_parser = parse_positive)]
+    threads: Option<usize>,
+    /// Print one JSON object instead of the report
+    #[arg(long)]
+    json: bool,
+    /// No progress bar
+    #[arg(long, short)]
+    quiet: bool,
+}
+
+#[derive(Args, Debug)]
+struct MatmulArgs {
+    /// The GGUF file
+    model: PathBuf,
+    /// The 2-D weight tensor
+    #[arg(long, value_name = "NAME")]
+    tensor: String,
+    /// Activations: .npy, '<f4', C order, shape [n, cols] or [cols]
+    #[arg(long, value_name = "X.npy")]
+    input: PathBuf,
+    /// Where to write the result: .npy '<f4', shape [n, rows] or [rows]
+    #[arg(long, value_name = "Y.npy")]
+    output: PathBuf,
+    /// Force this layout (an error if it does not fit the tensor)
+    #[arg(long, value_name = "LAYOUT", value_parser = parse_layout)]
+    layout: Option<Layout>,
+    /// Threads of the rayon pool [default: all cores]
+    #[arg(long, value_name = "P", value_parser = parse_positive)]
+    threads: Option<usize>,
+    /// Print one JSON object instead of the summary line
+    #[arg(long)]
+    json: bool,
+    /// No progress bar
+    #[arg(long, short)]
+    quiet: bool,
 }
 
 #[derive(Args, Debug)]
 struct BenchArgs {
+    /// A GGUF model: time every weight matrix of it (repacked vs plain) instead of the suite
+    #[arg(value_name = "MODEL")]
+    model: Option<PathBuf>,
+    /// Sweep the batch 1..512 per type on one shape (default 4096x4096), chosen layout vs plain
+    #[arg(long)]
+    sweep: bool,
+    /// With --sweep: draw GFLOP/s against batch as an SVG line chart into FILE
+    #[arg(long, value_name = "FILE.svg")]
+    plot: Option<PathBuf>,
+    /// With MODEL: also list every matrix
+    #[arg(long)]
+    per_tensor: bool,
     /// Weight type(s), comma-separated [default: q4_0,q4_K,iq4_nl,q8_0]
     #[arg(long = "type", value_name = "TYPE", value_delimiter = ',', value_parser = parse_type)]
     types: Vec<GgmlType>,
@@ -161,7 +349,137 @@ fn out(s: &str) -> Result<()> {
     }
 }
 
+fn pool(threads: Option<usize>) -> Result<(rayon::ThreadPool, usize)> {
+    let threads = match threads {
+        Some(p) => p,
+        None => std::thread::available_parallelism().map_or(1, |n| n.get()),
+    };
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .build()
+        .context("starting the thread pool")?;
+    Ok((pool, threads))
+}
+
+fn bench_model(args: BenchArgs, model: PathBuf) -> Result<()> {
+    if args.sweep {
+        bail!("--sweep measures synthetic data; it does not take a MODEL");
+    }
+    let mut bad = Vec::new();
+    if !args.types.is_empty() {
+        bad.push("--type");
+    }
+    if args.rows.is_some() || args.cols.is_some() {
+        bad.push("--rows/--cols");
+    }
+    if !args.layout.is_empty() {
+        bad.push("--layout");
+    }
+    if args.vs_plain {
+        bad.push("--vs-plain (plain is always timed)");
+    }
+    if args.check {
+        bad.push("--check (use `qrepack verify MODEL`)");
+    }
+    if args.plot.is_some() {
+        bad.push("--plot (goes with --sweep)");
+    }
+    if !bad.is_empty() {
+        bail!(
+            "with a MODEL, these options do not apply: {}",
+            bad.join(", ")
+        );
+    }
+    let (pool, _) = pool(args.threads)?;
+    let cfg = model_bench::ModelBench {
+        path: &model,
+        batches: if args.batch.is_empty() {
+            bench::SUITE_BATCHES.to_vec()
+        } else {
+            args.batch
+        },
+        reps: args.reps,
+        seed: args.seed,
+        json: args.json,
+        per_tensor: args.per_tensor,
+        quiet: args.quiet,
+    };
+    let s = pool.install(|| model_bench::run(&cfg))?;
+    out(&s)
+}
+
+fn bench_sweep(args: BenchArgs) -> Result<()> {
+    if !args.layout.is_empty() || args.vs_plain || args.check {
+        bail!("--sweep times the chosen layout and plain; --layout, --vs-plain and --check do not apply");
+    }
+    let (rows, cols) = match (args.rows, args.cols) {
+        (Some(r), Some(c)) => (r, c),
+        (None, None) => (4096, 4096),
+        _ => bail!("--rows and --cols go together"),
+    };
+    let (pool, threads) = pool(args.threads)?;
+    let cfg = sweep::Sweep {
+        types: if args.types.is_empty() {
+            sweep::default_types()
+        } else {
+            args.types
+        },
+        rows,
+        cols,
+        batches: if args.batch.is_empty() {
+            sweep::SWEEP_BATCHES.to_vec()
+        } else {
+            args.batch
+        },
+        reps: match args.reps {
+            Some(r) => Reps::Fixed(r),
+            None => Reps::Adaptive {
+                min_time: args.min_time.min(0.2),
+                min: 3,
+                max: 1000,
+            },
+        },
+        seed: args.seed,
+        quiet: args.quiet,
+    };
+    if rows.checked_mul(cols).is_none_or(|n| n > 1 << 30) {
+        bail!("a {rows} x {cols} matrix is too large for the sweep");
+    }
+    let series = pool.install(|| sweep::run(&cfg))?;
+    let title = format!(
+        "qrepack: {rows}x{cols} matmul, {threads} thread(s), {}",
+        CpuFeatures::get().describe()
+    );
+    if let Some(p) = &args.plot {
+        sweep::write_svg(p, &series, &title)?;
+        if !args.quiet {
+            eprintln!("wrote {}", p.display());
+        }
+    }
+    if args.json {
+        let v = pool.install(|| sweep::to_json(&series, &cfg));
+        out(&format!("{v}\n"))
+    } else {
+        out(&format!(
+            "{title}: GFLOP/s by batch (median of timed reps, hot)\n\n{}",
+            sweep::table(&series, &cfg.batches)
+        ))
+    }
+}
+
 fn bench(args: BenchArgs) -> Result<()> {
+    if let Some(model) = args.model.clone() {
+        return bench_model(args, model);
+    }
+    if args.sweep {
+        return bench_sweep(args);
+    }
+    if args.plot.is_some() {
+        bail!("--plot goes with --sweep");
+    }
+    if args.per_tensor {
+        bail!("--per-tensor goes with a MODEL");
+    }
     let parameterized = match (args.rows, args.cols) {
         (Some(_), Some(_)) => true,
         (None, None) => false,
@@ -271,11 +589,55 @@ fn info(args: InfoArgs) -> Result<()> {
     }
 }
 
+fn inspect(a: InspectArgs) -> Result<()> {
+    out(&inspect::run(&a.model, a.json, a.metadata, a.quiet)?)
+}
+
+fn verify(a: VerifyArgs) -> Result<bool> {
+    let (pool, _) = pool(a.threads)?;
+    let (s, ok) = pool.install(|| {
+        verify::run(
+            &a.model, &a.batch, &a.tensor, a.seed, a.ref_rows, a.json, a.quiet,
+        )
+    })?;
+    out(&s)?;
+    Ok(ok)
+}
+
+fn repack(a: RepackArgs) -> Result<()> {
+    let (pool, _) = pool(a.threads)?;
+    let s = pool.install(|| repack::run(&a.input, &a.output, a.force, a.json, a.quiet))?;
+    out(&s)
+}
+
+fn matmul(a: MatmulArgs) -> Result<()> {
+    let (pool, _) = pool(a.threads)?;
+    let args = matmul::MatmulArgs {
+        model: &a.model,
+        tensor: &a.tensor,
+        input: &a.input,
+        output: &a.output,
+        layout: a.layout,
+        json: a.json,
+        quiet: a.quiet,
+    };
+    let s = pool.install(|| matmul::run(&args))?;
+    out(&s)
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let r = match cli.command {
         Command::Bench(a) => bench(a),
         Command::Info(a) => info(a),
+        Command::Inspect(a) => inspect(a),
+        Command::Verify(a) => match verify(a) {
+            Ok(true) => Ok(()),
+            Ok(false) => return ExitCode::FAILURE,
+            Err(e) => Err(e),
+        },
+        Command::Repack(a) => repack(a),
+        Command::Matmul(a) => matmul(a),
     };
     match r {
         Ok(()) => ExitCode::SUCCESS,

@@ -1,0 +1,508 @@
+//! The model commands run through the `qrepack` binary on a small GGUF written here, plus the
+//! whole flow on Gemma 3 270M when `QREPACK_GEMMA` points to its GGUF file:
+//!
+//! ```text
+//! QREPACK_GEMMA=/path/gemma-3-270m-q4_k_m.gguf cargo test --release -p qrepack-cli -- --ignored
+//! ```
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use qrepack::gguf::{GgufValue, GgufWriter};
+use qrepack::{quantize, GgmlType, Layout, Model, QMatrix};
+use serde_json::Value;
+
+const BIN: &str = env!("CARGO_BIN_EXE_qrepack");
+
+/// A temporary directory removed on drop.
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new(tag: &str) -> TempDir {
+        let p = std::env::temp_dir().join(format!("qrepack-cli-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&p);
+        std::fs::create_dir_all(&p).unwrap();
+        TempDir(p)
+    }
+    fn path(&self, name: &str) -> PathBuf {
+        self.0.join(name)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn values(n: usize, seed: u64) -> Vec<f32> {
+    let mut s = seed;
+    (0..n)
+        .map(|_| {
+            s = s.wrapping_add(0x9e37_79b9_7f4a_7c15);
+            let mut z = s;
+            z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+            z ^= z >> 31;
+            ((z >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
+        })
+        .collect()
+}
+
+/// (name, type, rows, cols) of the small model's matrices.
+const MATRICES: [(&str, GgmlType, usize, usize); 5] = [
+    ("blk.0.attn_q.weight", GgmlType::Q4_0, 16, 64),
+    ("blk.0.attn_k.weight", GgmlType::Q4_0, 7, 64),
+    ("blk.0.ffn_up.weight", GgmlType::Q4_K, 16, 256),
+    ("blk.0.ffn_down.weight", GgmlType::Q6_K, 16, 256),
+    ("output.weight", GgmlType::Q8_0, 7, 64),
+];
+
+/// Writes the small model: the matrices above and a 1-D f32 norm.
+fn write_model(path: &Path) {
+    let mut w = GgufWriter::new();
+    w.add_kv("general.architecture", GgufValue::String("llama".into()))
+        .unwrap();
+    w.add_kv("general.name", GgufValue::String("tiny test".into()))
+        .unwrap();
+    w.add_kv("llama.block_count", GgufValue::U32(1)).unwrap();
+    w.add_kv("llama.embedding_length", GgufValue::U32(64))
+        .unwrap();
+    w.add_kv("llama.context_length", GgufValue::U32(128))
+        .unwrap();
+    for (i, (name, ty, rows, cols)) in MATRICES.iter().enumerate() {
+        let q = quantize(*ty, &values(rows * cols, i as u64 + 1), *rows, *cols).unwrap();
+        w.add_tensor_owned(name, &[*cols as u64, *rows as u64], ty.id(), q)
+            .unwrap();
+    }
+    let norm: Vec<u8> = values(64, 99)
+        .iter()
+        .flat_map(|v| v.to_le_bytes())
+        .collect();
+    w.add_tensor_owned("blk.0.attn_norm.weight", &[64], GgmlType::F32.id(), norm)
+        .unwrap();
+    w.write_to(path, true).unwrap();
+}
+
+fn run(args: &[&str]) -> Output {
+    Command::new(BIN).args(args).output().unwrap()
+}
+
+fn ok_json(args: &[&str]) -> Value {
+    let o = run(args);
+    assert!(
+        o.status.success(),
+        "{args:?} failed: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    serde_json::from_slice(&o.stdout).unwrap_or_else(|e| {
+        panic!(
+            "{args:?}: not JSON ({e}): {}",
+            String::from_utf8_lossy(&o.stdout)
+        )
+    })
+}
+
+fn fails(args: &[&str], needle: &str) {
+    let o = run(args);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{args:?} should fail: {err}");
+    assert!(err.contains(needle), "{args:?}: {err:?} lacks {needle:?}");
+    assert!(!err.contains("panicked"), "{args:?} panicked: {err}");
+}
+
+fn s(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+#[test]
+fn inspect_verify_bench_on_a_small_model() {
+    let dir = TempDir::new("ivb");
+    let m = dir.path("tiny.gguf");
+    write_model(&m);
+    let lib = Model::open(&m).unwrap();
+
+    let v = ok_json(&["inspect", s(&m), "--json", "--metadata"]);
+    assert_eq!(v["architecture"], "llama");
+    assert_eq!(v["name"], "tiny test");
+    assert_eq!(v["tensor_count"], 6);
+    assert_eq!(v["matrices"], 5);
+    assert_eq!(v["hyperparameters"]["llama.block_count"], 1);
+    assert_eq!(v["alignment"], 32);
+    assert_eq!(v["version"], 3);
+    let tensors = v["tensors"].as_array().unwrap();
+    let find = |n: &str| tensors.iter().find(|t| t["name"] == n).unwrap().clone();
+    assert_eq!(find("blk.0.attn_norm.weight")["kind"], "raw");
+    assert!(find("blk.0.attn_norm.weight")["note"]
+        .as_str()
+        .unwrap()
+        .contains("1-D"));
+    let k = find("blk.0.attn_k.weight");
+    assert_eq!(k["layout"], "plain");
+    assert!(k["note"].as_str().unwrap().contains("rows 7"), "{k}");
+    for t in lib.tensors() {
+        let j = find(&t.name);
+        assert_eq!(j["became"], t.became.to_string());
+        assert_eq!(j["shape"], {
+            let d: Vec<String> = t.dims.iter().rev().map(|d| d.to_string()).collect();
+            d.join("x")
+        });
+    }
+    // per-type totals agree with what the library did
+    for ty in v["types"].as_array().unwrap() {
+        let name = ty["type"].as_str().unwrap();
+        let (mut bytes, mut repacked) = (0u64, 0u64);
+        for (t, info) in lib.tensors().iter().zip(lib.gguf().tensors()) {
+            if t.type_name() == name {
+                bytes += info.size;
+                if lib
+                    .matrix(&t.name)
+                    .is_some_and(|m| m.layout() != Layout::Plain)
+                {
+                    repacked += info.size;
+                }
+            }
+        }
+        assert_eq!(ty["bytes"], bytes, "{name}");
+        assert_eq!(ty["repacked_bytes"], repacked, "{name}");
+    }
+    let text = run(&["inspect", s(&m)]);
+    assert!(text.status.success());
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(text.contains("by type:") && text.contains("blk.0.ffn_up.weight"));
+
+    let v = ok_json(&["verify", s(&m), "--batch", "1,5", "--json", "-q"]);
+    assert_eq!(v["checked"], 5);
+    assert_eq!(v["failed"], 0);
+    assert!(v["worst_nmse_vs_ref"].as_f64().unwrap() <= 1e-9);
+    for t in v["tensors"].as_array().unwrap() {
+        assert_eq!(t["pass"], true, "{t}");
+        assert_eq!(t["batches"].as_array().unwrap().len(), 2);
+    }
+    let v = ok_json(&["verify", s(&m), "--tensor", "blk.0.ffn_up.weight", "--json"]);
+    assert_eq!(v["checked"], 1);
+    fails(
+        &["verify", s(&m), "--tensor", "nope"],
+        "no tensor named 'nope'",
+    );
+    fails(
+        &["verify", s(&m), "--tensor", "blk.0.attn_norm.weight"],
+        "not a weight matrix",
+    );
+    fails(&["inspect", s(&dir.path("missing.gguf"))], "missing.gguf");
+    std::fs::write(dir.path("junk.gguf"), b"GGUF\x03\0\0\0garbage").unwrap();
+    fails(&["inspect", s(&dir.path("junk.gguf"))], "junk.gguf");
+
+    let v = ok_json(&[
+        "bench",
+        s(&m),
+        "--batch",
+        "1,4",
+        "--reps",
+        "1",
+        "--threads",
+        "1",
+        "--json",
+        "-q",
+    ]);
+    // output.weight exists, so every matrix is timed
+    assert_eq!(v["matrices_timed"], 5);
+    let batches = v["batches"].as_array().unwrap();
+    assert_eq!(batches.len(), 2);
+    for b in batches {
+        assert!(b["repacked_ms"].as_f64().unwrap() > 0.0);
+        assert!(b["plain_ms"].as_f64().unwrap() > 0.0);
+        assert!(b["repacked_tokens_per_s"].as_f64().unwrap() > 0.0);
+    }
+    let q4 = v["types"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["type"] == "q4_0")
+        .unwrap()
+        .clone();
+    assert_eq!(q4["matrices"], 2);
+    fails(&["bench", s(&m), "--type", "q4_0"], "do not apply");
+    fails(&["bench", s(&m), "--sweep"], "MODEL");
+}
+
+#[test]
+fn sweep_plot() {
+    let dir = TempDir::new("sweep");
+    let svg = dir.path("s.svg");
+    let v = ok_json(&[
+        "bench",
+        "--sweep",
+        "--rows",
+        "16",
+        "--cols",
+        "64",
+        "--type",
+        "q4_0,q8_0",
+        "--batch",
+        "1,2,4,8",
+        "--reps",
+        "1",
+        "--plot",
+        s(&svg),
+        "--json",
+        "-q",
+    ]);
+    let series = v["series"].as_array().unwrap();
+    assert!(series.len() >= 2);
+    assert_eq!(series[0]["points"].as_array().unwrap().len(), 4);
+    let plot = std::fs::read_to_string(&svg).unwrap();
+    assert!(plot.starts_with("<svg") && plot.contains("<polyline"));
+    fails(&["bench", "--plot", s(&svg)], "--sweep");
+}
+
+#[test]
+fn repack_writes_a_cache_and_refuses_to_overwrite() {
+    let dir = TempDir::new("repack");
+    let m = dir.path("tiny.gguf");
+    write_model(&m);
+    let out = dir.path("tiny.repacked.gguf");
+    let v = ok_json(&["repack", s(&m), "-o", s(&out), "--json", "-q"]);
+    assert!(v["cache_open_ms"].as_f64().unwrap() > 0.0);
+    assert!(v["open_repack_ms"].as_f64().unwrap() > 0.0);
+    let lib = Model::open(&m).unwrap();
+    let repacked = lib
+        .tensors()
+        .iter()
+        .filter(|t| {
+            lib.matrix(&t.name)
+                .is_some_and(|m| m.layout() != Layout::Plain)
+        })
+        .count();
+    assert_eq!(v["repacked_tensors"], repacked);
+    let cache = Model::open(&out).unwrap();
+    assert!(cache.is_cache());
+    for (name, ..) in MATRICES {
+        assert_eq!(
+            cache.matrix(name).unwrap().to_ggml_bytes(),
+            lib.matrix(name).unwrap().to_ggml_bytes()
+        );
+    }
+    let before = std::fs::read(&out).unwrap();
+    fails(&["repack", s(&m), "-o", s(&out)], "--force");
+    assert_eq!(std::fs::read(&out).unwrap(), before);
+    ok_json(&["repack", s(&m), "-o", s(&out), "--force", "--json", "-q"]);
+    let orig = std::fs::read(&m).unwrap();
+    fails(
+        &["repack", s(&m), "-o", s(&m), "--force"],
+        "input file itself",
+    );
+    // the same file by another path
+    let alias = dir.0.join(".").join("tiny.gguf");
+    fails(
+        &["repack", s(&m), "-o", s(&alias), "--force"],
+        "input file itself",
+    );
+    assert_eq!(std::fs::read(&m).unwrap(), orig);
+    // inspect reads the cache
+    let v = ok_json(&["inspect", s(&out), "--json", "-q"]);
+    assert_eq!(v["is_cache"], true);
+    // no temp files left behind
+    let left: Vec<_> = std::fs::read_dir(&dir.0)
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_name().to_string_lossy().contains("tmp"))
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
+}
+
+fn write_npy(path: &Path, shape: &[usize], data: &[f32], descr: &str) {
+    let dims: Vec<String> = shape.iter().map(|d| d.to_string()).collect();
+    let shape_s = if dims.len() == 1 {
+        format!("({},)", dims[0])
+    } else {
+        format!("({})", dims.join(", "))
+    };
+    let mut h = format!("{{'descr': '{descr}', 'fortran_order': False, 'shape': {shape_s}, }}");
+    while (10 + h.len() + 1) % 64 != 0 {
+        h.push(' ');
+    }
+    h.push('\n');
+    let mut b = b"\x93NUMPY\x01\x00".to_vec();
+    b.extend_from_slice(&(h.len() as u16).to_le_bytes());
+    b.extend_from_slice(h.as_bytes());
+    for v in data {
+        b.extend_from_slice(&v.to_le_bytes());
+    }
+    std::fs::write(path, b).unwrap();
+}
+
+fn read_npy(path: &Path) -> (String, Vec<f32>) {
+    let b = std::fs::read(path).unwrap();
+    assert_eq!(&b[..8], b"\x93NUMPY\x01\x00");
+    let hl = u16::from_le_bytes([b[8], b[9]]) as usize;
+    assert_eq!((10 + hl) % 64, 0);
+    let h = String::from_utf8(b[10..10 + hl].to_vec()).unwrap();
+    let data = b[10 + hl..]
+        .chunks_exact(4)
+        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+        .collect();
+    (h, data)
+}
+
+#[test]
+fn matmul_matches_the_library() {
+    let dir = TempDir::new("matmul");
+    let m = dir.path("tiny.gguf");
+    write_model(&m);
+    let lib = Model::open(&m).unwrap();
+    let (x_path, y_path) = (dir.path("x.npy"), dir.path("y.npy"));
+    for (name, ty, rows, cols) in MATRICES {
+        let n = 3;
+        let x = values(n * cols, 7);
+        write_npy(&x_path, &[n, cols], &x, "<f4");
+        let lm = lib.matrix(name).unwrap();
+        for layout in [None, Some(Layout::Plain)] {
+            let mut args = vec![
+                "matmul",
+                s(&m),
+                "--tensor",
+                name,
+                "--input",
+                s(&x_path),
+                "--output",
+                s(&y_path),
+                "--json",
+                "-q",
+            ];
+            let want_layout = layout.unwrap_or(lm.layout());
+            if let Some(l) = layout {
+                args.extend(["--layout", l.name()]);
+            }
+            let v = ok_json(&args);
+            assert_eq!(v["layout"], want_layout.name());
+            assert_eq!(v["output_shape"], serde_json::json!([n, rows]));
+            let (h, y) = read_npy(&y_path);
+            assert!(h.contains(&format!("'shape': ({n}, {rows})")), "{h}");
+            assert!(h.contains("'descr': '<f4'") && h.contains("'fortran_order': False"));
+            let qm =
+                QMatrix::with_layout(ty, rows, cols, &lm.to_ggml_bytes(), want_layout).unwrap();
+            let mut want = vec![0.0f32; n * rows];
+            qm.matmul(&x, n, &mut want).unwrap();
+            assert_eq!(y, want, "{name} {want_layout}");
+        }
+    }
+    // 1-D input gives 1-D output
+    let (name, _, rows, cols) = MATRICES[0];
+    write_npy(&x_path, &[cols], &values(cols, 3), "<f4");
+    ok_json(&[
+        "matmul",
+        s(&m),
+        "--tensor",
+        name,
+        "--input",
+        s(&x_path),
+        "--output",
+        s(&y_path),
+        "--json",
+    ]);
+    let (h, y) = read_npy(&y_path);
+    assert!(h.contains(&format!("({rows},)")), "{h}");
+    assert_eq!(y.len(), rows);
+    // errors
+    let base = |inp: &Path| {
+        vec![
+            "matmul".to_string(),
+            s(&m).to_string(),
+            "--tensor".into(),
+            name.into(),
+            "--input".into(),
+            s(inp).to_string(),
+            "--output".into(),
+            s(&y_path).to_string(),
+        ]
+    };
+    let fail_with = |args: Vec<String>, needle: &str| {
+        let a: Vec<&str> = args.iter().map(String::as_str).collect();
+        fails(&a, needle);
+    };
+    write_npy(&x_path, &[2, cols + 32], &values(2 * (cols + 32), 3), "<f4");
+    fail_with(base(&x_path), "does not fit");
+    let f8 = dir.path("x8.npy");
+    write_npy(&f8, &[1, cols / 2], &values(cols, 3), "<f8");
+    fail_with(base(&f8), "'<f8'");
+    write_npy(&x_path, &[1, cols], &values(cols, 3), "<f4");
+    let mut a = base(&x_path);
+    a.extend(["--layout".into(), "q8_0_8x8".into()]);
+    fail_with(a, "does not fit");
+    let mut a = base(&x_path);
+    a[3] = "blk.0.attn_norm.weight".into();
+    fail_with(a, "dimensions");
+    let mut a = base(&x_path);
+    a[3] = "missing".into();
+    fail_with(a, "no tensor named");
+}
+
+/// The whole flow on Gemma 3 270M (QREPACK_GEMMA=/path/to/gemma-3-270m-q4_k_m.gguf).
+#[test]
+#[ignore]
+fn gemma_flow() {
+    let Ok(model) = std::env::var("QREPACK_GEMMA") else {
+        panic!("set QREPACK_GEMMA to the Gemma 3 270M Q4_K_M GGUF file");
+    };
+    let model = PathBuf::from(model);
+    let dir = TempDir::new("gemma");
+    let v = ok_json(&["inspect", s(&model), "--json", "-q"]);
+    assert_eq!(v["architecture"], "gemma3");
+    assert!(v["repacked_pct"].as_f64().unwrap() > 50.0);
+    let v = ok_json(&["verify", s(&model), "--json", "-q"]);
+    assert_eq!(
+        v["failed"], 0,
+        "worst nmse vs plain {}, vs ref {}",
+        v["worst_nmse_vs_plain"], v["worst_nmse_vs_ref"]
+    );
+    let v = ok_json(&[
+        "bench",
+        s(&model),
+        "--batch",
+        "1,16",
+        "--reps",
+        "2",
+        "--json",
+        "-q",
+    ]);
+    assert_eq!(v["batches"].as_array().unwrap().len(), 2);
+    let out = dir.path("gemma.repacked.gguf");
+    let v = ok_json(&["repack", s(&model), "-o", s(&out), "--json", "-q"]);
+    assert!(v["cache_open_ms"].as_f64().unwrap() < v["open_repack_warm_ms"].as_f64().unwrap());
+    let v = ok_json(&["verify", s(&out), "--json", "-q", "--batch", "1"]);
+    assert_eq!(v["failed"], 0);
+    // requantized to q4_0 and iq4_nl by the example (built by cargo for this test run)
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let st = Command::new(env!("CARGO"))
+        .current_dir(&root)
+        .args([
+            "build",
+            "--release",
+            "-q",
+            "-p",
+            "qrepack",
+            "--example",
+            "requantize",
+        ])
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let exe = root.join("target/release/examples/requantize");
+    for ty in ["q4_0", "iq4_nl"] {
+        let q = dir.path(&format!("gemma-{ty}.gguf"));
+        let st = Command::new(&exe)
+            .args([s(&model), s(&q), ty])
+            .status()
+            .unwrap();
+        assert!(st.success(), "requantize {ty}");
+        let v = ok_json(&["verify", s(&q), "--json", "-q"]);
+        assert_eq!(v["failed"], 0, "{ty}");
+        let v = ok_json(&["inspect", s(&q), "--json", "-q"]);
+        assert!(v["types"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|t| t["type"] == ty));
+    }
+}
