@@ -23,7 +23,7 @@ use rayon::prelude::*;
 
 use crate::cpu::CpuFeatures;
 use crate::error::Error;
-use crate::gguf::{fnv1a64_words, GgufFile, GgufValue, GgufWriter, TensorInfo};
+use crate::gguf::{checksum64, GgufFile, GgufValue, GgufWriter, TensorInfo};
 use crate::layout::Layout;
 use crate::matrix::{QExperts, QMatrix};
 use crate::types::GgmlType;
@@ -36,9 +36,9 @@ pub const CACHE_VERSION: u32 = 1;
 pub const CACHE_CPU_KEY: &str = "qrepack.cpu";
 /// Prefix of the per-tensor layout keys (`qrepack.layout.<tensor name>`).
 pub const CACHE_LAYOUT_PREFIX: &str = "qrepack.layout.";
-/// Prefix of the per-tensor checksum keys (`qrepack.fnv1a.<tensor name>`, `u64`: the
-/// [`fnv1a64_words`] of the stored bytes).
-pub const CACHE_FNV_PREFIX: &str = "qrepack.fnv1a.";
+/// Prefix of the per-tensor checksum keys (`qrepack.checksum.<tensor name>`, `u64`: the
+/// [`checksum64`] of the stored bytes).
+pub const CACHE_FNV_PREFIX: &str = "qrepack.checksum.";
 
 /// How [`Model::open_with`] picks the layout of each matrix.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -300,7 +300,7 @@ fn verify_checksum(gguf: &GgufFile, t: &TensorInfo) -> Result<(), Error> {
             )))
         }
     };
-    let got = fnv1a64_words(gguf.tensor_bytes(t));
+    let got = checksum64(gguf.tensor_bytes(t));
     if got != want {
         return Err(Error::Format(format!(
             "repack cache tensor '{}' is corrupted: checksum {got:016x}, expected {want:016x}",
@@ -576,8 +576,8 @@ impl Model {
 
     /// Writes a repack cache: a valid GGUF file with the same metadata, tensor names, dims and
     /// type ids, in which every repacked matrix is stored in its layout (recorded under
-    /// `qrepack.layout.<name>` with a checksum ([`fnv1a64_words`]) under
-    /// `qrepack.fnv1a.<name>`), so that [`Model::open`] maps it back without repacking. Atomic (temp file + rename); an existing
+    /// `qrepack.layout.<name>` with a checksum ([`checksum64`]) under
+    /// `qrepack.checksum.<name>`), so that [`Model::open`] maps it back without repacking. Atomic (temp file + rename); an existing
     /// `out` is an error unless `overwrite`, and the model's own file is never overwritten.
     pub fn write_repacked(&self, out: &Path, overwrite: bool) -> Result<(), Error> {
         if let Some(input) = self.gguf.path() {
@@ -608,7 +608,7 @@ impl Model {
             .filter_map(|t| {
                 let m = self.matrices.get(&t.name)?;
                 (m.layout() != Layout::Plain)
-                    .then(|| (t.name.clone(), m.layout(), fnv1a64_words(m.packed_bytes())))
+                    .then(|| (t.name.clone(), m.layout(), checksum64(m.packed_bytes())))
             })
             .collect();
         for (name, layout, sum) in &sums {
