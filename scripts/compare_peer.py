@@ -36,7 +36,10 @@ def peer(bin_, ty, m, k, n, threads, repack, cold_mb):
     if n <= 3:
         cmd += ["--cold-mb", str(cold_mb)]
     out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
-    line = next(l for l in out.splitlines() if l.startswith("RESULT"))
+    # With --cold-mb the peer prints a "hot" line (one W) and then a "cold" one (rotating):
+    # compare like with like (qrepack rotates for batches up to 3 too).
+    lines = [l for l in out.splitlines() if l.startswith("RESULT")]
+    line = next((l for l in lines if "mode=cold" in l), lines[0])
     fields = dict(kv.split("=", 1) for kv in line.split()[1:] if "=" in kv)
     return float(fields["med_ms"]), fields.get("layout", "?"), fields.get("buft", "?")
 
