@@ -28,6 +28,12 @@ pub(crate) trait Engine: Send + Sync {
 type Row<L> = <<L as PackedLayout>::Act as ActFormat>::Row;
 type Quad<L> = <<L as PackedLayout>::Act as ActFormat>::Quad;
 
+/// Called with (offset, len) of source bytes that have been packed and are no longer needed.
+pub(crate) type Release<'a> = dyn Fn(usize, usize) + Sync + 'a;
+
+/// Source bytes packed between two calls of a [`Release`] callback.
+const RELEASE_STEP: usize = 4 << 20;
+
 /// Output rows per kernel call never exceed this (8 weight rows x 4 activation rows).
 const MAX_TILE: usize = 32;
 
@@ -65,6 +71,7 @@ impl<L: PackedLayout> PackedEngine<L> {
         cols: usize,
         data: &[u8],
         cpu: &CpuFeatures,
+        release: Option<&Release<'_>>,
     ) -> Result<Self, Error> {
         let ty: GgmlType = L::WEIGHT_TYPE;
         debug_assert_eq!(ty.block_size(), L::Act::BLOCK);
@@ -82,8 +89,10 @@ impl<L: PackedLayout> PackedEngine<L> {
             packed = collect_blocks::<L::Packed>(data)?;
         } else {
             let row_bytes = ty.row_bytes(cols)?;
+            let group_bytes = row_bytes * r;
             let mut group_rows: Vec<Vec<L::Weight>> = Vec::with_capacity(r);
-            for g in data.chunks_exact(row_bytes * r) {
+            let mut released = 0;
+            for (gi, g) in data.chunks_exact(group_bytes).enumerate() {
                 group_rows.clear();
                 for row in g.chunks_exact(row_bytes) {
                     group_rows.push(collect_blocks::<L::Weight>(row)?);
@@ -93,6 +102,15 @@ impl<L: PackedLayout> PackedEngine<L> {
                     column.clear();
                     column.extend(group_rows.iter().map(|row| row[b]));
                     packed.push(L::pack(&column));
+                }
+                // Hand back the source bytes already packed, a few MiB at a time, so a large
+                // tensor is never resident twice.
+                let done = (gi + 1) * group_bytes;
+                if let Some(release) = release {
+                    if done - released >= RELEASE_STEP || done == data.len() {
+                        release(released, done - released);
+                        released = done;
+                    }
                 }
             }
         }

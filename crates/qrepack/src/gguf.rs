@@ -579,11 +579,20 @@ impl GgufFile {
     /// again from the file if touched later. Pages shared with neighbouring data are kept.
     /// A no-op for owned buffers and on non-Unix systems.
     pub fn release_pages(&self, t: &TensorInfo) {
+        self.release_tensor_range(t, 0, usize::MAX);
+    }
+
+    /// Like [`GgufFile::release_pages`] for the bytes `offset .. offset + len` of tensor `t`
+    /// only (clamped to the tensor): lets a large tensor give back its pages while it is being
+    /// repacked.
+    pub fn release_tensor_range(&self, t: &TensorInfo, offset: usize, len: usize) {
         #[cfg(unix)]
-        if let (Backing::Map(map), Some((start, len))) = (&*self.backing, self.range(t)) {
+        if let (Backing::Map(map), Some((start, size))) = (&*self.backing, self.range(t)) {
             const PAGE: usize = 4096;
-            let first = start.div_ceil(PAGE).saturating_mul(PAGE);
-            let end = start.saturating_add(len) / PAGE * PAGE;
+            let lo = start.saturating_add(offset.min(size));
+            let hi = start.saturating_add(offset.saturating_add(len).min(size));
+            let first = lo.div_ceil(PAGE).saturating_mul(PAGE);
+            let end = hi / PAGE * PAGE;
             if end > first && end <= map.len() {
                 // SAFETY: the map is a read-only, file-backed mapping that is never written, so
                 // MADV_DONTNEED only drops page-table entries: a later access faults the same
@@ -599,7 +608,7 @@ impl GgufFile {
             }
         }
         #[cfg(not(unix))]
-        let _ = t;
+        let _ = (t, offset, len);
     }
 }
 

@@ -5,7 +5,7 @@ use std::fmt;
 use rayon::prelude::*;
 
 use crate::cpu::CpuFeatures;
-use crate::driver::Engine;
+use crate::driver::{Engine, Release};
 use crate::error::Error;
 use crate::layout::Layout;
 use crate::shared::SharedBytes;
@@ -127,8 +127,22 @@ impl QMatrix {
         layout: Layout,
         cpu: &CpuFeatures,
     ) -> Result<QMatrix, Error> {
+        QMatrix::build_releasing(ty, rows, cols, data, layout, cpu, None)
+    }
+
+    /// [`QMatrix::with_layout`] that calls `release(offset, len)` for source bytes it has
+    /// finished packing, so a caller reading from a memory map can drop those pages early.
+    pub(crate) fn build_releasing(
+        ty: GgmlType,
+        rows: usize,
+        cols: usize,
+        data: &[u8],
+        layout: Layout,
+        cpu: &CpuFeatures,
+        release: Option<&Release<'_>>,
+    ) -> Result<QMatrix, Error> {
         check_matrix(ty, rows, cols, data)?;
-        let engine = layout.build(ty, rows, cols, data, cpu)?;
+        let engine = layout.build(ty, rows, cols, data, cpu, release)?;
         Ok(QMatrix {
             ty,
             rows,

@@ -436,9 +436,16 @@ impl Model {
                             Built::Matrix(m, became)
                         }
                         None => {
-                            let m =
-                                QMatrix::with_layout(ty, rows, cols, gguf.tensor_bytes(t), want)
-                                    .map_err(tensor_err)?;
+                            let m = QMatrix::build_releasing(
+                                ty,
+                                rows,
+                                cols,
+                                gguf.tensor_bytes(t),
+                                want,
+                                cpu,
+                                Some(&|off, len| gguf.release_tensor_range(t, off, len)),
+                            )
+                            .map_err(tensor_err)?;
                             gguf.release_pages(t);
                             let became = Became::Matrix {
                                 layout: want,

@@ -13,7 +13,7 @@ use bytemuck::Pod;
 
 use crate::activation::ActFormat;
 use crate::cpu::CpuFeatures;
-use crate::driver::{Engine, PackedEngine};
+use crate::driver::{Engine, PackedEngine, Release};
 use crate::error::Error;
 use crate::shared::SharedBytes;
 use crate::types::GgmlType;
@@ -173,11 +173,12 @@ macro_rules! layouts {
                 cols: usize,
                 data: &[u8],
                 cpu: &CpuFeatures,
+                release: Option<&Release<'_>>,
             ) -> Result<Box<dyn Engine>, Error> {
                 self.check_fits(ty, rows)?;
                 match self {
                     Layout::Plain => plain::build(ty, rows, cols, data, cpu),
-                    $(Layout::$variant => Ok(Box::new(PackedEngine::<$imp>::new(rows, cols, data, cpu)?)),)*
+                    $(Layout::$variant => Ok(Box::new(PackedEngine::<$imp>::new(rows, cols, data, cpu, release)?)),)*
                 }
             }
 

@@ -113,7 +113,7 @@ macro_rules! plain_types {
             cpu: &CpuFeatures,
         ) -> Result<Box<dyn Engine>, Error> {
             match ty {
-                $(GgmlType::$ty => Ok(Box::new(PackedEngine::<Plain<$name>>::new(rows, cols, data, cpu)?)),)*
+                $(GgmlType::$ty => Ok(Box::new(PackedEngine::<Plain<$name>>::new(rows, cols, data, cpu, None)?)),)*
             }
         }
 
