@@ -12,6 +12,13 @@
 //! # let _ = wq;
 //! model.write_repacked("model.repacked.gguf".as_ref(), false).unwrap();
 //! ```
+// File bytes reach this module: no panicking shortcuts on them.
+#![deny(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing
+)]
 
 use std::collections::HashMap;
 use std::fmt;
