@@ -19,7 +19,7 @@ pub struct CpuFeatures {
     avx2: bool,
     /// AVX-512 BW.
     avx512bw: bool,
-    /// AVX-512 VNNI.
+    /// AVX-512 VNNI (with F, BW and VL: 256-bit VNNI with 32 vector registers).
     avx512vnni: bool,
     /// AVX-VNNI (VEX-encoded).
     avxvnni: bool,
@@ -64,7 +64,10 @@ impl CpuFeatures {
                 && is_x86_feature_detected!("fma")
                 && is_x86_feature_detected!("f16c"),
             avx512bw: is_x86_feature_detected!("avx512bw"),
-            avx512vnni: is_x86_feature_detected!("avx512vnni"),
+            avx512vnni: is_x86_feature_detected!("avx512vnni")
+                && is_x86_feature_detected!("avx512f")
+                && is_x86_feature_detected!("avx512bw")
+                && is_x86_feature_detected!("avx512vl"),
             avxvnni: is_x86_feature_detected!("avxvnni"),
             force_scalar: false,
         }

@@ -248,28 +248,41 @@ mod imp {
     macro_rules! gemm_quad {
         ($w:ident, $a:ident, $out:ident, $decode:ident, $sums:ident) => {{
             let order = row_order();
-            let mut acc = [_mm256_setzero_ps(); 4];
+            // Four named accumulators and explicit per-row steps: an array indexed in a loop
+            // made the compiler keep them on the stack (a store and reload per row and block).
+            let mut acc0 = _mm256_setzero_ps();
+            let mut acc1 = _mm256_setzero_ps();
+            let mut acc2 = _mm256_setzero_ps();
+            let mut acc3 = _mm256_setzero_ps();
             for (wb, ab) in $w.iter().zip($a) {
                 let wq = wb.$decode();
                 let dw = _mm256_permutevar8x32_ps(f16x8(wb.scales()), order);
                 let da = _mm_cvtph_ps(_mm_loadl_epi64(ab.d.as_ptr() as *const __m128i));
-                let mut da_m = [0.0f32; 4];
-                _mm_storeu_ps(da_m.as_mut_ptr(), da);
-                for (m, acc_m) in acc.iter_mut().enumerate() {
-                    // Row m's bytes 8k..8k+8 sit at 32k + 8m in the interleaved quad.
-                    let av = [
-                        broadcast8(&ab.qs[8 * m..8 * m + 8]),
-                        broadcast8(&ab.qs[32 + 8 * m..40 + 8 * m]),
-                        broadcast8(&ab.qs[64 + 8 * m..72 + 8 * m]),
-                        broadcast8(&ab.qs[96 + 8 * m..104 + 8 * m]),
-                    ];
-                    let sums = $sums(&wq, av);
-                    let scale = _mm256_mul_ps(dw, _mm256_set1_ps(da_m[m]));
-                    *acc_m = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums), scale, *acc_m);
+                // Row m's bytes 8k..8k+8 sit at 32k + 8m in the interleaved quad.
+                macro_rules! row {
+                    ($m:literal, $acc:ident, $lane:literal) => {
+                        let av = [
+                            broadcast8(&ab.qs[8 * $m..8 * $m + 8]),
+                            broadcast8(&ab.qs[32 + 8 * $m..40 + 8 * $m]),
+                            broadcast8(&ab.qs[64 + 8 * $m..72 + 8 * $m]),
+                            broadcast8(&ab.qs[96 + 8 * $m..104 + 8 * $m]),
+                        ];
+                        let sums = $sums(&wq, av);
+                        let da_m = _mm256_broadcastss_ps(_mm_shuffle_ps::<$lane>(da, da));
+                        $acc = _mm256_fmadd_ps(
+                            _mm256_cvtepi32_ps(sums),
+                            _mm256_mul_ps(dw, da_m),
+                            $acc,
+                        );
+                    };
                 }
+                row!(0, acc0, 0x00);
+                row!(1, acc1, 0x55);
+                row!(2, acc2, 0xaa);
+                row!(3, acc3, 0xff);
             }
             assert!($out.len() >= 32);
-            for (m, acc_m) in acc.iter().enumerate() {
+            for (m, acc_m) in [acc0, acc1, acc2, acc3].iter().enumerate() {
                 // SAFETY: `out` holds at least 32 floats (asserted above).
                 _mm256_storeu_ps(
                     $out.as_mut_ptr().add(8 * m),
@@ -289,19 +302,43 @@ mod imp {
     /// activation sum, which each row pair of lanes receives once. Lanes in `row_order`.
     #[inline(always)]
     unsafe fn row_sums_vnni(w: &[[__m256i; 2]; 4], a: [__m256i; 4]) -> __m256i {
+        row_sums_vnni_with::<false>(w, a)
+    }
+
+    /// The same with the EVEX (AVX-512 VL) encoding, which can use 32 vector registers.
+    #[inline(always)]
+    unsafe fn row_sums_vnni512(w: &[[__m256i; 2]; 4], a: [__m256i; 4]) -> __m256i {
+        row_sums_vnni_with::<true>(w, a)
+    }
+
+    /// `vpdpbusd` in the VEX (AVX-VNNI) or EVEX (AVX-512 VNNI + VL) encoding.
+    #[inline(always)]
+    unsafe fn dp<const EVEX: bool>(acc: __m256i, u: __m256i, s: __m256i) -> __m256i {
+        if EVEX {
+            _mm256_dpbusd_epi32(acc, u, s)
+        } else {
+            _mm256_dpbusd_avx_epi32(acc, u, s)
+        }
+    }
+
+    #[inline(always)]
+    unsafe fn row_sums_vnni_with<const EVEX: bool>(
+        w: &[[__m256i; 2]; 4],
+        a: [__m256i; 4],
+    ) -> __m256i {
         let z = _mm256_setzero_si256();
-        let s03 = _mm256_dpbusd_avx_epi32(
-            _mm256_dpbusd_avx_epi32(
-                _mm256_dpbusd_avx_epi32(_mm256_dpbusd_avx_epi32(z, w[0][0], a[0]), w[0][1], a[2]),
+        let s03 = dp::<EVEX>(
+            dp::<EVEX>(
+                dp::<EVEX>(dp::<EVEX>(z, w[0][0], a[0]), w[0][1], a[2]),
                 w[2][0],
                 a[1],
             ),
             w[2][1],
             a[3],
         );
-        let s47 = _mm256_dpbusd_avx_epi32(
-            _mm256_dpbusd_avx_epi32(
-                _mm256_dpbusd_avx_epi32(_mm256_dpbusd_avx_epi32(z, w[1][0], a[0]), w[1][1], a[2]),
+        let s47 = dp::<EVEX>(
+            dp::<EVEX>(
+                dp::<EVEX>(dp::<EVEX>(z, w[1][0], a[0]), w[1][1], a[2]),
                 w[3][0],
                 a[1],
             ),
@@ -309,9 +346,9 @@ mod imp {
             a[3],
         );
         let ones = _mm256_set1_epi8(1);
-        let sum_a = _mm256_dpbusd_avx_epi32(
-            _mm256_dpbusd_avx_epi32(
-                _mm256_dpbusd_avx_epi32(_mm256_dpbusd_avx_epi32(z, ones, a[0]), ones, a[1]),
+        let sum_a = dp::<EVEX>(
+            dp::<EVEX>(
+                dp::<EVEX>(dp::<EVEX>(z, ones, a[0]), ones, a[1]),
                 ones,
                 a[2],
             ),
@@ -333,6 +370,18 @@ mod imp {
         // SAFETY (whole fn): as in `gemm`.
         gemm_quad!(w, a, out, decode_biased, row_sums_vnni)
     }
+
+    #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+    pub(super) unsafe fn gemv_vnni512<P: Nibble8x8>(w: &[P], a: &[BlockQ8_0], out: &mut [f32]) {
+        // SAFETY (whole fn): as in `gemv`.
+        gemv_groups!(w, a, out, decode_biased, row_sums_vnni512)
+    }
+
+    #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+    pub(super) unsafe fn gemm_vnni512<P: Nibble8x8>(w: &[P], a: &[BlockQ8_0x4], out: &mut [f32]) {
+        // SAFETY (whole fn): as in `gemm`.
+        gemm_quad!(w, a, out, decode_biased, row_sums_vnni512)
+    }
 }
 
 type Gemv<P> = fn(&[P], &[BlockQ8_0], &mut [f32]);
@@ -345,6 +394,9 @@ pub(crate) fn kernels<P: Nibble8x8>(
 ) -> Option<(&'static str, Gemv<P>, Gemm<P>)> {
     #[cfg(target_arch = "x86_64")]
     {
+        if cpu.avx2() && cpu.avx512vnni() {
+            return Some(("avx512vnni", gemv_vnni512::<P>, gemm_vnni512::<P>));
+        }
         if cpu.avx2() && cpu.avxvnni() {
             return Some(("avxvnni", gemv_vnni::<P>, gemm_vnni::<P>));
         }
@@ -354,6 +406,20 @@ pub(crate) fn kernels<P: Nibble8x8>(
     }
     let _ = cpu;
     None
+}
+
+#[cfg(target_arch = "x86_64")]
+fn gemv_vnni512<P: Nibble8x8>(w: &[P], a: &[BlockQ8_0], out: &mut [f32]) {
+    // SAFETY: only reachable through `kernels`, which checked AVX2+FMA+F16C and AVX-512
+    // F/BW/VL/VNNI.
+    unsafe { imp::gemv_vnni512(w, a, out) }
+}
+
+#[cfg(target_arch = "x86_64")]
+fn gemm_vnni512<P: Nibble8x8>(w: &[P], a: &[BlockQ8_0x4], out: &mut [f32]) {
+    // SAFETY: only reachable through `kernels`, which checked AVX2+FMA+F16C and AVX-512
+    // F/BW/VL/VNNI.
+    unsafe { imp::gemm_vnni512(w, a, out) }
 }
 
 #[cfg(target_arch = "x86_64")]
