@@ -218,6 +218,11 @@ mod imp {
 
     #[target_feature(enable = "avx2,fma,f16c")]
     pub(super) unsafe fn gemv<P: K8x8>(w: &[P], a: &[BlockQ8K], out: &mut [f32]) {
+        gemv_body(w, a, out)
+    }
+
+    #[inline(always)]
+    unsafe fn gemv_body<P: K8x8>(w: &[P], a: &[BlockQ8K], out: &mut [f32]) {
         for (group, o) in w.chunks_exact(a.len().max(1)).zip(out.chunks_exact_mut(8)) {
             gemv_group(group, a, o);
         }
@@ -251,6 +256,17 @@ mod imp {
 
     #[target_feature(enable = "avx2,fma,f16c")]
     pub(super) unsafe fn gemm<P: K8x8>(w: &[P], a: &[BlockQ8Kx4], out: &mut [f32]) {
+        gemm_body(w, a, out)
+    }
+
+    /// The same code with AVX-512 VL enabled (32 vector registers).
+    #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl")]
+    pub(super) unsafe fn gemm512<P: K8x8>(w: &[P], a: &[BlockQ8Kx4], out: &mut [f32]) {
+        gemm_body(w, a, out)
+    }
+
+    #[inline(always)]
+    unsafe fn gemm_body<P: K8x8>(w: &[P], a: &[BlockQ8Kx4], out: &mut [f32]) {
         let mut acc = [_mm256_setzero_ps(); 4];
         for (wb, ab) in w.iter().zip(a) {
             let sc = block_scales(wb);
@@ -293,14 +309,29 @@ mod imp {
 type Gemv<P> = fn(&[P], &[BlockQ8K], &mut [f32]);
 type Gemm<P> = fn(&[P], &[BlockQ8Kx4], &mut [f32]);
 
-/// The AVX2 GEMV/GEMM, if this CPU has AVX2+FMA+F16C.
-pub(crate) fn kernels<P: K8x8>(cpu: &crate::cpu::CpuFeatures) -> Option<(Gemv<P>, Gemm<P>)> {
+/// The fastest GEMV/GEMM for this CPU with its name: the AVX2 GEMM compiled for AVX-512 VL
+/// (32 registers) when present, else plain AVX2+FMA+F16C, else none.
+pub(crate) fn kernels<P: K8x8>(
+    cpu: &crate::cpu::CpuFeatures,
+) -> Option<(&'static str, Gemv<P>, Gemm<P>)> {
     #[cfg(target_arch = "x86_64")]
-    if cpu.avx2() {
-        return Some((gemv::<P>, gemm::<P>));
+    {
+        if cpu.avx2() && cpu.avx512vnni() {
+            // GEMV streams weights and gains nothing from the extra registers; GEMM does.
+            return Some(("avx2+avx512vl", gemv::<P>, gemm512::<P>));
+        }
+        if cpu.avx2() {
+            return Some(("avx2", gemv::<P>, gemm::<P>));
+        }
     }
     let _ = cpu;
     None
+}
+
+#[cfg(target_arch = "x86_64")]
+fn gemm512<P: K8x8>(w: &[P], a: &[BlockQ8Kx4], out: &mut [f32]) {
+    // SAFETY: only reachable through `kernels`, which checked AVX2+FMA+F16C and AVX-512 F/BW/VL.
+    unsafe { imp::gemm512(w, a, out) }
 }
 
 #[cfg(target_arch = "x86_64")]
