@@ -96,8 +96,8 @@ mod imp {
 
     /// GEMV over every row group in `w` (`a.len()` blocks each), two groups at a time so that
     /// the activation broadcasts and scales are prepared once for both.
-    #[target_feature(enable = "avx2,fma,f16c")]
-    pub(super) unsafe fn gemv(w: &[BlockQ4_1x8], a: &[BlockQ8_1], out: &mut [f32]) {
+    #[inline(always)]
+    pub(super) unsafe fn gemv_body(w: &[BlockQ4_1x8], a: &[BlockQ8_1], out: &mut [f32]) {
         // SAFETY: the caller guarantees AVX2+FMA+F16C; every load below reads
         // inside a fixed-size array field and every store is length-checked.
         let order = row_order();
@@ -134,8 +134,8 @@ mod imp {
         }
     }
 
-    #[target_feature(enable = "avx2,fma,f16c")]
-    pub(super) unsafe fn gemm(w: &[BlockQ4_1x8], a: &[BlockQ8_1x4], out: &mut [f32]) {
+    #[inline(always)]
+    pub(super) unsafe fn gemm_body(w: &[BlockQ4_1x8], a: &[BlockQ8_1x4], out: &mut [f32]) {
         let order = row_order();
         let mut acc = [_mm256_setzero_ps(); 4];
         for (wb, ab) in w.iter().zip(a) {
@@ -176,27 +176,4 @@ mod imp {
     }
 }
 
-type Gemv = fn(&[BlockQ4_1x8], &[BlockQ8_1], &mut [f32]);
-type Gemm = fn(&[BlockQ4_1x8], &[BlockQ8_1x4], &mut [f32]);
-
-/// The AVX2 GEMV/GEMM, if this CPU has AVX2+FMA+F16C.
-pub(crate) fn kernels(cpu: &crate::cpu::CpuFeatures) -> Option<(Gemv, Gemm)> {
-    #[cfg(target_arch = "x86_64")]
-    if cpu.avx2() {
-        return Some((gemv, gemm));
-    }
-    let _ = cpu;
-    None
-}
-
-#[cfg(target_arch = "x86_64")]
-fn gemv(w: &[BlockQ4_1x8], a: &[BlockQ8_1], out: &mut [f32]) {
-    // SAFETY: only reachable through `kernels`, which checked AVX2+FMA+F16C on this CPU.
-    unsafe { imp::gemv(w, a, out) }
-}
-
-#[cfg(target_arch = "x86_64")]
-fn gemm(w: &[BlockQ4_1x8], a: &[BlockQ8_1x4], out: &mut [f32]) {
-    // SAFETY: only reachable through `kernels`, which checked AVX2+FMA+F16C on this CPU.
-    unsafe { imp::gemm(w, a, out) }
-}
+avx2_kernel_entries!(BlockQ4_1x8, BlockQ8_1, BlockQ8_1x4);

@@ -135,8 +135,8 @@ mod imp {
 
     /// GEMV over every row group in `w` (`a.len()` blocks each), two groups at a time so that
     /// the activation broadcasts, bias and scales are prepared once for both.
-    #[target_feature(enable = "avx2,fma,f16c")]
-    pub(super) unsafe fn gemv(w: &[BlockQ5_0x8], a: &[BlockQ8_0], out: &mut [f32]) {
+    #[inline(always)]
+    pub(super) unsafe fn gemv_body(w: &[BlockQ5_0x8], a: &[BlockQ8_0], out: &mut [f32]) {
         // SAFETY: the caller guarantees AVX2+FMA+F16C; every load below reads
         // inside a fixed-size array field and every store is length-checked.
         let order = row_order();
@@ -173,8 +173,8 @@ mod imp {
         }
     }
 
-    #[target_feature(enable = "avx2,fma,f16c")]
-    pub(super) unsafe fn gemm(w: &[BlockQ5_0x8], a: &[BlockQ8_0x4], out: &mut [f32]) {
+    #[inline(always)]
+    pub(super) unsafe fn gemm_body(w: &[BlockQ5_0x8], a: &[BlockQ8_0x4], out: &mut [f32]) {
         let order = row_order();
         let mut acc = [_mm256_setzero_ps(); 4];
         for (wb, ab) in w.iter().zip(a) {
@@ -209,27 +209,4 @@ mod imp {
     }
 }
 
-type Gemv = fn(&[BlockQ5_0x8], &[BlockQ8_0], &mut [f32]);
-type Gemm = fn(&[BlockQ5_0x8], &[BlockQ8_0x4], &mut [f32]);
-
-/// The AVX2 GEMV/GEMM, if this CPU has AVX2+FMA+F16C.
-pub(crate) fn kernels(cpu: &crate::cpu::CpuFeatures) -> Option<(Gemv, Gemm)> {
-    #[cfg(target_arch = "x86_64")]
-    if cpu.avx2() {
-        return Some((gemv, gemm));
-    }
-    let _ = cpu;
-    None
-}
-
-#[cfg(target_arch = "x86_64")]
-fn gemv(w: &[BlockQ5_0x8], a: &[BlockQ8_0], out: &mut [f32]) {
-    // SAFETY: only reachable through `kernels`, which checked AVX2+FMA+F16C on this CPU.
-    unsafe { imp::gemv(w, a, out) }
-}
-
-#[cfg(target_arch = "x86_64")]
-fn gemm(w: &[BlockQ5_0x8], a: &[BlockQ8_0x4], out: &mut [f32]) {
-    // SAFETY: only reachable through `kernels`, which checked AVX2+FMA+F16C on this CPU.
-    unsafe { imp::gemm(w, a, out) }
-}
+avx2_kernel_entries!(BlockQ5_0x8, BlockQ8_0, BlockQ8_0x4);

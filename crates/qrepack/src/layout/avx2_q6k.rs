@@ -191,8 +191,8 @@ mod imp {
     }
 
     /// GEMV over every row group in `w` (`a.len()` blocks each).
-    #[target_feature(enable = "avx2,fma,f16c")]
-    pub(super) unsafe fn gemv(w: &[BlockQ6Kx8], a: &[BlockQ8K], out: &mut [f32]) {
+    #[inline(always)]
+    pub(super) unsafe fn gemv_body(w: &[BlockQ6Kx8], a: &[BlockQ8K], out: &mut [f32]) {
         // SAFETY: the caller guarantees AVX2+FMA+F16C; every load below reads
         // inside a fixed-size array field and every store is length-checked.
         let nb = a.len();
@@ -219,8 +219,8 @@ mod imp {
         }
     }
 
-    #[target_feature(enable = "avx2,fma,f16c")]
-    pub(super) unsafe fn gemm(w: &[BlockQ6Kx8], a: &[BlockQ8Kx4], out: &mut [f32]) {
+    #[inline(always)]
+    pub(super) unsafe fn gemm_body(w: &[BlockQ6Kx8], a: &[BlockQ8Kx4], out: &mut [f32]) {
         // SAFETY: the caller guarantees AVX2+FMA+F16C; every load below reads
         // inside a fixed-size array field and every store is length-checked.
         let mut acc = [_mm256_setzero_ps(); 4];
@@ -244,27 +244,4 @@ mod imp {
     }
 }
 
-type Gemv = fn(&[BlockQ6Kx8], &[BlockQ8K], &mut [f32]);
-type Gemm = fn(&[BlockQ6Kx8], &[BlockQ8Kx4], &mut [f32]);
-
-/// The AVX2 GEMV/GEMM, if this CPU has AVX2+FMA+F16C.
-pub(crate) fn kernels(cpu: &crate::cpu::CpuFeatures) -> Option<(Gemv, Gemm)> {
-    #[cfg(target_arch = "x86_64")]
-    if cpu.avx2() {
-        return Some((gemv, gemm));
-    }
-    let _ = cpu;
-    None
-}
-
-#[cfg(target_arch = "x86_64")]
-fn gemv(w: &[BlockQ6Kx8], a: &[BlockQ8K], out: &mut [f32]) {
-    // SAFETY: only reachable through `kernels`, which checked AVX2+FMA+F16C on this CPU.
-    unsafe { imp::gemv(w, a, out) }
-}
-
-#[cfg(target_arch = "x86_64")]
-fn gemm(w: &[BlockQ6Kx8], a: &[BlockQ8Kx4], out: &mut [f32]) {
-    // SAFETY: only reachable through `kernels`, which checked AVX2+FMA+F16C on this CPU.
-    unsafe { imp::gemm(w, a, out) }
-}
+avx2_kernel_entries!(BlockQ6Kx8, BlockQ8K, BlockQ8Kx4);

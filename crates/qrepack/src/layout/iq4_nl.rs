@@ -55,7 +55,7 @@ macro_rules! iq4_nl_layout {
             }
 
             fn kernels(cpu: &CpuFeatures) -> Kernels<Self> {
-                $simd(cpu).unwrap_or_else(Self::scalar_kernels)
+                scalar::simd_or_scalar($simd(cpu))
             }
 
             fn preference(cpu: &CpuFeatures) -> Option<u32> {
@@ -81,11 +81,5 @@ iq4_nl_layout!(
     8,
     8,
     |_: &CpuFeatures| Some(10),
-    |cpu: &CpuFeatures| {
-        avx2_nibble::kernels::<BlockIq4Nlx8>(cpu).map(|(name, gemv, gemm)| Kernels {
-            name,
-            gemv,
-            gemm,
-        })
-    }
+    |cpu: &CpuFeatures| avx2_nibble::kernels::<BlockIq4Nlx8>(cpu)
 );

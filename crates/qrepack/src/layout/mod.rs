@@ -18,6 +18,68 @@ use crate::error::Error;
 use crate::shared::SharedBytes;
 use crate::types::GgmlType;
 
+/// The selector and safe entry points of a kernel file whose GEMV and GEMM are written once as
+/// `#[inline(always)]` bodies `imp::gemv_body` / `imp::gemm_body` over AVX2 intrinsics: an
+/// AVX2+FMA+F16C build, and for GEMM the same code built with AVX-512 VL, which gives the
+/// compiler 32 vector registers (no accumulator spills) on CPUs that have it.
+macro_rules! avx2_kernel_entries {
+    ($packed:ty, $row:ty, $quad:ty) => {
+        type Gemv = fn(&[$packed], &[$row], &mut [f32]);
+        type Gemm = fn(&[$packed], &[$quad], &mut [f32]);
+
+        /// The fastest kernels for `cpu` and their name, if it has AVX2+FMA+F16C.
+        pub(crate) fn kernels(cpu: &crate::cpu::CpuFeatures) -> Option<(&'static str, Gemv, Gemm)> {
+            #[cfg(target_arch = "x86_64")]
+            {
+                if cpu.avx2() && cpu.avx512vnni() {
+                    return Some(("avx2+avx512vl", entry::gemv, entry::gemm512));
+                }
+                if cpu.avx2() {
+                    return Some(("avx2", entry::gemv, entry::gemm));
+                }
+            }
+            let _ = cpu;
+            None
+        }
+
+        #[cfg(target_arch = "x86_64")]
+        mod entry {
+            use super::*;
+
+            #[target_feature(enable = "avx2,fma,f16c")]
+            unsafe fn gemv_avx2(w: &[$packed], a: &[$row], out: &mut [f32]) {
+                imp::gemv_body(w, a, out)
+            }
+
+            #[target_feature(enable = "avx2,fma,f16c")]
+            unsafe fn gemm_avx2(w: &[$packed], a: &[$quad], out: &mut [f32]) {
+                imp::gemm_body(w, a, out)
+            }
+
+            #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl")]
+            unsafe fn gemm_avx512vl(w: &[$packed], a: &[$quad], out: &mut [f32]) {
+                imp::gemm_body(w, a, out)
+            }
+
+            pub(super) fn gemv(w: &[$packed], a: &[$row], out: &mut [f32]) {
+                // SAFETY: only handed out by `kernels`, which checked AVX2+FMA+F16C.
+                unsafe { gemv_avx2(w, a, out) }
+            }
+
+            pub(super) fn gemm(w: &[$packed], a: &[$quad], out: &mut [f32]) {
+                // SAFETY: only handed out by `kernels`, which checked AVX2+FMA+F16C.
+                unsafe { gemm_avx2(w, a, out) }
+            }
+
+            pub(super) fn gemm512(w: &[$packed], a: &[$quad], out: &mut [f32]) {
+                // SAFETY: only handed out by `kernels`, which checked AVX2+FMA+F16C and
+                // AVX-512 F/BW/VL (with VNNI).
+                unsafe { gemm_avx512vl(w, a, out) }
+            }
+        }
+    };
+}
+
 mod avx2_nibble;
 mod avx2_q4_1;
 mod avx2_q4k;

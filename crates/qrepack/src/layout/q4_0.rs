@@ -57,7 +57,7 @@ macro_rules! q4_0_layout {
             }
 
             fn kernels(cpu: &CpuFeatures) -> Kernels<Self> {
-                $simd(cpu).unwrap_or_else(Self::scalar_kernels)
+                scalar::simd_or_scalar($simd(cpu))
             }
 
             fn preference(cpu: &CpuFeatures) -> Option<u32> {
@@ -92,11 +92,5 @@ q4_0_layout!(
     8,
     8,
     |_: &CpuFeatures| Some(10),
-    |cpu: &CpuFeatures| {
-        avx2_nibble::kernels::<BlockQ4_0x8>(cpu).map(|(name, gemv, gemm)| Kernels {
-            name,
-            gemv,
-            gemm,
-        })
-    }
+    |cpu: &CpuFeatures| avx2_nibble::kernels::<BlockQ4_0x8>(cpu)
 );

@@ -123,7 +123,7 @@ impl PackedLayout for Q4_1_8x8 {
     }
 
     fn kernels(cpu: &CpuFeatures) -> Kernels<Self> {
-        scalar::simd_or_scalar("avx2", avx2_q4_1::kernels(cpu))
+        scalar::simd_or_scalar(avx2_q4_1::kernels(cpu))
     }
 
     /// Its AVX2 kernels beat the plain path, which has no SIMD Q4_1 kernel (9-14x at batch 1,

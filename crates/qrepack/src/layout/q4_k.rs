@@ -97,10 +97,7 @@ impl PackedLayout for Q4K8x8 {
     }
 
     fn kernels(cpu: &CpuFeatures) -> Kernels<Self> {
-        match avx2_q4k::kernels::<BlockQ4Kx8>(cpu) {
-            Some((name, gemv, gemm)) => scalar::simd_or_scalar(name, Some((gemv, gemm))),
-            None => scalar::kernels(),
-        }
+        scalar::simd_or_scalar(avx2_q4k::kernels::<BlockQ4Kx8>(cpu))
     }
 
     fn preference(_cpu: &CpuFeatures) -> Option<u32> {

@@ -112,7 +112,7 @@ impl PackedLayout for Q5_0_8x8 {
     }
 
     fn kernels(cpu: &CpuFeatures) -> Kernels<Self> {
-        scalar::simd_or_scalar("avx2", avx2_q5_0::kernels(cpu))
+        scalar::simd_or_scalar(avx2_q5_0::kernels(cpu))
     }
 
     /// Its AVX2 kernels beat the plain AVX2 path (1.5-2.0x at batch 1, 1.8-3.1x at batch >= 4

@@ -141,7 +141,7 @@ impl PackedLayout for Q6K8x8 {
     }
 
     fn kernels(cpu: &CpuFeatures) -> Kernels<Self> {
-        scalar::simd_or_scalar("avx2", avx2_q6k::kernels(cpu))
+        scalar::simd_or_scalar(avx2_q6k::kernels(cpu))
     }
 
     /// Its AVX2 kernels beat the plain AVX2 path (1.2-1.3x at batch 1, 1.6-2.1x at batch >= 4 measured).

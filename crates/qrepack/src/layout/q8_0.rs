@@ -71,9 +71,7 @@ impl PackedLayout for Q8_0_8x8 {
     }
 
     fn kernels(cpu: &CpuFeatures) -> Kernels<Self> {
-        avx2_nibble::kernels::<BlockQ8_0x8>(cpu)
-            .map(|(name, gemv, gemm)| Kernels { name, gemv, gemm })
-            .unwrap_or_else(Self::scalar_kernels)
+        scalar::simd_or_scalar(avx2_nibble::kernels::<BlockQ8_0x8>(cpu))
     }
 
     fn preference(_cpu: &CpuFeatures) -> Option<u32> {

@@ -28,16 +28,15 @@ where
     }
 }
 
-/// The SIMD pair a selector found for this CPU, named `name`, else the portable pair.
+/// The SIMD kernels a selector found for this CPU (with their name), else the portable pair.
 pub(crate) fn simd_or_scalar<L: BlockDot>(
-    name: &'static str,
-    simd: Option<(GemvFn<L>, GemmFn<L>)>,
+    simd: Option<(&'static str, GemvFn<L>, GemmFn<L>)>,
 ) -> Kernels<L>
 where
     L::Act: InterleavedAct,
 {
     match simd {
-        Some((gemv, gemm)) => Kernels { name, gemv, gemm },
+        Some((name, gemv, gemm)) => Kernels { name, gemv, gemm },
         None => kernels::<L>(),
     }
 }
