@@ -78,6 +78,25 @@ impl CpuFeatures {
         CpuFeatures::default()
     }
 
+    /// These features without AVX-512 (`no_avx512`) and/or without any VNNI (`no_vnni`): a
+    /// subset of what the CPU has, so still safe to build kernels for. Tests use it to run
+    /// every kernel family the CPU can execute, not only the fastest.
+    ///
+    /// ```
+    /// let cpu = qrepack::cpu::CpuFeatures::get();
+    /// let plain_avx2 = cpu.without(true, true);
+    /// assert!(!plain_avx2.avx512vnni() && !plain_avx2.avxvnni());
+    /// assert_eq!(plain_avx2.avx2(), cpu.avx2());
+    /// ```
+    pub fn without(&self, no_avx512: bool, no_vnni: bool) -> CpuFeatures {
+        CpuFeatures {
+            avx512bw: self.avx512bw && !no_avx512,
+            avx512vnni: self.avx512vnni && !no_avx512 && !no_vnni,
+            avxvnni: self.avxvnni && !no_vnni,
+            ..*self
+        }
+    }
+
     /// AVX2 with FMA and F16C.
     pub fn avx2(&self) -> bool {
         self.avx2

@@ -65,9 +65,44 @@ fn plain_layout_matches_reference_for_every_type() {
     }
 }
 
+/// Every kernel family this CPU can run (AVX-512 VL VNNI, AVX-VNNI, AVX2), not just the best.
+fn cpu_variants() -> Vec<CpuFeatures> {
+    let cpu = *CpuFeatures::get();
+    let mut v = vec![cpu, cpu.without(true, false), cpu.without(true, true)];
+    v.dedup();
+    v
+}
+
 #[test]
 fn simd_kernels_equal_scalar_kernels() {
-    let cpu = CpuFeatures::get();
+    for cpu in &cpu_variants() {
+        simd_equals_scalar(cpu);
+    }
+}
+
+#[test]
+fn every_kernel_family_matches_reference_on_awkward_shapes() {
+    for cpu in &cpu_variants() {
+        for &layout in Layout::ALL.iter().filter(|l| **l != Layout::Plain) {
+            let ty = layout.weight_type().unwrap();
+            let cols = if ty.block_size() == 256 { 512 } else { 640 };
+            let rows = 3 * layout.rows_interleaved();
+            let w = random_weights(ty, rows, cols, 404);
+            let m = QMatrix::with_layout_for_cpu(ty, rows, cols, &w, layout, cpu).unwrap();
+            let mut rng = SplitMix(405);
+            for n in [1, 3, 5, 9] {
+                let x = rng.vec(n * cols);
+                let mut y = vec![0.0; n * rows];
+                m.matmul(&x, n, &mut y).unwrap();
+                let want = reference_matmul(ty, &w, rows, cols, &x, n);
+                let what = format!("{layout} {} n={n}", m.kernel_name());
+                assert_close_rows(&y, &want, rows, 1e-5, &what);
+            }
+        }
+    }
+}
+
+fn simd_equals_scalar(cpu: &CpuFeatures) {
     for &layout in Layout::ALL {
         for ty in GgmlType::ALL {
             if !layout.fits(ty, 16) {
