@@ -19,10 +19,34 @@ pub struct Q4K8x8;
 
 /// The (scale, min) of sub-block `sb` of row `r` in a packed block.
 #[inline]
-pub(crate) fn packed_scale_min(p: &BlockQ4Kx8, sb: usize, r: usize) -> (u8, u8) {
+pub(crate) fn packed_scale_min(scales: &[u8; 96], sb: usize, r: usize) -> (u8, u8) {
     let mut group = [0u8; 12];
-    group.copy_from_slice(&p.scales[sb * 12..sb * 12 + 12]);
+    group.copy_from_slice(&scales[sb * 12..sb * 12 + 12]);
     k4_scale_min(&group, r)
+}
+
+/// The 8 rows' 12-byte scale fields regrouped per sub-block (shared by q4_K_8x8 and q5_K_8x8).
+pub(crate) fn regroup_scales(rows: &[&[u8; 12]]) -> [u8; 96] {
+    let mut out = [0u8; 96];
+    for sb in 0..8 {
+        let mut s = [0u8; 8];
+        let mut m = [0u8; 8];
+        for (r, scales) in rows.iter().enumerate() {
+            (s[r], m[r]) = k4_scale_min(scales, sb);
+        }
+        out[sb * 12..sb * 12 + 12].copy_from_slice(&k4_pack_scales(&s, &m));
+    }
+    out
+}
+
+/// Row `r`'s own 12-byte scale field back from the regrouped form.
+pub(crate) fn row_scales(scales: &[u8; 96], r: usize) -> [u8; 12] {
+    let mut s = [0u8; 8];
+    let mut m = [0u8; 8];
+    for sb in 0..8 {
+        (s[sb], m[sb]) = packed_scale_min(scales, sb, r);
+    }
+    k4_pack_scales(&s, &m)
 }
 
 impl BlockDot for Q4K8x8 {
@@ -31,7 +55,7 @@ impl BlockDot for Q4K8x8 {
             let mut sumi = 0i32;
             let mut summ = 0i32;
             for sb in 0..8 {
-                let (sc, mn) = packed_scale_min(w, sb, r);
+                let (sc, mn) = packed_scale_min(&w.scales, sb, r);
                 // sub-block sb: bytes 32*(sb/2).. of the row, low nibbles for even sb.
                 let mut dot = 0i32;
                 for e in 0..32 {
@@ -64,14 +88,8 @@ impl PackedLayout for Q4K8x8 {
             out.d[r] = b.d;
             out.dmin[r] = b.dmin;
         }
-        for sb in 0..8 {
-            let mut s = [0u8; 8];
-            let mut m = [0u8; 8];
-            for (r, b) in rows.iter().enumerate() {
-                (s[r], m[r]) = k4_scale_min(&b.scales, sb);
-            }
-            out.scales[sb * 12..sb * 12 + 12].copy_from_slice(&k4_pack_scales(&s, &m));
-        }
+        let row_fields: Vec<&[u8; 12]> = rows.iter().map(|b| &b.scales).collect();
+        out.scales = regroup_scales(&row_fields);
         let qs: Vec<&[u8]> = rows.iter().map(|r| &r.qs[..]).collect();
         interleave_quants(&qs, 8, 0, &mut out.qs);
         out
@@ -81,12 +99,7 @@ impl PackedLayout for Q4K8x8 {
         for (r, b) in rows.iter_mut().enumerate() {
             b.d = p.d[r];
             b.dmin = p.dmin[r];
-            let mut s = [0u8; 8];
-            let mut m = [0u8; 8];
-            for sb in 0..8 {
-                (s[sb], m[sb]) = packed_scale_min(p, sb, r);
-            }
-            b.scales = k4_pack_scales(&s, &m);
+            b.scales = row_scales(&p.scales, r);
         }
         let mut qs: Vec<&mut [u8]> = rows.iter_mut().map(|r| &mut r.qs[..]).collect();
         deinterleave_quants(&p.qs, 8, 0, &mut qs);

@@ -21,9 +21,10 @@
 use bytemuck::Zeroable;
 
 use crate::activation::Q8KInterleaved;
-use crate::blocks::{k4_pack_scales, k4_scale_min, BlockQ5K, BlockQ5Kx8, BlockQ8K};
+use crate::blocks::{BlockQ5K, BlockQ5Kx8, BlockQ8K};
 use crate::cpu::CpuFeatures;
 use crate::layout::avx2_q4k;
+use crate::layout::q4_k::{packed_scale_min, regroup_scales, row_scales};
 use crate::layout::scalar::{self, BlockDot};
 use crate::layout::{deinterleave_quants, interleave_quants, Kernels, Layout, PackedLayout};
 use crate::types::GgmlType;
@@ -32,14 +33,6 @@ use crate::types::GgmlType;
 pub struct Q5K8x8;
 
 const ROWS: usize = 8;
-
-/// The (scale, min) of sub-block `sb` of row `r` in a packed block.
-#[inline]
-fn packed_scale_min(p: &BlockQ5Kx8, sb: usize, r: usize) -> (u8, u8) {
-    let mut group = [0u8; 12];
-    group.copy_from_slice(&p.scales[sb * 12..sb * 12 + 12]);
-    k4_scale_min(&group, r)
-}
 
 /// Row and weight index whose fifth bit is bit `t` of `qh[q]`.
 #[inline]
@@ -69,7 +62,7 @@ impl BlockDot for Q5K8x8 {
             let mut sumi = 0i32;
             let mut summ = 0i32;
             for sb in 0..8 {
-                let (sc, mn) = packed_scale_min(w, sb, r);
+                let (sc, mn) = packed_scale_min(&w.scales, sb, r);
                 let mut dot = 0i32;
                 for e in 32 * sb..32 * sb + 32 {
                     dot += packed_quant(w, r, e) as i32 * a.qs[e] as i32;
@@ -97,14 +90,8 @@ impl PackedLayout for Q5K8x8 {
             out.d[r] = b.d;
             out.dmin[r] = b.dmin;
         }
-        for sb in 0..8 {
-            let mut s = [0u8; 8];
-            let mut m = [0u8; 8];
-            for (r, b) in rows.iter().enumerate() {
-                (s[r], m[r]) = k4_scale_min(&b.scales, sb);
-            }
-            out.scales[sb * 12..sb * 12 + 12].copy_from_slice(&k4_pack_scales(&s, &m));
-        }
+        let row_fields: Vec<&[u8; 12]> = rows.iter().map(|b| &b.scales).collect();
+        out.scales = regroup_scales(&row_fields);
         for (q, plane) in out.qh.iter_mut().enumerate() {
             for t in 0..8 {
                 let (r, w) = plane_source(q, t);
@@ -121,12 +108,7 @@ impl PackedLayout for Q5K8x8 {
         for (r, b) in rows.iter_mut().enumerate() {
             b.d = p.d[r];
             b.dmin = p.dmin[r];
-            let mut s = [0u8; 8];
-            let mut m = [0u8; 8];
-            for sb in 0..8 {
-                (s[sb], m[sb]) = packed_scale_min(p, sb, r);
-            }
-            b.scales = k4_pack_scales(&s, &m);
+            b.scales = row_scales(&p.scales, r);
             b.qh = [0; 32];
         }
         for (q, &plane) in p.qh.iter().enumerate() {
