@@ -15,7 +15,7 @@
 #[cfg(target_arch = "x86_64")]
 use std::arch::x86_64::*;
 
-use crate::blocks::{BlockQ8_0, BlockQ8_0x4, F16Bits};
+use crate::blocks::{BlockQ4_0x8, BlockQ8_0, BlockQ8_0x4, F16Bits};
 
 /// One 8-row packed block with 32 weights per row and one f16 scale per row, as the kernels see
 /// it: nibbles through a table (`TABLE`), or plain signed bytes (`q8_0_8x8`).
@@ -298,6 +298,169 @@ mod imp {
         gemm_quad!(w, a, out, decode, row_sums)
     }
 
+    /// Q4_0's nibbles as unsigned bytes `q` (weight `q - 8`): ggml stores them xor 8.
+    #[inline(always)]
+    unsafe fn decode_unsigned(qs: &[u8; 128]) -> [[__m256i; 2]; 4] {
+        let m4 = _mm256_set1_epi8(0x0f);
+        let flip = _mm256_set1_epi8(0x88u8 as i8);
+        let mut out = [[_mm256_setzero_si256(); 2]; 4];
+        for (v, o) in out.iter_mut().enumerate() {
+            let x = _mm256_xor_si256(load32(&qs[v * 32..v * 32 + 32]), flip);
+            o[0] = _mm256_and_si256(x, m4);
+            o[1] = _mm256_and_si256(_mm256_srli_epi16(x, 4), m4);
+        }
+        out
+    }
+
+    /// Row sums of unsigned weights (0..=15) times signed activations, `row_sums` lane order.
+    /// `maddubs` needs no sign fix-up here, and four of its pair sums fit in an i16
+    /// (4 x 2 x 15 x 128 < 32768), so only two widening `madd`s per activation row remain.
+    #[inline(always)]
+    unsafe fn row_sums_unsigned(w: &[[__m256i; 2]; 4], a: [__m256i; 4]) -> __m256i {
+        let s03 = _mm256_add_epi16(
+            _mm256_add_epi16(
+                _mm256_maddubs_epi16(w[0][0], a[0]),
+                _mm256_maddubs_epi16(w[0][1], a[2]),
+            ),
+            _mm256_add_epi16(
+                _mm256_maddubs_epi16(w[2][0], a[1]),
+                _mm256_maddubs_epi16(w[2][1], a[3]),
+            ),
+        );
+        let s47 = _mm256_add_epi16(
+            _mm256_add_epi16(
+                _mm256_maddubs_epi16(w[1][0], a[0]),
+                _mm256_maddubs_epi16(w[1][1], a[2]),
+            ),
+            _mm256_add_epi16(
+                _mm256_maddubs_epi16(w[3][0], a[1]),
+                _mm256_maddubs_epi16(w[3][1], a[3]),
+            ),
+        );
+        let ones = _mm256_set1_epi16(1);
+        _mm256_hadd_epi32(_mm256_madd_epi16(s03, ones), _mm256_madd_epi16(s47, ones))
+    }
+
+    /// Sums of four vectors of signed bytes per 64-bit lane, left in both i32 halves of the
+    /// lane: for four broadcasts of one row every lane gets the row's sum; for the four vectors
+    /// of an interleaved quad, lanes `2m` and `2m + 1` get row `m`'s.
+    #[inline(always)]
+    unsafe fn lane_sums(v: [__m256i; 4]) -> __m256i {
+        let ones = _mm256_set1_epi8(1);
+        let s = _mm256_add_epi16(
+            _mm256_add_epi16(
+                _mm256_maddubs_epi16(ones, v[0]),
+                _mm256_maddubs_epi16(ones, v[1]),
+            ),
+            _mm256_add_epi16(
+                _mm256_maddubs_epi16(ones, v[2]),
+                _mm256_maddubs_epi16(ones, v[3]),
+            ),
+        );
+        let s = _mm256_madd_epi16(s, _mm256_set1_epi16(1));
+        _mm256_add_epi32(s, _mm256_shuffle_epi32::<0xb1>(s))
+    }
+
+    /// GEMV for Q4_0 with unsigned nibbles: the offset 8 comes back as `8 x` the activation
+    /// block sum, computed once per block for two row groups.
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub(super) unsafe fn gemv_unsigned(w: &[BlockQ4_0x8], a: &[BlockQ8_0], out: &mut [f32]) {
+        // SAFETY (whole fn): every pointer read comes from a fixed-size array field.
+        let order = row_order();
+        let nb = a.len();
+        if nb == 0 {
+            out.fill(0.0);
+            return;
+        }
+        let mut groups = w.chunks_exact(nb).zip(out.chunks_exact_mut(8));
+        while let Some((w0, o0)) = groups.next() {
+            let mut acc0 = _mm256_setzero_ps();
+            if let Some((w1, o1)) = groups.next() {
+                let mut acc1 = _mm256_setzero_ps();
+                for ((b0, b1), ab) in w0.iter().zip(w1).zip(a) {
+                    let av = act_broadcasts(ab);
+                    let offset = _mm256_slli_epi32(lane_sums(av), 3);
+                    let da = f16_splat(ab.d);
+                    let s0 = _mm256_sub_epi32(row_sums_unsigned(&decode_unsigned(&b0.qs), av), offset);
+                    let d0 = _mm256_mul_ps(_mm256_permutevar8x32_ps(f16x8(b0.scales()), order), da);
+                    acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s0), d0, acc0);
+                    let s1 = _mm256_sub_epi32(row_sums_unsigned(&decode_unsigned(&b1.qs), av), offset);
+                    let d1 = _mm256_mul_ps(_mm256_permutevar8x32_ps(f16x8(b1.scales()), order), da);
+                    acc1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s1), d1, acc1);
+                }
+                // SAFETY: chunks_exact_mut(8) gives 8 floats.
+                _mm256_storeu_ps(o1.as_mut_ptr(), _mm256_permutevar8x32_ps(acc1, order));
+            } else {
+                for (b0, ab) in w0.iter().zip(a) {
+                    let av = act_broadcasts(ab);
+                    let offset = _mm256_slli_epi32(lane_sums(av), 3);
+                    let s0 = _mm256_sub_epi32(row_sums_unsigned(&decode_unsigned(&b0.qs), av), offset);
+                    let d0 = _mm256_mul_ps(
+                        _mm256_permutevar8x32_ps(f16x8(b0.scales()), order),
+                        f16_splat(ab.d),
+                    );
+                    acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s0), d0, acc0);
+                }
+            }
+            // SAFETY: chunks_exact_mut(8) gives 8 floats.
+            _mm256_storeu_ps(o0.as_mut_ptr(), _mm256_permutevar8x32_ps(acc0, order));
+        }
+    }
+
+    /// GEMM for Q4_0 with unsigned nibbles; the four activation rows' block sums come from one
+    /// pass over the interleaved quad.
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub(super) unsafe fn gemm_unsigned(
+        w: &[BlockQ4_0x8],
+        a: &[BlockQ8_0x4],
+        out: &mut [f32],
+    ) {
+        // SAFETY (whole fn): as in `gemv`; `out` has at least 32 elements (asserted below).
+        let order = row_order();
+        let mut acc0 = _mm256_setzero_ps();
+        let mut acc1 = _mm256_setzero_ps();
+        let mut acc2 = _mm256_setzero_ps();
+        let mut acc3 = _mm256_setzero_ps();
+        for (wb, ab) in w.iter().zip(a) {
+            let wq = decode_unsigned(&wb.qs);
+            let dw = _mm256_permutevar8x32_ps(f16x8(wb.scales()), order);
+            let da = _mm_cvtph_ps(_mm_loadl_epi64(ab.d.as_ptr() as *const __m128i));
+            let offsets = _mm256_slli_epi32(
+                lane_sums([
+                    _mm256_loadu_si256(ab.qs.as_ptr().cast::<__m256i>().add(0)),
+                    _mm256_loadu_si256(ab.qs.as_ptr().cast::<__m256i>().add(1)),
+                    _mm256_loadu_si256(ab.qs.as_ptr().cast::<__m256i>().add(2)),
+                    _mm256_loadu_si256(ab.qs.as_ptr().cast::<__m256i>().add(3)),
+                ]),
+                3,
+            );
+            macro_rules! row {
+                ($m:literal, $acc:ident, $lane:literal) => {
+                    let av = [
+                        broadcast8(&ab.qs[8 * $m..8 * $m + 8]),
+                        broadcast8(&ab.qs[32 + 8 * $m..40 + 8 * $m]),
+                        broadcast8(&ab.qs[64 + 8 * $m..72 + 8 * $m]),
+                        broadcast8(&ab.qs[96 + 8 * $m..104 + 8 * $m]),
+                    ];
+                    let offset =
+                        _mm256_permutevar8x32_epi32(offsets, _mm256_set1_epi32(2 * $m));
+                    let sums = _mm256_sub_epi32(row_sums_unsigned(&wq, av), offset);
+                    let da_m = _mm256_broadcastss_ps(_mm_shuffle_ps::<$lane>(da, da));
+                    $acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums), _mm256_mul_ps(dw, da_m), $acc);
+                };
+            }
+            row!(0, acc0, 0x00);
+            row!(1, acc1, 0x55);
+            row!(2, acc2, 0xaa);
+            row!(3, acc3, 0xff);
+        }
+        assert!(out.len() >= 32);
+        for (m, acc_m) in [acc0, acc1, acc2, acc3].iter().enumerate() {
+            // SAFETY: `out` holds at least 32 floats (asserted above).
+            _mm256_storeu_ps(out.as_mut_ptr().add(8 * m), _mm256_permutevar8x32_ps(*acc_m, order));
+        }
+    }
+
     /// Row sums with `vpdpbusd`: biased weights (w + 128) times activations, minus 128 x the
     /// activation sum, which each row pair of lanes receives once. Lanes in `row_order`.
     #[inline(always)]
@@ -406,6 +569,32 @@ pub(crate) fn kernels<P: Nibble8x8>(
     }
     let _ = cpu;
     None
+}
+
+/// Q4_0's kernels for this CPU: the VNNI ones where present, else the AVX2 kernels that read
+/// the nibbles as unsigned bytes (no sign fix-ups, i16 accumulation), else none.
+pub(crate) fn q4_0_kernels(
+    cpu: &crate::cpu::CpuFeatures,
+) -> Option<(&'static str, Gemv<BlockQ4_0x8>, Gemm<BlockQ4_0x8>)> {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if cpu.avx2() && !cpu.avx512vnni() && !cpu.avxvnni() {
+            return Some(("avx2", gemv_unsigned, gemm_unsigned));
+        }
+    }
+    kernels::<BlockQ4_0x8>(cpu)
+}
+
+#[cfg(target_arch = "x86_64")]
+fn gemv_unsigned(w: &[BlockQ4_0x8], a: &[BlockQ8_0], out: &mut [f32]) {
+    // SAFETY: only reachable through `q4_0_kernels`, which checked AVX2+FMA+F16C.
+    unsafe { imp::gemv_unsigned(w, a, out) }
+}
+
+#[cfg(target_arch = "x86_64")]
+fn gemm_unsigned(w: &[BlockQ4_0x8], a: &[BlockQ8_0x4], out: &mut [f32]) {
+    // SAFETY: only reachable through `q4_0_kernels`, which checked AVX2+FMA+F16C.
+    unsafe { imp::gemm_unsigned(w, a, out) }
 }
 
 #[cfg(target_arch = "x86_64")]

@@ -92,5 +92,5 @@ q4_0_layout!(
     8,
     8,
     |_: &CpuFeatures| Some(10),
-    |cpu: &CpuFeatures| avx2_nibble::kernels::<BlockQ4_0x8>(cpu)
+    |cpu: &CpuFeatures| avx2_nibble::q4_0_kernels(cpu)
 );
