@@ -34,7 +34,7 @@ use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use memmap2::Mmap;
 
@@ -437,8 +437,17 @@ pub struct GgufFile {
     version: u32,
     alignment: u64,
     data_start: u64,
-    metadata: Vec<(String, GgufValue)>,
-    keys: HashMap<String, usize>,
+    /// Keys in file order; `values[i]` belongs to `keys[i]`.
+    keys: Vec<String>,
+    /// Decoded values. Large arrays (a vocabulary of 262144 strings, say) are only validated
+    /// while parsing and decoded from `lazy` when first asked for, so opening a model does not
+    /// pay for metadata it never reads.
+    values: Vec<OnceLock<GgufValue>>,
+    /// Byte range of each value not decoded yet.
+    lazy: Vec<Option<(usize, usize)>>,
+    key_index: HashMap<String, usize>,
+    /// Every entry decoded, built on the first call of [`GgufFile::metadata`].
+    all: OnceLock<Vec<(String, GgufValue)>>,
     tensors: Vec<TensorInfo>,
     names: HashMap<String, usize>,
 }
@@ -449,7 +458,7 @@ impl fmt::Debug for GgufFile {
             .field("path", &self.path)
             .field("version", &self.version)
             .field("alignment", &self.alignment)
-            .field("kvs", &self.metadata.len())
+            .field("kvs", &self.keys.len())
             .field("tensors", &self.tensors.len())
             .field("file_size", &self.file_size())
             .finish()
@@ -481,9 +490,24 @@ impl GgufFile {
 
     fn parse(backing: Backing) -> Result<GgufFile, Error> {
         let header = parse_header(backing.as_ref())?;
-        let mut keys = HashMap::with_capacity(header.metadata.len());
-        for (i, (k, _)) in header.metadata.iter().enumerate() {
-            keys.insert(k.clone(), i);
+        let n = header.metadata.len();
+        let mut key_index = HashMap::with_capacity(n);
+        let mut keys = Vec::with_capacity(n);
+        let mut values = Vec::with_capacity(n);
+        let mut lazy = Vec::with_capacity(n);
+        for (i, (k, v)) in header.metadata.into_iter().enumerate() {
+            key_index.insert(k.clone(), i);
+            keys.push(k);
+            match v {
+                Parsed::Value(v) => {
+                    values.push(OnceLock::from(v));
+                    lazy.push(None);
+                }
+                Parsed::Lazy(start, end) => {
+                    values.push(OnceLock::new());
+                    lazy.push(Some((start, end)));
+                }
+            }
         }
         let mut names = HashMap::with_capacity(header.tensors.len());
         for (i, t) in header.tensors.iter().enumerate() {
@@ -495,8 +519,11 @@ impl GgufFile {
             version: header.version,
             alignment: header.alignment,
             data_start: header.data_start,
-            metadata: header.metadata,
             keys,
+            values,
+            lazy,
+            key_index,
+            all: OnceLock::new(),
             tensors: header.tensors,
             names,
         })
@@ -519,13 +546,42 @@ impl GgufFile {
         self.data_start
     }
     /// Every metadata key and value, in file order.
+    ///
+    /// Decodes every value on the first call; [`GgufFile::get`] decodes only the one asked for.
     pub fn metadata(&self) -> &[(String, GgufValue)] {
-        &self.metadata
+        self.all.get_or_init(|| {
+            (0..self.keys.len())
+                .filter_map(|i| Some((self.keys.get(i)?.clone(), self.value_at(i)?.clone())))
+                .collect()
+        })
+    }
+    /// Number of metadata entries.
+    pub fn metadata_len(&self) -> usize {
+        self.keys.len()
     }
     /// The value of `key`.
     pub fn get(&self, key: &str) -> Option<&GgufValue> {
-        let i = *self.keys.get(key)?;
-        self.metadata.get(i).map(|(_, v)| v)
+        self.value_at(*self.key_index.get(key)?)
+    }
+
+    fn value_at(&self, i: usize) -> Option<&GgufValue> {
+        let cell = self.values.get(i)?;
+        Some(cell.get_or_init(|| {
+            let (key, range) = (self.keys.get(i), self.lazy.get(i).copied().flatten());
+            match (key, range) {
+                (Some(key), Some((start, end))) => {
+                    let mut c = Cursor {
+                        buf: self.bytes().get(..end).unwrap_or_default(),
+                        pos: start,
+                    };
+                    // `skip_value` ran the same checks over these bytes while parsing, so
+                    // decoding cannot fail; an empty array stands in if it ever did.
+                    c.value(GgufValueType::Array, 0, key)
+                        .unwrap_or(GgufValue::Array(GgufValueType::U8, Vec::new()))
+                }
+                _ => GgufValue::Array(GgufValueType::U8, Vec::new()),
+            }
+        }))
     }
     /// Every tensor, in file order.
     pub fn tensors(&self) -> &[TensorInfo] {
@@ -622,11 +678,20 @@ fn prefix_path(e: Error, path: &Path) -> Error {
 // ---------------------------------------------------------------------------------------------
 // Parsing
 
+/// A metadata value as parsed: decoded, or (large arrays) validated and left in the file.
+enum Parsed {
+    Value(GgufValue),
+    Lazy(usize, usize),
+}
+
+/// Arrays with more elements than this are decoded on first use.
+const LAZY_ARRAY_LEN: u64 = 1024;
+
 struct Header {
     version: u32,
     alignment: u64,
     data_start: u64,
-    metadata: Vec<(String, GgufValue)>,
+    metadata: Vec<(String, Parsed)>,
     tensors: Vec<TensorInfo>,
 }
 
@@ -719,24 +784,7 @@ impl<'a> Cursor<'a> {
                 GgufValue::String(String::from_utf8_lossy(b).into_owned())
             }
             GgufValueType::Array => {
-                if depth >= MAX_ARRAY_DEPTH {
-                    return Err(fmt_err(format!(
-                        "key '{key}': arrays nested deeper than {MAX_ARRAY_DEPTH} levels"
-                    )));
-                }
-                let elem_id = self.u32(&|| format!("the array type of key '{key}'"))?;
-                let elem = GgufValueType::from_id(elem_id).ok_or_else(|| {
-                    fmt_err(format!("key '{key}': unknown array element type {elem_id}"))
-                })?;
-                let n = self.u64(&|| format!("the array length of key '{key}'"))?;
-                let need = n.checked_mul(elem.min_bytes());
-                let left = self.remaining();
-                if need.is_none_or(|need| need > left) {
-                    return Err(fmt_err(format!(
-                        "key '{key}': array of {n} {elem} elements does not fit in the {left} \
-                         bytes left in the file"
-                    )));
-                }
+                let (elem, n) = self.array_header(depth, key)?;
                 // n <= left, so this allocation is bounded by the file size.
                 let mut items = Vec::with_capacity(usize::try_from(n).unwrap_or(0));
                 for _ in 0..n {
@@ -745,6 +793,102 @@ impl<'a> Cursor<'a> {
                 GgufValue::Array(elem, items)
             }
         })
+    }
+}
+
+impl Cursor<'_> {
+    /// Checks a value exactly as [`Cursor::value`] would decode it, without allocating.
+    fn skip_value(&mut self, ty: GgufValueType, depth: usize, key: &str) -> Result<(), Error> {
+        let what = || format!("the value of key '{key}'");
+        match ty {
+            GgufValueType::String => {
+                self.bytes_string(&what)?;
+            }
+            GgufValueType::Array => {
+                let (elem, n) = self.array_header(depth, key)?;
+                if elem == GgufValueType::String {
+                    for _ in 0..n {
+                        if !self.skip_string_fast() {
+                            self.skip_value(elem, depth + 1, key)?;
+                        }
+                    }
+                } else if elem == GgufValueType::Array {
+                    for _ in 0..n {
+                        self.skip_value(elem, depth + 1, key)?;
+                    }
+                } else {
+                    // Fixed-size elements: `array_header` checked that they fit.
+                    self.take(n.saturating_mul(elem.min_bytes()), &what)?;
+                }
+            }
+            fixed => {
+                self.take(fixed.min_bytes(), &what)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Steps over one string when it is complete (length and bytes inside the buffer); false
+    /// (and nothing consumed) otherwise, so that the checked path can name the problem.
+    #[inline]
+    fn skip_string_fast(&mut self) -> bool {
+        let Some(len) = self
+            .buf
+            .get(self.pos..self.pos.saturating_add(8))
+            .and_then(|b| <[u8; 8]>::try_from(b).ok())
+            .map(u64::from_le_bytes)
+        else {
+            return false;
+        };
+        let end = usize::try_from(len)
+            .ok()
+            .and_then(|len| self.pos.checked_add(8)?.checked_add(len));
+        match end {
+            Some(end) if end <= self.buf.len() => {
+                self.pos = end;
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Element type and length of an array, checked against the depth limit and the bytes left.
+    fn array_header(&mut self, depth: usize, key: &str) -> Result<(GgufValueType, u64), Error> {
+        if depth >= MAX_ARRAY_DEPTH {
+            return Err(fmt_err(format!(
+                "key '{key}': arrays nested deeper than {MAX_ARRAY_DEPTH} levels"
+            )));
+        }
+        let elem_id = self.u32(&|| format!("the array type of key '{key}'"))?;
+        let elem = GgufValueType::from_id(elem_id)
+            .ok_or_else(|| fmt_err(format!("key '{key}': unknown array element type {elem_id}")))?;
+        let n = self.u64(&|| format!("the array length of key '{key}'"))?;
+        let need = n.checked_mul(elem.min_bytes());
+        let left = self.remaining();
+        if need.is_none_or(|need| need > left) {
+            return Err(fmt_err(format!(
+                "key '{key}': array of {n} {elem} elements does not fit in the {left} \
+                 bytes left in the file"
+            )));
+        }
+        Ok((elem, n))
+    }
+
+    /// A top-level value: decoded, or for a large array validated and left for later.
+    fn top_value(&mut self, ty: GgufValueType, key: &str) -> Result<Parsed, Error> {
+        if ty == GgufValueType::Array {
+            let start = self.pos;
+            let mut peek = Cursor {
+                buf: self.buf,
+                pos: start,
+            };
+            let (_, n) = peek.array_header(0, key)?;
+            if n > LAZY_ARRAY_LEN {
+                self.skip_value(ty, 0, key)?;
+                return Ok(Parsed::Lazy(start, self.pos));
+            }
+        }
+        self.value(ty, 0, key).map(Parsed::Value)
     }
 }
 
@@ -807,23 +951,26 @@ fn parse_header(buf: &[u8]) -> Result<Header, Error> {
         let ty_id = c.u32(&|| format!("the type of key '{key}'"))?;
         let ty = GgufValueType::from_id(ty_id)
             .ok_or_else(|| fmt_err(format!("key '{key}' has unknown value type {ty_id}")))?;
-        let value = c.value(ty, 0, &key)?;
+        let value = c.top_value(ty, &key)?;
         metadata.push((key, value));
     }
 
     let alignment = match metadata.iter().find(|(k, _)| k == ALIGNMENT_KEY) {
         None => DEFAULT_ALIGNMENT,
-        Some((_, GgufValue::U32(a))) if a.is_power_of_two() => u64::from(*a),
-        Some((_, GgufValue::U32(a))) => {
+        Some((_, Parsed::Value(GgufValue::U32(a)))) if a.is_power_of_two() => u64::from(*a),
+        Some((_, Parsed::Value(GgufValue::U32(a)))) => {
             return Err(fmt_err(format!(
                 "{ALIGNMENT_KEY} is {a}, not a power of two"
             )))
         }
         Some((_, v)) => {
+            let ty = match v {
+                Parsed::Value(v) => v.value_type(),
+                Parsed::Lazy(..) => GgufValueType::Array,
+            };
             return Err(fmt_err(format!(
-                "{ALIGNMENT_KEY} must be a u32, but is a {}",
-                v.value_type()
-            )))
+                "{ALIGNMENT_KEY} must be a u32, but is a {ty}"
+            )));
         }
     };
 

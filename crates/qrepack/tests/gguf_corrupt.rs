@@ -512,3 +512,64 @@ fn open_reports_io_errors_and_maps_files() {
     assert_eq!(left.len(), 1, "temp files left behind: {left:?}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// Large arrays (a tokenizer vocabulary) are validated while parsing but decoded on first use:
+/// the values must be the same, and truncation or a bad length inside them still fails the open.
+#[test]
+fn large_arrays_decode_lazily_and_are_validated_eagerly() {
+    let tokens: Vec<GgufValue> = (0..5000)
+        .map(|i| GgufValue::String(format!("tok{i}▁")))
+        .collect();
+    let scores: Vec<GgufValue> = (0..3000).map(|i| GgufValue::F32(i as f32 * 0.5)).collect();
+    let nested: Vec<GgufValue> = (0..1500)
+        .map(|i| GgufValue::Array(GgufValueType::U16, vec![GgufValue::U16(i); 3]))
+        .collect();
+    let kvs = vec![
+        ("a.small".to_string(), GgufValue::U32(7)),
+        (
+            "tokenizer.ggml.tokens".to_string(),
+            GgufValue::Array(GgufValueType::String, tokens.clone()),
+        ),
+        (
+            "tokenizer.ggml.scores".to_string(),
+            GgufValue::Array(GgufValueType::F32, scores),
+        ),
+        (
+            "nested".to_string(),
+            GgufValue::Array(GgufValueType::Array, nested),
+        ),
+        ("z.after".to_string(), GgufValue::String("end".into())),
+    ];
+    let mut w = GgufWriter::new();
+    for (k, v) in &kvs {
+        w.add_kv(k, v.clone()).unwrap();
+    }
+    let bytes = w.to_bytes().unwrap();
+    let f = GgufFile::from_bytes(bytes.clone()).unwrap();
+    assert_eq!(f.metadata_len(), kvs.len());
+    assert_eq!(f.get("z.after").and_then(|v| v.as_str()), Some("end"));
+    assert_eq!(
+        f.get("tokenizer.ggml.tokens").and_then(|v| v.as_array()),
+        Some(&tokens[..])
+    );
+    assert_eq!(f.metadata(), &kvs[..]);
+    let g = GgufFile::from_bytes(bytes.clone()).unwrap();
+    assert_eq!(g.metadata(), &kvs[..]);
+
+    // Cut inside the string array: the open fails and names the key.
+    let key = b"tokenizer.ggml.tokens";
+    let at = bytes.windows(key.len()).position(|w| w == key).unwrap() + key.len();
+    for cut in [at + 6, at + 20] {
+        format_err(bytes[..cut].to_vec());
+    }
+    for cut in [at + 5000, at + 30000] {
+        let m = format_err(bytes[..cut].to_vec());
+        assert!(m.contains("tokenizer.ggml.tokens"), "{m}");
+    }
+    // One string length pointing past the end of the file.
+    let mut bad = bytes.clone();
+    let first_len = at + 4 + 8;
+    bad[first_len..first_len + 8].copy_from_slice(&u64::MAX.to_le_bytes());
+    let m = format_err(bad);
+    assert!(m.contains("tokenizer.ggml.tokens"), "{m}");
+}
