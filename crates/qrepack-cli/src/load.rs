@@ -4,7 +4,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
-use qrepack::model::{Became, LayoutPolicy, ModelTensor, OpenOptions};
+use qrepack::model::{Became, Checksums, LayoutPolicy, ModelTensor, OpenOptions};
 use qrepack::{Layout, Model};
 
 use crate::progress;
@@ -12,10 +12,21 @@ use crate::progress;
 /// Opens `path` with `policy`, a byte progress bar on stderr (unless `quiet`), and returns the
 /// model and the time `Model::open_with` took.
 pub fn open(path: &Path, policy: LayoutPolicy, quiet: bool) -> Result<(Model, Duration)> {
+    open_with_checksums(path, policy, quiet, Checksums::OnOpen)
+}
+
+/// [`open`] with a choice of when repack-cache checksums are verified.
+pub fn open_with_checksums(
+    path: &Path,
+    policy: LayoutPolicy,
+    quiet: bool,
+    checksums: Checksums,
+) -> Result<(Model, Duration)> {
     let pb = progress::bytes(0, "open", quiet);
     let options = OpenOptions {
         layout: policy,
         progress: Some(progress::model_callback(&pb)),
+        checksums,
     };
     let t0 = Instant::now();
     let model = Model::open_with(path, &options);

@@ -33,6 +33,15 @@ pub struct QMatrix {
     rows: usize,
     cols: usize,
     engine: Box<dyn Engine>,
+    /// A checksum of the stored bytes still to be verified before the first product.
+    deferred: Option<DeferredCheck>,
+}
+
+/// The checksum a repack cache recorded for a tensor, verified once, on first use.
+struct DeferredCheck {
+    name: String,
+    expected: u64,
+    verdict: std::sync::OnceLock<Result<(), String>>,
 }
 
 fn check_matrix(ty: GgmlType, rows: usize, cols: usize, data: &[u8]) -> Result<(), Error> {
@@ -111,6 +120,7 @@ impl QMatrix {
             rows,
             cols,
             engine,
+            deferred: None,
         })
     }
 
@@ -148,6 +158,7 @@ impl QMatrix {
             rows,
             cols,
             engine,
+            deferred: None,
         })
     }
 
@@ -197,8 +208,43 @@ impl QMatrix {
                 y.len()
             )));
         }
+        self.verify_deferred()?;
         self.engine.matmul(x, n, y);
         Ok(())
+    }
+
+    /// Makes the first product check the stored bytes against `expected` ([`checksum64`]),
+    /// and every product fail if they differ.
+    ///
+    /// [`checksum64`]: crate::gguf::checksum64
+    pub(crate) fn with_deferred_check(mut self, name: &str, expected: u64) -> QMatrix {
+        self.deferred = Some(DeferredCheck {
+            name: name.to_string(),
+            expected,
+            verdict: std::sync::OnceLock::new(),
+        });
+        self
+    }
+
+    fn verify_deferred(&self) -> Result<(), Error> {
+        let Some(check) = &self.deferred else {
+            return Ok(());
+        };
+        check
+            .verdict
+            .get_or_init(|| {
+                let got = crate::gguf::checksum64(self.engine.packed_bytes());
+                if got == check.expected {
+                    Ok(())
+                } else {
+                    Err(format!(
+                        "repack cache tensor '{}' is corrupted: checksum {got:016x}, expected {:016x}",
+                        check.name, check.expected
+                    ))
+                }
+            })
+            .clone()
+            .map_err(Error::Format)
     }
 
     /// The weights in ggml's row layout, byte-identical to what was given, whatever the layout.

@@ -96,6 +96,28 @@ pub struct OpenOptions {
     pub layout: LayoutPolicy,
     /// Called after each weight tensor.
     pub progress: Option<ProgressFn>,
+    /// When the checksums of a repack cache's tensors are verified.
+    pub checksums: Checksums,
+}
+
+/// When [`Model::open_with`] verifies the per-tensor checksums of a repack cache.
+///
+/// Sizes, layouts and the presence of every checksum are always checked on open.
+///
+/// ```
+/// use qrepack::model::{Checksums, OpenOptions};
+/// let fast = OpenOptions { checksums: Checksums::OnFirstUse, ..OpenOptions::default() };
+/// assert_eq!(OpenOptions::default().checksums, Checksums::OnOpen);
+/// # let _ = fast;
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Checksums {
+    /// Read every repacked tensor once while opening; a mismatch fails the open (the default).
+    #[default]
+    OnOpen,
+    /// Open without reading tensor data (as fast as mapping the file); each matrix verifies its
+    /// bytes before its first product, and every product of a corrupted one is an error.
+    OnFirstUse,
 }
 
 impl fmt::Debug for OpenOptions {
@@ -103,6 +125,7 @@ impl fmt::Debug for OpenOptions {
         f.debug_struct("OpenOptions")
             .field("layout", &self.layout)
             .field("progress", &self.progress.is_some())
+            .field("checksums", &self.checksums)
             .finish()
     }
 }
@@ -291,6 +314,18 @@ fn cache_layout(gguf: &GgufFile, name: &str) -> Result<Option<Layout>, Error> {
 }
 
 fn verify_checksum(gguf: &GgufFile, t: &TensorInfo) -> Result<(), Error> {
+    let want = recorded_checksum(gguf, t)?;
+    let got = checksum64(gguf.tensor_bytes(t));
+    if got != want {
+        return Err(Error::Format(format!(
+            "repack cache tensor '{}' is corrupted: checksum {got:016x}, expected {want:016x}",
+            t.name
+        )));
+    }
+    Ok(())
+}
+
+fn recorded_checksum(gguf: &GgufFile, t: &TensorInfo) -> Result<u64, Error> {
     let key = format!("{CACHE_FNV_PREFIX}{}", t.name);
     let want = match gguf.get(&key) {
         Some(GgufValue::U64(v)) => *v,
@@ -307,14 +342,7 @@ fn verify_checksum(gguf: &GgufFile, t: &TensorInfo) -> Result<(), Error> {
             )))
         }
     };
-    let got = checksum64(gguf.tensor_bytes(t));
-    if got != want {
-        return Err(Error::Format(format!(
-            "repack cache tensor '{}' is corrupted: checksum {got:016x}, expected {want:016x}",
-            t.name
-        )));
-    }
-    Ok(())
+    Ok(want)
 }
 
 impl Model {
@@ -392,10 +420,16 @@ impl Model {
                                     t.name
                                 )));
                             }
-                            verify_checksum(&gguf, t)?;
-                            let m =
+                            let lazy = options.checksums == Checksums::OnFirstUse && stored == want;
+                            if !lazy {
+                                verify_checksum(&gguf, t)?;
+                            }
+                            let mut m =
                                 QMatrix::from_packed(ty, rows, cols, stored, gguf.tensor_shared(t))
                                     .map_err(tensor_err)?;
+                            if lazy {
+                                m = m.with_deferred_check(&t.name, recorded_checksum(&gguf, t)?);
+                            }
                             if stored == want {
                                 let became = Became::Matrix {
                                     layout: stored,

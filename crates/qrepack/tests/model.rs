@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use qrepack::gguf::{GgufFile, GgufValue, GgufValueType, GgufWriter};
-use qrepack::model::{Became, LayoutPolicy, OpenOptions, Progress};
+use qrepack::model::{Became, Checksums, LayoutPolicy, OpenOptions, Progress};
 use qrepack::{quantize, Error, GgmlType, Layout, Model, QExperts, QMatrix};
 
 struct Rng(u64);
@@ -383,6 +383,32 @@ fn corrupted_caches_are_rejected() {
             assert!(m.contains("corrupted") && m.contains(&target.name), "{m}")
         }
         other => panic!("{other:?}"),
+    }
+    // verified on first use instead: the open succeeds, every product of the corrupted matrix
+    // fails naming it, the intact ones multiply as from the good file
+    let lazy = OpenOptions {
+        checksums: Checksums::OnFirstUse,
+        ..OpenOptions::default()
+    };
+    let opened = Model::open_with(&bad_path, &lazy).unwrap();
+    let good_model = Model::open_with(&cache, &lazy).unwrap();
+    for t in opened.tensors() {
+        let (Some(m), Some(g)) = (opened.matrix(&t.name), good_model.matrix(&t.name)) else {
+            continue;
+        };
+        let x: Vec<f32> = (0..m.cols()).map(|i| (i % 7) as f32 - 3.0).collect();
+        let mut y = vec![0.0f32; m.rows()];
+        let mut y_good = vec![0.0f32; m.rows()];
+        g.matmul(&x, 1, &mut y_good).unwrap();
+        for _ in 0..2 {
+            match m.matmul(&x, 1, &mut y) {
+                Err(Error::Format(e)) if t.name == target.name => {
+                    assert!(e.contains("corrupted") && e.contains(&target.name), "{e}")
+                }
+                Ok(()) if t.name != target.name => assert_eq!(y, y_good, "{}", t.name),
+                other => panic!("{}: {other:?}", t.name),
+            }
+        }
     }
     // truncated cache
     std::fs::write(&bad_path, &good[..good.len() - 100]).unwrap();

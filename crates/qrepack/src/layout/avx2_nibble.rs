@@ -381,10 +381,12 @@ mod imp {
                     let av = act_broadcasts(ab);
                     let offset = _mm256_slli_epi32(lane_sums(av), 3);
                     let da = f16_splat(ab.d);
-                    let s0 = _mm256_sub_epi32(row_sums_unsigned(&decode_unsigned(&b0.qs), av), offset);
+                    let s0 =
+                        _mm256_sub_epi32(row_sums_unsigned(&decode_unsigned(&b0.qs), av), offset);
                     let d0 = _mm256_mul_ps(_mm256_permutevar8x32_ps(f16x8(b0.scales()), order), da);
                     acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s0), d0, acc0);
-                    let s1 = _mm256_sub_epi32(row_sums_unsigned(&decode_unsigned(&b1.qs), av), offset);
+                    let s1 =
+                        _mm256_sub_epi32(row_sums_unsigned(&decode_unsigned(&b1.qs), av), offset);
                     let d1 = _mm256_mul_ps(_mm256_permutevar8x32_ps(f16x8(b1.scales()), order), da);
                     acc1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s1), d1, acc1);
                 }
@@ -394,7 +396,8 @@ mod imp {
                 for (b0, ab) in w0.iter().zip(a) {
                     let av = act_broadcasts(ab);
                     let offset = _mm256_slli_epi32(lane_sums(av), 3);
-                    let s0 = _mm256_sub_epi32(row_sums_unsigned(&decode_unsigned(&b0.qs), av), offset);
+                    let s0 =
+                        _mm256_sub_epi32(row_sums_unsigned(&decode_unsigned(&b0.qs), av), offset);
                     let d0 = _mm256_mul_ps(
                         _mm256_permutevar8x32_ps(f16x8(b0.scales()), order),
                         f16_splat(ab.d),
@@ -410,11 +413,7 @@ mod imp {
     /// GEMM for Q4_0 with unsigned nibbles; the four activation rows' block sums come from one
     /// pass over the interleaved quad.
     #[target_feature(enable = "avx2,fma,f16c")]
-    pub(super) unsafe fn gemm_unsigned(
-        w: &[BlockQ4_0x8],
-        a: &[BlockQ8_0x4],
-        out: &mut [f32],
-    ) {
+    pub(super) unsafe fn gemm_unsigned(w: &[BlockQ4_0x8], a: &[BlockQ8_0x4], out: &mut [f32]) {
         // SAFETY (whole fn): as in `gemv`; `out` has at least 32 elements (asserted below).
         let order = row_order();
         let mut acc0 = _mm256_setzero_ps();
@@ -442,8 +441,7 @@ mod imp {
                         broadcast8(&ab.qs[64 + 8 * $m..72 + 8 * $m]),
                         broadcast8(&ab.qs[96 + 8 * $m..104 + 8 * $m]),
                     ];
-                    let offset =
-                        _mm256_permutevar8x32_epi32(offsets, _mm256_set1_epi32(2 * $m));
+                    let offset = _mm256_permutevar8x32_epi32(offsets, _mm256_set1_epi32(2 * $m));
                     let sums = _mm256_sub_epi32(row_sums_unsigned(&wq, av), offset);
                     let da_m = _mm256_broadcastss_ps(_mm_shuffle_ps::<$lane>(da, da));
                     $acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums), _mm256_mul_ps(dw, da_m), $acc);
@@ -457,7 +455,10 @@ mod imp {
         assert!(out.len() >= 32);
         for (m, acc_m) in [acc0, acc1, acc2, acc3].iter().enumerate() {
             // SAFETY: `out` holds at least 32 floats (asserted above).
-            _mm256_storeu_ps(out.as_mut_ptr().add(8 * m), _mm256_permutevar8x32_ps(*acc_m, order));
+            _mm256_storeu_ps(
+                out.as_mut_ptr().add(8 * m),
+                _mm256_permutevar8x32_ps(*acc_m, order),
+            );
         }
     }
 
