@@ -159,16 +159,56 @@ mod imp {
         Scales { sc, mins }
     }
 
-    /// `sum_sb min[sb][j] * (bsum[2sb] + bsum[2sb+1])` for the 8 rows, given the 8 bsum pairs.
+    /// `sum_sb min[sb][j] * (bsum[2sb] + bsum[2sb+1])` for the 8 rows. `sub_sums[p]` holds the
+    /// activation sums of sub-blocks `2p` and `2p + 1` as two i16 in its i32 lane `lane` (a
+    /// sub-block sum is at most 32 x 128, so it fits).
     #[inline(always)]
-    unsafe fn mins_dot(mins: &[__m256i; 4], pair: [i32; 8]) -> __m256i {
+    unsafe fn mins_dot(mins: &[__m256i; 4], sub_sums: &[__m256i; 4], lane: i32) -> __m256i {
+        let pick = _mm256_set1_epi32(lane);
         let mut acc = _mm256_setzero_si256();
-        for (p, m) in mins.iter().enumerate() {
-            let b = _mm256_set1_epi32((pair[2 * p] & 0xffff) | (pair[2 * p + 1] << 16));
+        for (m, s) in mins.iter().zip(sub_sums) {
+            let b = _mm256_permutevar8x32_epi32(*s, pick);
             acc = _mm256_add_epi32(acc, _mm256_madd_epi16(*m, b));
         }
         acc
     }
+
+    /// Sub-block sums of a plain Q8_K row packed for `mins_dot` (every pair in lane `p` of
+    /// vector 0; the vectors repeat it so that lane 0 of `sub_sums[p]` is pair `p`).
+    #[inline(always)]
+    unsafe fn row_sub_sums(bsums: &[i16; 16]) -> [__m256i; 4] {
+        // SAFETY: 16 i16 are 32 bytes.
+        let b = _mm256_loadu_si256(bsums.as_ptr() as *const __m256i);
+        // i32 lane sb = bsum[2sb] + bsum[2sb + 1]; packed to i16, i32 lane p of each 128-bit
+        // half holds sub-blocks (2p, 2p + 1) of that half: p = 0, 1 low, p = 2, 3 high.
+        let sb = _mm256_madd_epi16(b, _mm256_set1_epi16(1));
+        let packed = _mm256_packs_epi32(sb, sb);
+        [
+            _mm256_permutevar8x32_epi32(packed, _mm256_set1_epi32(0)),
+            _mm256_permutevar8x32_epi32(packed, _mm256_set1_epi32(1)),
+            _mm256_permutevar8x32_epi32(packed, _mm256_set1_epi32(4)),
+            _mm256_permutevar8x32_epi32(packed, _mm256_set1_epi32(5)),
+        ]
+    }
+
+    /// Sub-block sums of the four rows of a quad packed for `mins_dot`: vector `p` holds row
+    /// m's pair `p` in i32 lane `QUAD_LANE[m]`. Chunk `c` of the quad's bsums holds each row's
+    /// four 16-sums of sub-blocks `2c` and `2c + 1` (ggml's order), so pair `p` is chunk `p`.
+    #[inline(always)]
+    unsafe fn quad_sub_sums(bsums: &[i16; 64]) -> [__m256i; 4] {
+        let ones = _mm256_set1_epi16(1);
+        let p = bsums.as_ptr() as *const __m256i;
+        let mut out = [_mm256_setzero_si256(); 4];
+        for (c, o) in out.iter_mut().enumerate() {
+            // SAFETY: c < 4, so the 32 bytes at 32c lie inside the 128-byte array.
+            let sb = _mm256_madd_epi16(_mm256_loadu_si256(p.add(c)), ones);
+            *o = _mm256_packs_epi32(sb, sb);
+        }
+        out
+    }
+
+    /// i32 lane of row m's pair in `quad_sub_sums` vectors.
+    const QUAD_LANE: [i32; 4] = [0, 1, 4, 5];
 
     /// Scaled integer sums of one group against one activation row, accumulated into `s[h]`
     /// (i32 lanes, two per row). Activations `e..e+8` start at `(e / 8) * stride + offset` in
@@ -238,11 +278,7 @@ mod imp {
                 let q = wb.decode_group(g);
                 group_dot(&q, &sc, g, &ab.qs, (8, 0), &mut s);
             }
-            let mut pair = [0i32; 8];
-            for (sb, p) in pair.iter_mut().enumerate() {
-                *p = ab.bsums[2 * sb] as i32 + ab.bsums[2 * sb + 1] as i32;
-            }
-            let m = mins_dot(&sc.mins, pair);
+            let m = mins_dot(&sc.mins, &row_sub_sums(&ab.bsums), 0);
             let da = _mm256_set1_ps(ab.d);
             let d = _mm256_mul_ps(f16x8(wb.d()), da);
             let dmin = _mm256_mul_ps(f16x8(wb.dmin()), da);
@@ -280,15 +316,9 @@ mod imp {
             }
             let d = f16x8(wb.d());
             let dmin = f16x8(wb.dmin());
+            let sub_sums = quad_sub_sums(&ab.bsums);
             for (m, acc_m) in acc.iter_mut().enumerate() {
-                // bsum of 16-group gg of row m sits at (gg / 4) * 16 + 4m + gg % 4.
-                let mut pair = [0i32; 8];
-                for (sb, p) in pair.iter_mut().enumerate() {
-                    let (g0, g1) = (2 * sb, 2 * sb + 1);
-                    *p = ab.bsums[(g0 / 4) * 16 + 4 * m + g0 % 4] as i32
-                        + ab.bsums[(g1 / 4) * 16 + 4 * m + g1 % 4] as i32;
-                }
-                let mn = mins_dot(&sc.mins, pair);
+                let mn = mins_dot(&sc.mins, &sub_sums, QUAD_LANE[m]);
                 let da = _mm256_set1_ps(ab.d[m]);
                 *acc_m = _mm256_fmadd_ps(
                     _mm256_cvtepi32_ps(row_sums(&s[m])),
