@@ -28,6 +28,9 @@ pub(crate) trait Engine: Send + Sync {
 type Row<L> = <<L as PackedLayout>::Act as ActFormat>::Row;
 type Quad<L> = <<L as PackedLayout>::Act as ActFormat>::Quad;
 
+/// The GEMM of row group `g` of a task with one quad, into a 4 x ROWS tile.
+type GroupGemm<'a, L> = dyn FnMut(usize, &[Quad<L>], &mut [f32]) + 'a;
+
 /// Called with (offset, len) of source bytes that have been packed and are no longer needed.
 pub(crate) type Release<'a> = dyn Fn(usize, usize) + Sync + 'a;
 
@@ -202,6 +205,8 @@ impl<L: PackedLayout> PackedEngine<L> {
             return;
         }
 
+        // Weight tiles pay off once they serve two or more groups of activation rows.
+        let tiled = kernels.tiled.filter(|_| n_quads >= 2);
         // Each task owns whole weight rows of a transposed result, then one transpose.
         y_t.par_chunks_mut(per_task * r * n)
             .zip(self.packed.blocks().par_chunks(per_task * nb))
@@ -210,17 +215,37 @@ impl<L: PackedLayout> PackedEngine<L> {
                 let groups = w_chunk.len() / nb;
                 // Activations outer, weights inner: the task's weights stay in L2 while each
                 // group of four activation rows is read once.
-                for q in 0..n_quads {
-                    let a = &quads[q * quad_len..(q + 1) * quad_len];
-                    for g in 0..groups {
-                        (kernels.gemm)(&w_chunk[g * nb..(g + 1) * nb], a, &mut tile[..4 * r]);
-                        let yt_group = &mut yt_chunk[g * r * n..(g + 1) * r * n];
-                        for m in 0..4 {
-                            for j in 0..r {
-                                yt_group[j * n + 4 * q + m] = tile[m * r + j];
+                let mut sweep = |gemm_group: &mut GroupGemm<'_, L>| {
+                    for q in 0..n_quads {
+                        let a = &quads[q * quad_len..(q + 1) * quad_len];
+                        for g in 0..groups {
+                            gemm_group(g, a, &mut tile[..4 * r]);
+                            let yt_group = &mut yt_chunk[g * r * n..(g + 1) * r * n];
+                            for m in 0..4 {
+                                for j in 0..r {
+                                    yt_group[j * n + 4 * q + m] = tile[m * r + j];
+                                }
                             }
                         }
                     }
+                };
+                match tiled {
+                    Some(t) => {
+                        let words = (t.tile_words)(nb);
+                        scratch::with_tile_arena(words * groups * 8, |arena| {
+                            let (tiles, _) = arena.take::<u64>(words * groups);
+                            for (g, tile) in tiles.chunks_exact_mut(words.max(1)).enumerate() {
+                                (t.make_tile)(&w_chunk[g * nb..(g + 1) * nb], tile);
+                            }
+                            sweep(&mut |g, a, out| {
+                                let w = &w_chunk[g * nb..(g + 1) * nb];
+                                (t.gemm)(w, &tiles[g * words..(g + 1) * words], a, out)
+                            });
+                        });
+                    }
+                    None => sweep(&mut |g, a, out| {
+                        (kernels.gemm)(&w_chunk[g * nb..(g + 1) * nb], a, out)
+                    }),
                 }
                 for (t, a) in tail.chunks_exact(nb).enumerate() {
                     for g in 0..groups {

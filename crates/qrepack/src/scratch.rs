@@ -7,6 +7,9 @@ use bytemuck::Pod;
 
 thread_local! {
     static SCRATCH: RefCell<Vec<u64>> = const { RefCell::new(Vec::new()) };
+    /// Weight tiles of the rayon tasks this thread runs (separate from `SCRATCH`, which the
+    /// thread that called `matmul` holds while it takes part in the tasks).
+    static TILES: RefCell<Vec<u64>> = const { RefCell::new(Vec::new()) };
 }
 
 /// Bytes `count` values of `T` take in an [`Arena`] (rounded up to 8 to keep the next piece
@@ -41,8 +44,21 @@ impl<'a> Arena<'a> {
 /// allocation when the buffer is in use further up this thread's stack (rayon may run another
 /// `matmul` on this thread while one waits for its tasks).
 pub(crate) fn with_arena<R>(bytes: usize, f: impl FnOnce(Arena<'_>) -> R) -> R {
+    with_buffer(&SCRATCH, bytes, f)
+}
+
+/// [`with_arena`] for weight tiles, from a second per-thread buffer.
+pub(crate) fn with_tile_arena<R>(bytes: usize, f: impl FnOnce(Arena<'_>) -> R) -> R {
+    with_buffer(&TILES, bytes, f)
+}
+
+fn with_buffer<R>(
+    key: &'static std::thread::LocalKey<RefCell<Vec<u64>>>,
+    bytes: usize,
+    f: impl FnOnce(Arena<'_>) -> R,
+) -> R {
     let words = bytes.div_ceil(8);
-    SCRATCH.with(|cell| match cell.try_borrow_mut() {
+    key.with(|cell| match cell.try_borrow_mut() {
         Ok(mut buf) => {
             if buf.len() < words {
                 buf.resize(words, 0);

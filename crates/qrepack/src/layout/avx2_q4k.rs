@@ -301,11 +301,80 @@ mod imp {
         gemm_body(w, a, out)
     }
 
+    /// 32-byte vectors in the tile of one block: `Scales::sc` then `Scales::mins`.
+    pub(super) const TILE_VECTORS: usize = 20;
+
+    /// Stores the decoded scales of every block of a row group into its tile.
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub(super) unsafe fn make_tile<P: K8x8>(w: &[P], tile: &mut [u64]) {
+        for (wb, t) in w.iter().zip(tile.chunks_exact_mut(4 * TILE_VECTORS)) {
+            let sc = block_scales(wb);
+            let p = t.as_mut_ptr() as *mut __m256i;
+            // SAFETY: the chunk holds TILE_VECTORS x 32 bytes.
+            for (i, v) in sc.sc.iter().flatten().chain(&sc.mins).enumerate() {
+                _mm256_storeu_si256(p.add(i), *v);
+            }
+        }
+    }
+
+    /// The scales of block `b` back from a tile written by `make_tile`.
+    #[inline(always)]
+    unsafe fn tile_scales(tile: &[u64], b: usize) -> Scales {
+        let t = &tile[4 * TILE_VECTORS * b..4 * TILE_VECTORS * (b + 1)];
+        let p = t.as_ptr() as *const __m256i;
+        // SAFETY: the slice holds TILE_VECTORS x 32 bytes.
+        let mut sc = [[_mm256_setzero_si256(); 2]; 8];
+        for (i, v) in sc.iter_mut().flatten().enumerate() {
+            *v = _mm256_loadu_si256(p.add(i));
+        }
+        let mut mins = [_mm256_setzero_si256(); 4];
+        for (i, v) in mins.iter_mut().enumerate() {
+            *v = _mm256_loadu_si256(p.add(16 + i));
+        }
+        Scales { sc, mins }
+    }
+
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub(super) unsafe fn gemm_tiled<P: K8x8>(
+        w: &[P],
+        tile: &[u64],
+        a: &[BlockQ8Kx4],
+        out: &mut [f32],
+    ) {
+        gemm_body_with::<P, true>(w, tile, a, out)
+    }
+
+    #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl")]
+    pub(super) unsafe fn gemm_tiled512<P: K8x8>(
+        w: &[P],
+        tile: &[u64],
+        a: &[BlockQ8Kx4],
+        out: &mut [f32],
+    ) {
+        gemm_body_with::<P, true>(w, tile, a, out)
+    }
+
     #[inline(always)]
     unsafe fn gemm_body<P: K8x8>(w: &[P], a: &[BlockQ8Kx4], out: &mut [f32]) {
+        gemm_body_with::<P, false>(w, &[], a, out)
+    }
+
+    /// GEMM of one row group with one quad; the scales decoded here or (`TILED`) read from
+    /// the group's tile.
+    #[inline(always)]
+    unsafe fn gemm_body_with<P: K8x8, const TILED: bool>(
+        w: &[P],
+        tile: &[u64],
+        a: &[BlockQ8Kx4],
+        out: &mut [f32],
+    ) {
         let mut acc = [_mm256_setzero_ps(); 4];
-        for (wb, ab) in w.iter().zip(a) {
-            let sc = block_scales(wb);
+        for (b, (wb, ab)) in w.iter().zip(a).enumerate() {
+            let sc = if TILED {
+                tile_scales(tile, b)
+            } else {
+                block_scales(wb)
+            };
             let mut s = [[_mm256_setzero_si256(); 2]; 4];
             for g in 0..4 {
                 let q = wb.decode_group(g);
@@ -334,6 +403,55 @@ mod imp {
             _mm256_storeu_ps(out.as_mut_ptr().add(8 * m), *acc_m);
         }
     }
+}
+
+/// The tiled GEMM (scales decoded once per call) for layout `L`, if this CPU has AVX2.
+pub(crate) fn tiled<L>(cpu: &crate::cpu::CpuFeatures) -> Option<crate::layout::TiledGemm<L>>
+where
+    L: crate::layout::PackedLayout<Act = crate::activation::Q8KInterleaved>,
+    L::Packed: K8x8,
+{
+    #[cfg(target_arch = "x86_64")]
+    {
+        if cpu.avx2() {
+            let gemm: crate::layout::TiledGemmFn<L> = if cpu.avx512vnni() {
+                gemm_tiled512::<L::Packed>
+            } else {
+                gemm_tiled::<L::Packed>
+            };
+            return Some(crate::layout::TiledGemm {
+                tile_words: |nb| nb * 4 * imp::TILE_VECTORS,
+                make_tile: make_tile::<L::Packed>,
+                gemm,
+            });
+        }
+    }
+    let _ = cpu;
+    None
+}
+
+#[cfg(target_arch = "x86_64")]
+fn make_tile<P: K8x8>(w: &[P], tile: &mut [u64]) {
+    assert!(tile.len() >= w.len() * 4 * imp::TILE_VECTORS);
+    // SAFETY: only reachable through `tiled`, which checked AVX2+FMA+F16C; the tile is large
+    // enough (asserted above).
+    unsafe { imp::make_tile(w, tile) }
+}
+
+#[cfg(target_arch = "x86_64")]
+fn gemm_tiled<P: K8x8>(w: &[P], tile: &[u64], a: &[BlockQ8Kx4], out: &mut [f32]) {
+    assert!(tile.len() >= w.len().min(a.len()) * 4 * imp::TILE_VECTORS);
+    // SAFETY: only reachable through `tiled`, which checked AVX2+FMA+F16C; the tile covers
+    // every block the kernel reads (asserted above).
+    unsafe { imp::gemm_tiled(w, tile, a, out) }
+}
+
+#[cfg(target_arch = "x86_64")]
+fn gemm_tiled512<P: K8x8>(w: &[P], tile: &[u64], a: &[BlockQ8Kx4], out: &mut [f32]) {
+    assert!(tile.len() >= w.len().min(a.len()) * 4 * imp::TILE_VECTORS);
+    // SAFETY: only reachable through `tiled`, which checked AVX2+FMA+F16C and AVX-512 F/BW/VL;
+    // the tile covers every block the kernel reads (asserted above).
+    unsafe { imp::gemm_tiled512(w, tile, a, out) }
 }
 
 type Gemv<P> = fn(&[P], &[BlockQ8K], &mut [f32]);

@@ -109,7 +109,38 @@ pub struct Kernels<L: PackedLayout> {
     pub gemv: GemvFn<L>,
     /// Four activation rows.
     pub gemm: GemmFn<L>,
+    /// A GEMM over per-call weight tiles, for layouts that have one on this CPU.
+    pub tiled: Option<TiledGemm<L>>,
 }
+
+/// A GEMM that first turns each row group's packed blocks into a kernel-ready *tile* (decoded
+/// scales, say), once per call, and then reuses the tile for every group of four activation
+/// rows; the driver uses it when a call has at least two such groups.
+///
+/// Tiles are arrays of `u64` words (8-byte aligned); kernels read them with unaligned loads.
+pub struct TiledGemm<L: PackedLayout> {
+    /// Words of the tile of one row group of `nb` blocks.
+    pub tile_words: fn(nb: usize) -> usize,
+    /// Fills the tile of one row group (`tile.len() == tile_words(blocks.len())`).
+    pub make_tile: fn(blocks: &[L::Packed], tile: &mut [u64]),
+    /// As [`Kernels::gemm`], with the group's tile.
+    pub gemm: TiledGemmFn<L>,
+}
+
+/// The kernel of a [`TiledGemm`].
+pub type TiledGemmFn<L> = fn(
+    &[<L as PackedLayout>::Packed],
+    &[u64],
+    &[<<L as PackedLayout>::Act as ActFormat>::Quad],
+    &mut [f32],
+);
+
+impl<L: PackedLayout> Clone for TiledGemm<L> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<L: PackedLayout> Copy for TiledGemm<L> {}
 
 /// A GEMV kernel of layout `L`.
 pub type GemvFn<L> =

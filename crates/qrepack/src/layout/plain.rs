@@ -71,6 +71,7 @@ where
             name: "scalar",
             gemv: gemv::<D>,
             gemm: gemm::<D>,
+            tiled: None,
         }
     }
 
@@ -80,6 +81,7 @@ where
                 name: "avx2",
                 gemv: k.gemv,
                 gemm: k.gemm,
+                tiled: None,
             },
             None => Self::scalar_kernels(),
         }

@@ -110,7 +110,10 @@ impl PackedLayout for Q4K8x8 {
     }
 
     fn kernels(cpu: &CpuFeatures) -> Kernels<Self> {
-        scalar::simd_or_scalar(avx2_q4k::kernels::<BlockQ4Kx8>(cpu))
+        Kernels {
+            tiled: avx2_q4k::tiled::<Self>(cpu),
+            ..scalar::simd_or_scalar(avx2_q4k::kernels::<BlockQ4Kx8>(cpu))
+        }
     }
 
     fn preference(_cpu: &CpuFeatures) -> Option<u32> {

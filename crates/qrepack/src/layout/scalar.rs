@@ -25,6 +25,7 @@ where
         name: "scalar",
         gemv: gemv::<L>,
         gemm: gemm::<L>,
+        tiled: None,
     }
 }
 
@@ -36,7 +37,12 @@ where
     L::Act: InterleavedAct,
 {
     match simd {
-        Some((name, gemv, gemm)) => Kernels { name, gemv, gemm },
+        Some((name, gemv, gemm)) => Kernels {
+            name,
+            gemv,
+            gemm,
+            tiled: None,
+        },
         None => kernels::<L>(),
     }
 }
