@@ -116,7 +116,8 @@ fn simd_equals_scalar(cpu: &CpuFeatures) {
                 QMatrix::with_layout_for_cpu(ty, rows, cols, &w, layout, &CpuFeatures::scalar())
                     .unwrap();
             let mut rng = SplitMix(9);
-            for n in [1, 4, 7] {
+            // n >= 8: two or more activation quads, so tiled GEMMs run too
+            for n in [1, 4, 7, 9, 13] {
                 let x = rng.vec(n * cols);
                 let (mut a, mut b) = (vec![0.0; n * rows], vec![0.0; n * rows]);
                 fast.matmul(&x, n, &mut a).unwrap();
