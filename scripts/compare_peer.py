@@ -3,11 +3,13 @@
 
 Usage: scripts/compare_peer.py [--peer /tmp/ggml-peer/bin/ggml_mm_bench] [--threads 2]
                                [--cases q4_0:4096x4096:1,...] [--runs 3] [--cold-mb 64]
+                               [--stat median|min]
 
 For every case (type, rows x cols, batch) it runs, alternating and `--runs` times each:
 ggml with repack on, ggml with repack off, and `qrepack bench` (the chosen layout) - all on
 the same splitmix64 data - and reports the median of the per-run medians and the ratio of
-qrepack's time to the faster ggml mode. Needs the peer build (../shared/peer/build.sh) and
+qrepack's time to the faster ggml mode. `--stat min` reports the fastest repetition of all runs
+instead (on a shared, noisy machine the least disturbed measurement of both sides). Needs the peer build (../shared/peer/build.sh) and
 `cargo build --release -p qrepack-cli`.
 """
 import argparse
@@ -29,6 +31,9 @@ DEFAULT_CASES = [
 ]
 
 
+STAT = "median"
+
+
 def peer(bin_, ty, m, k, n, threads, repack, cold_mb):
     reps = 200 if n <= 3 else (20 if n <= 32 else 5)
     cmd = [bin_, "--type", ty, "--M", str(m), "--K", str(k), "--N", str(n),
@@ -41,7 +46,8 @@ def peer(bin_, ty, m, k, n, threads, repack, cold_mb):
     lines = [l for l in out.splitlines() if l.startswith("RESULT")]
     line = next((l for l in lines if "mode=cold" in l), lines[0])
     fields = dict(kv.split("=", 1) for kv in line.split()[1:] if "=" in kv)
-    return float(fields["med_ms"]), fields.get("layout", "?"), fields.get("buft", "?")
+    key = "min_ms" if STAT == "min" else "med_ms"
+    return float(fields[key]), fields.get("layout", "?"), fields.get("buft", "?")
 
 
 def ours(ty, m, k, n, threads, cold_mb, layout=None):
@@ -52,7 +58,7 @@ def ours(ty, m, k, n, threads, cold_mb, layout=None):
         cmd += ["--layout", layout]
     out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
     rec = json.loads(out.strip().splitlines()[-1])
-    return rec["median_ms"], rec["layout"], rec["kernels"]
+    return rec["min_ms" if STAT == "min" else "median_ms"], rec["layout"], rec["kernels"]
 
 
 def main():
@@ -62,9 +68,13 @@ def main():
     ap.add_argument("--cases", default=",".join(DEFAULT_CASES))
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--cold-mb", type=int, default=64)
+    ap.add_argument("--stat", choices=["median", "min"], default="median")
     args = ap.parse_args()
+    global STAT
+    STAT = args.stat
 
-    print(f"threads={args.threads} runs={args.runs} cold_mb={args.cold_mb}", file=sys.stderr)
+    print(f"threads={args.threads} runs={args.runs} cold_mb={args.cold_mb} stat={STAT}",
+          file=sys.stderr)
     print("| type | rows x cols | batch | ggml repack on ms | ggml repack off ms | qrepack ms "
           "| qrepack layout / kernels | ratio vs faster ggml |")
     print("|---|---|---|---|---|---|---|---|")
@@ -79,7 +89,8 @@ def main():
             off.append(peer(args.peer, ty, m, k, n, args.threads, "off", args.cold_mb)[0])
             t, lay, kern = ours(ty, m, k, n, args.threads, args.cold_mb)
             mine.append(t)
-        on_m, off_m, ours_m = (statistics.median(v) for v in (on, off, mine))
+        pick = min if STAT == "min" else statistics.median
+        on_m, off_m, ours_m = (pick(v) for v in (on, off, mine))
         on_s = f"{on_m:.3f}" if buft == "CPU_REPACK" else f"- ({on_m:.3f} plain)"
         best = min(on_m, off_m)
         print(f"| {ty} | {m}x{k} | {n} | {on_s} | {off_m:.3f} | {ours_m:.3f} | {lay} / {kern} "
