@@ -176,7 +176,6 @@ pub fn run(path: &Path, json_out: bool, metadata: bool, quiet: bool) -> Result<S
             .collect();
         let meta: Vec<Value> = if metadata {
             g.metadata()
-                .iter()
                 .map(|(k, v)| json!({"key": k, "type": v.value_type().name(), "value": value_json(v), "summary": v.to_string()}))
                 .collect()
         } else {
@@ -192,7 +191,7 @@ pub fn run(path: &Path, json_out: bool, metadata: bool, quiet: bool) -> Result<S
             "version": g.version(),
             "alignment": g.alignment(),
             "data_start": g.data_start(),
-            "metadata_count": g.metadata().len(),
+            "metadata_count": g.metadata_len(),
             "tensor_count": g.tensors().len(),
             "architecture": arch,
             "name": name,
@@ -223,7 +222,11 @@ pub fn run(path: &Path, json_out: bool, metadata: bool, quiet: bool) -> Result<S
             ("value", Align::Left),
         ]);
         for (k, v) in g.metadata() {
-            mt.push(vec![k.clone(), v.value_type().to_string(), v.to_string()]);
+            mt.push(vec![
+                k.to_string(),
+                v.value_type().to_string(),
+                v.to_string(),
+            ]);
         }
         s.push_str(&mt.render());
     }
@@ -299,7 +302,7 @@ impl Summary<'_> {
         let _ = writeln!(
             s,
             "counts:        {} metadata keys, {} tensors: {m} matrices, {e} expert tensors, {r} other",
-            g.metadata().len(),
+            g.metadata_len(),
             g.tensors().len()
         );
         let _ = writeln!(

@@ -446,8 +446,6 @@ pub struct GgufFile {
     /// Byte range of each value not decoded yet.
     lazy: Vec<Option<(usize, usize)>>,
     key_index: HashMap<String, usize>,
-    /// Every entry decoded, built on the first call of [`GgufFile::metadata`].
-    all: OnceLock<Vec<(String, GgufValue)>>,
     tensors: Vec<TensorInfo>,
     names: HashMap<String, usize>,
 }
@@ -523,7 +521,6 @@ impl GgufFile {
             values,
             lazy,
             key_index,
-            all: OnceLock::new(),
             tensors: header.tensors,
             names,
         })
@@ -545,15 +542,23 @@ impl GgufFile {
     pub fn data_start(&self) -> u64 {
         self.data_start
     }
-    /// Every metadata key and value, in file order.
+    /// Every metadata key and value, in file order (each value decoded once, when first
+    /// reached, and kept).
     ///
-    /// Decodes every value on the first call; [`GgufFile::get`] decodes only the one asked for.
-    pub fn metadata(&self) -> &[(String, GgufValue)] {
-        self.all.get_or_init(|| {
-            (0..self.keys.len())
-                .filter_map(|i| Some((self.keys.get(i)?.clone(), self.value_at(i)?.clone())))
-                .collect()
-        })
+    /// ```
+    /// use qrepack::gguf::{GgufFile, GgufValue, GgufWriter};
+    /// let mut w = GgufWriter::new();
+    /// w.add_kv("general.name", GgufValue::String("tiny".into())).unwrap();
+    /// let f = GgufFile::from_bytes(w.to_bytes().unwrap()).unwrap();
+    /// let kvs: Vec<_> = f.metadata().collect();
+    /// assert_eq!(kvs[0].0, "general.name");
+    /// assert_eq!(kvs[0].1.as_str(), Some("tiny"));
+    /// ```
+    pub fn metadata(&self) -> impl Iterator<Item = (&str, &GgufValue)> + '_ {
+        self.keys
+            .iter()
+            .enumerate()
+            .filter_map(|(i, k)| Some((k.as_str(), self.value_at(i)?)))
     }
     /// Number of metadata entries.
     pub fn metadata_len(&self) -> usize {

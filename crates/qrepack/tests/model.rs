@@ -417,7 +417,7 @@ fn corrupted_caches_are_rejected() {
     let mut w = GgufWriter::new();
     let src = GgufFile::open(&cache).unwrap();
     for (k, v) in src.metadata() {
-        let v = if k == &format!("qrepack.layout.{}", target.name) {
+        let v = if k == format!("qrepack.layout.{}", target.name) {
             GgufValue::String("no_such_layout".into())
         } else {
             v.clone()
