@@ -361,53 +361,26 @@ mod imp {
         _mm256_add_epi32(s, _mm256_shuffle_epi32::<0xb1>(s))
     }
 
-    /// GEMV for Q4_0 with unsigned nibbles: the offset 8 comes back as `8 x` the activation
-    /// block sum, computed once per block for two row groups.
+    /// `row_sums_unsigned` with the offset taken off: `8 x` the activation block sum, which
+    /// every lane of `lane_sums` holds for four broadcasts of one row.
+    #[inline(always)]
+    unsafe fn row_sums_offset8(w: &[[__m256i; 2]; 4], a: [__m256i; 4]) -> __m256i {
+        _mm256_sub_epi32(row_sums_unsigned(w, a), _mm256_slli_epi32(lane_sums(a), 3))
+    }
+
+    impl BlockQ4_0x8 {
+        #[inline(always)]
+        unsafe fn unsigned_quants(&self) -> [[__m256i; 2]; 4] {
+            decode_unsigned(&self.qs)
+        }
+    }
+
+    /// GEMV for Q4_0 with unsigned nibbles (the block sum is the same for both row groups of a
+    /// pass, and computed once).
     #[target_feature(enable = "avx2,fma,f16c")]
     pub(super) unsafe fn gemv_unsigned(w: &[BlockQ4_0x8], a: &[BlockQ8_0], out: &mut [f32]) {
         // SAFETY (whole fn): every pointer read comes from a fixed-size array field.
-        let order = row_order();
-        let nb = a.len();
-        if nb == 0 {
-            out.fill(0.0);
-            return;
-        }
-        let mut groups = w.chunks_exact(nb).zip(out.chunks_exact_mut(8));
-        while let Some((w0, o0)) = groups.next() {
-            let mut acc0 = _mm256_setzero_ps();
-            if let Some((w1, o1)) = groups.next() {
-                let mut acc1 = _mm256_setzero_ps();
-                for ((b0, b1), ab) in w0.iter().zip(w1).zip(a) {
-                    let av = act_broadcasts(ab);
-                    let offset = _mm256_slli_epi32(lane_sums(av), 3);
-                    let da = f16_splat(ab.d);
-                    let s0 =
-                        _mm256_sub_epi32(row_sums_unsigned(&decode_unsigned(&b0.qs), av), offset);
-                    let d0 = _mm256_mul_ps(_mm256_permutevar8x32_ps(f16x8(b0.scales()), order), da);
-                    acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s0), d0, acc0);
-                    let s1 =
-                        _mm256_sub_epi32(row_sums_unsigned(&decode_unsigned(&b1.qs), av), offset);
-                    let d1 = _mm256_mul_ps(_mm256_permutevar8x32_ps(f16x8(b1.scales()), order), da);
-                    acc1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s1), d1, acc1);
-                }
-                // SAFETY: chunks_exact_mut(8) gives 8 floats.
-                _mm256_storeu_ps(o1.as_mut_ptr(), _mm256_permutevar8x32_ps(acc1, order));
-            } else {
-                for (b0, ab) in w0.iter().zip(a) {
-                    let av = act_broadcasts(ab);
-                    let offset = _mm256_slli_epi32(lane_sums(av), 3);
-                    let s0 =
-                        _mm256_sub_epi32(row_sums_unsigned(&decode_unsigned(&b0.qs), av), offset);
-                    let d0 = _mm256_mul_ps(
-                        _mm256_permutevar8x32_ps(f16x8(b0.scales()), order),
-                        f16_splat(ab.d),
-                    );
-                    acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s0), d0, acc0);
-                }
-            }
-            // SAFETY: chunks_exact_mut(8) gives 8 floats.
-            _mm256_storeu_ps(o0.as_mut_ptr(), _mm256_permutevar8x32_ps(acc0, order));
-        }
+        gemv_groups!(w, a, out, unsigned_quants, row_sums_offset8)
     }
 
     /// GEMM for Q4_0 with unsigned nibbles; the four activation rows' block sums come from one
