@@ -22,6 +22,8 @@ use crate::blocks::{BlockQ4_0x8, BlockQ8_0, BlockQ8_0x4, F16Bits};
 pub(crate) trait Nibble8x8: Copy + Send + Sync + 'static {
     /// Signed weight of each nibble value (unused for byte blocks).
     const TABLE: [i8; 16];
+    /// True when no decoded weight can be -128 (so the activations may carry the sign).
+    const NEVER_MIN_I8: bool;
     fn scales(&self) -> &[F16Bits; 8];
     /// The weights as signed bytes in the four-vector order documented above.
     #[cfg(target_arch = "x86_64")]
@@ -29,6 +31,17 @@ pub(crate) trait Nibble8x8: Copy + Send + Sync + 'static {
     /// The weights plus 128 as unsigned bytes (for `vpdpbusd`, which multiplies u8 by i8).
     #[cfg(target_arch = "x86_64")]
     unsafe fn decode_biased(&self) -> [[__m256i; 2]; 4];
+}
+
+const fn has_min_i8(table: [i8; 16]) -> bool {
+    let mut i = 0;
+    while i < 16 {
+        if table[i] == i8::MIN {
+            return true;
+        }
+        i += 1;
+    }
+    false
 }
 
 /// `TABLE` with 128 added to every entry, as unsigned bytes.
@@ -46,6 +59,7 @@ macro_rules! nibble8x8 {
     ($($t:ty => $table:expr),*) => {$(
         impl Nibble8x8 for $t {
             const TABLE: [i8; 16] = $table;
+            const NEVER_MIN_I8: bool = !has_min_i8($table);
             #[inline(always)]
             fn scales(&self) -> &[F16Bits; 8] { &self.d }
             #[cfg(target_arch = "x86_64")]
@@ -76,6 +90,7 @@ macro_rules! nibble8x8 {
 /// "high nibbles of 0-7" and bytes 24-31 "high nibbles of 8-15".
 impl Nibble8x8 for crate::blocks::BlockQ8_0x8 {
     const TABLE: [i8; 16] = [0; 16];
+    const NEVER_MIN_I8: bool = false;
     #[inline(always)]
     fn scales(&self) -> &[F16Bits; 8] {
         &self.d
@@ -115,6 +130,20 @@ mod imp {
     use super::*;
 
     /// Signed byte products summed to i32 lanes: each i32 holds 4 adjacent products.
+    #[inline(always)]
+    ///
+    /// The activations carry the sign (`|a| * (w * sign(a))`, `abs_a = |a|` given): their
+    /// absolute values are computed once per activation row, where `|w|` would be a second
+    /// register per weight vector, live across all four rows of a GEMM (and spilled). Needs
+    /// `w > -128` (negating -128 overflows), which the nibble tables guarantee; no overflow in
+    /// `maddubs`: `|a| <= 128`, `|w| <= 127`, so a pair sums to at most 32512.
+    unsafe fn dot_i8_act_sign(w: __m256i, a: __m256i, abs_a: __m256i) -> __m256i {
+        let p = _mm256_maddubs_epi16(abs_a, _mm256_sign_epi8(w, a));
+        _mm256_madd_epi16(p, _mm256_set1_epi16(1))
+    }
+
+    /// The same with the weights carrying the sign, for any byte weights (Q8_0 blocks from a
+    /// file may hold -128); activations are never -128 (their scale maps `amax` to 127).
     #[inline(always)]
     unsafe fn dot_i8(w: __m256i, a: __m256i) -> __m256i {
         let p = _mm256_maddubs_epi16(_mm256_sign_epi8(w, w), _mm256_sign_epi8(a, w));
@@ -163,6 +192,39 @@ mod imp {
         let s47 = _mm256_add_epi32(
             _mm256_add_epi32(dot_i8(w[1][0], a[0]), dot_i8(w[1][1], a[2])),
             _mm256_add_epi32(dot_i8(w[3][0], a[1]), dot_i8(w[3][1], a[3])),
+        );
+        _mm256_hadd_epi32(s03, s47)
+    }
+
+    /// `row_sums` with the activations carrying the sign (`dot_i8_act_sign`): for weights that
+    /// are never -128.
+    #[inline(always)]
+    unsafe fn row_sums_act_sign(w: &[[__m256i; 2]; 4], a: [__m256i; 4]) -> __m256i {
+        let abs = [
+            _mm256_abs_epi8(a[0]),
+            _mm256_abs_epi8(a[1]),
+            _mm256_abs_epi8(a[2]),
+            _mm256_abs_epi8(a[3]),
+        ];
+        let s03 = _mm256_add_epi32(
+            _mm256_add_epi32(
+                dot_i8_act_sign(w[0][0], a[0], abs[0]),
+                dot_i8_act_sign(w[0][1], a[2], abs[2]),
+            ),
+            _mm256_add_epi32(
+                dot_i8_act_sign(w[2][0], a[1], abs[1]),
+                dot_i8_act_sign(w[2][1], a[3], abs[3]),
+            ),
+        );
+        let s47 = _mm256_add_epi32(
+            _mm256_add_epi32(
+                dot_i8_act_sign(w[1][0], a[0], abs[0]),
+                dot_i8_act_sign(w[1][1], a[2], abs[2]),
+            ),
+            _mm256_add_epi32(
+                dot_i8_act_sign(w[3][0], a[1], abs[1]),
+                dot_i8_act_sign(w[3][1], a[3], abs[3]),
+            ),
         );
         _mm256_hadd_epi32(s03, s47)
     }
@@ -240,7 +302,11 @@ mod imp {
     #[target_feature(enable = "avx2,fma,f16c")]
     pub(super) unsafe fn gemv<P: Nibble8x8>(w: &[P], a: &[BlockQ8_0], out: &mut [f32]) {
         // SAFETY (whole fn): every pointer read comes from a fixed-size array field.
-        gemv_groups!(w, a, out, decode, row_sums)
+        if P::NEVER_MIN_I8 {
+            gemv_groups!(w, a, out, decode, row_sums_act_sign)
+        } else {
+            gemv_groups!(w, a, out, decode, row_sums)
+        }
     }
 
     /// GEMM of one row group with one quad of activation rows; `$sums`/`$decode` as in
@@ -295,7 +361,11 @@ mod imp {
     #[target_feature(enable = "avx2,fma,f16c")]
     pub(super) unsafe fn gemm<P: Nibble8x8>(w: &[P], a: &[BlockQ8_0x4], out: &mut [f32]) {
         // SAFETY (whole fn): as in `gemv`; `out` has at least 32 elements (checked inside).
-        gemm_quad!(w, a, out, decode, row_sums)
+        if P::NEVER_MIN_I8 {
+            gemm_quad!(w, a, out, decode, row_sums_act_sign)
+        } else {
+            gemm_quad!(w, a, out, decode, row_sums)
+        }
     }
 
     /// Q4_0's nibbles as unsigned bytes `q` (weight `q - 8`): ggml stores them xor 8.
