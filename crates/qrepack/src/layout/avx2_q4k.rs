@@ -27,21 +27,6 @@ pub(crate) trait K8x8: Copy + Send + Sync + 'static {
     unsafe fn decode_group(&self, g: usize) -> [[[__m256i; 2]; 2]; 4];
 }
 
-/// The 8 rows' 6-bit scales and mins of one sub-block, as two little-endian u64 of 8 bytes.
-#[inline(always)]
-fn decode_scales(q: &[u8]) -> (u64, u64) {
-    let word = |i: usize| u32::from_le_bytes([q[4 * i], q[4 * i + 1], q[4 * i + 2], q[4 * i + 3]]);
-    let (x0, x1, x2) = (word(0), word(1), word(2));
-    let s_lo = x0 & 0x3f3f_3f3f;
-    let m_lo = x1 & 0x3f3f_3f3f;
-    let s_hi = (x2 & 0x0f0f_0f0f) | (((x0 >> 6) & 0x0303_0303) << 4);
-    let m_hi = ((x2 >> 4) & 0x0f0f_0f0f) | (((x1 >> 6) & 0x0303_0303) << 4);
-    (
-        s_lo as u64 | ((s_hi as u64) << 32),
-        m_lo as u64 | ((m_hi as u64) << 32),
-    )
-}
-
 macro_rules! k8x8_fields {
     () => {
         fn d(&self) -> &[F16Bits; 8] {
@@ -139,23 +124,141 @@ mod imp {
         mins: [__m256i; 4],
     }
 
+    /// `block_scales` for the unit test: (`sc`, `mins`).
+    #[cfg(test)]
+    #[inline(always)]
+    pub(super) unsafe fn block_scales_for_test<P: K8x8>(
+        w: &P,
+    ) -> ([[__m256i; 2]; 8], [__m256i; 4]) {
+        let s = block_scales(w);
+        (s.sc, s.mins)
+    }
+
+    /// The 6-bit scales and mins of all eight sub-blocks, decoded with vector instructions.
+    ///
+    /// Sub-block `sb`'s 12 bytes are three little-endian words `x0 x1 x2` (dwords `3sb`,
+    /// `3sb + 1`, `3sb + 2` of the 96), each with one byte per row of a half: rows 0-3 take
+    /// `x0 & 63` (scale) and `x1 & 63` (min); rows 4-7 take the low (scale) and high (min)
+    /// nibble of `x2` plus, as bits 4-5, the top two bits of `x0` (scale) or `x1` (min). With
+    /// the words of all sub-blocks gathered into one vector per field (lane = sub-block), every
+    /// step is one instruction for all eight.
     #[inline(always)]
     unsafe fn block_scales<P: K8x8>(w: &P) -> Scales {
-        let pick03 = _mm_setr_epi8(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
-        let pick47 = _mm_setr_epi8(4, 4, 4, 4, 5, 5, 5, 5, 6, 6, 6, 6, 7, 7, 7, 7);
+        let p = w.scales().as_ptr() as *const __m256i;
+        // SAFETY: the 96 bytes are three 32-byte vectors.
+        let (a, b, c) = (
+            _mm256_loadu_si256(p),
+            _mm256_loadu_si256(p.add(1)),
+            _mm256_loadu_si256(p.add(2)),
+        );
+        // Field f of sub-block sb is dword 3sb + f: in `a` (0-7), `b` (8-15) or `c` (16-23);
+        // the permutes use the index modulo 8 and the blends pick the right source per lane.
+        macro_rules! gather {
+            ($f:literal, $mask_b:literal, $mask_c:literal) => {{
+                let idx = _mm256_setr_epi32(
+                    $f,
+                    3 + $f,
+                    6 + $f,
+                    9 + $f,
+                    12 + $f,
+                    15 + $f,
+                    18 + $f,
+                    21 + $f,
+                );
+                _mm256_blend_epi32::<$mask_c>(
+                    _mm256_blend_epi32::<$mask_b>(
+                        _mm256_permutevar8x32_epi32(a, idx),
+                        _mm256_permutevar8x32_epi32(b, idx),
+                    ),
+                    _mm256_permutevar8x32_epi32(c, idx),
+                )
+            }};
+        }
+        let x0 = gather!(0, 0x38, 0xc0);
+        let x1 = gather!(1, 0x18, 0xe0);
+        let x2 = gather!(2, 0x1c, 0xe0);
+        let m6 = _mm256_set1_epi8(0x3f);
+        let m4 = _mm256_set1_epi8(0x0f);
+        let m2 = _mm256_set1_epi8(0x03);
+        // Byte-wise shifts through 16-bit ones: the masks drop the bits of the neighbour byte.
+        let s_lo = _mm256_and_si256(x0, m6);
+        let m_lo = _mm256_and_si256(x1, m6);
+        let s_hi = _mm256_or_si256(
+            _mm256_and_si256(x2, m4),
+            _mm256_slli_epi16::<4>(_mm256_and_si256(_mm256_srli_epi16::<6>(x0), m2)),
+        );
+        let m_hi = _mm256_or_si256(
+            _mm256_and_si256(_mm256_srli_epi16::<4>(x2), m4),
+            _mm256_slli_epi16::<4>(_mm256_and_si256(_mm256_srli_epi16::<6>(x1), m2)),
+        );
+
+        // sc[sb][h]: each row's scale in the four i16 lanes of its row. A shuffle expands
+        // sub-block d of each 128-bit half (sub-blocks d and 4 + d) at once.
         let mut sc = [[_mm256_setzero_si256(); 2]; 8];
-        let mut mins_raw = [_mm_setzero_si128(); 8];
-        for (sb, sc_sb) in sc.iter_mut().enumerate() {
-            let (s, m) = decode_scales(&w.scales()[sb * 12..sb * 12 + 12]);
-            let sv = _mm_cvtsi64_si128(s as i64);
-            sc_sb[0] = _mm256_cvtepu8_epi16(_mm_shuffle_epi8(sv, pick03));
-            sc_sb[1] = _mm256_cvtepu8_epi16(_mm_shuffle_epi8(sv, pick47));
-            mins_raw[sb] = _mm_cvtsi64_si128(m as i64);
+        macro_rules! expand {
+            ($d:literal) => {{
+                let k = 4 * $d;
+                let pick = _mm256_setr_epi8(
+                    k,
+                    k,
+                    k,
+                    k,
+                    k + 1,
+                    k + 1,
+                    k + 1,
+                    k + 1,
+                    k + 2,
+                    k + 2,
+                    k + 2,
+                    k + 2,
+                    k + 3,
+                    k + 3,
+                    k + 3,
+                    k + 3,
+                    k,
+                    k,
+                    k,
+                    k,
+                    k + 1,
+                    k + 1,
+                    k + 1,
+                    k + 1,
+                    k + 2,
+                    k + 2,
+                    k + 2,
+                    k + 2,
+                    k + 3,
+                    k + 3,
+                    k + 3,
+                    k + 3,
+                );
+                for (h, half) in [s_lo, s_hi].into_iter().enumerate() {
+                    let t = _mm256_shuffle_epi8(half, pick);
+                    sc[$d][h] = _mm256_cvtepu8_epi16(_mm256_castsi256_si128(t));
+                    sc[4 + $d][h] = _mm256_cvtepu8_epi16(_mm256_extracti128_si256::<1>(t));
+                }
+            }};
         }
-        let mut mins = [_mm256_setzero_si256(); 4];
-        for (p, mp) in mins.iter_mut().enumerate() {
-            *mp = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(mins_raw[2 * p], mins_raw[2 * p + 1]));
-        }
+        expand!(0);
+        expand!(1);
+        expand!(2);
+        expand!(3);
+
+        // mins[p]: i16 pairs (min of sub-block 2p, min of 2p + 1) for rows 0-7. Unpacking the
+        // halves gives each sub-block's 8 row bytes as one qword (sub-blocks 0 1 | 4 5 and
+        // 2 3 | 6 7); a shuffle interleaves the two qwords of each 128-bit half.
+        let pair = _mm256_setr_epi8(
+            0, 8, 1, 9, 2, 10, 3, 11, 4, 12, 5, 13, 6, 14, 7, 15, 0, 8, 1, 9, 2, 10, 3, 11, 4, 12,
+            5, 13, 6, 14, 7, 15,
+        );
+        let u = _mm256_shuffle_epi8(_mm256_unpacklo_epi32(m_lo, m_hi), pair);
+        let v = _mm256_shuffle_epi8(_mm256_unpackhi_epi32(m_lo, m_hi), pair);
+        let mins = [
+            _mm256_cvtepu8_epi16(_mm256_castsi256_si128(u)),
+            _mm256_cvtepu8_epi16(_mm256_castsi256_si128(v)),
+            _mm256_cvtepu8_epi16(_mm256_extracti128_si256::<1>(u)),
+            _mm256_cvtepu8_epi16(_mm256_extracti128_si256::<1>(v)),
+        ];
         Scales { sc, mins }
     }
 
@@ -494,20 +597,65 @@ fn gemm<P: K8x8>(w: &[P], a: &[BlockQ8Kx4], out: &mut [f32]) {
     unsafe { imp::gemm(w, a, out) }
 }
 
-#[cfg(test)]
+#[cfg(all(test, target_arch = "x86_64"))]
 mod tests {
-    use super::decode_scales;
+    use super::*;
     use crate::blocks::{k4_pack_scales, k4_scale_min};
+    use bytemuck::Zeroable;
 
+    #[target_feature(enable = "avx2,fma,f16c")]
+    unsafe fn decoded(w: &BlockQ4Kx8) -> ([[[i16; 16]; 2]; 8], [[i16; 16]; 4]) {
+        let sc = imp::block_scales_for_test(w);
+        let mut s = [[[0i16; 16]; 2]; 8];
+        let mut m = [[0i16; 16]; 4];
+        for (sb, halves) in sc.0.iter().enumerate() {
+            for (h, v) in halves.iter().enumerate() {
+                _mm256_storeu_si256(s[sb][h].as_mut_ptr() as *mut __m256i, *v);
+            }
+        }
+        for (p, v) in sc.1.iter().enumerate() {
+            _mm256_storeu_si256(m[p].as_mut_ptr() as *mut __m256i, *v);
+        }
+        (s, m)
+    }
+
+    /// The vector decoding of all eight sub-blocks against the bytewise definition, for every
+    /// 6-bit value in every position.
     #[test]
-    fn scale_decoding_matches_the_bytewise_definition() {
-        let s = [1, 63, 17, 32, 48, 5, 60, 33];
-        let m = [62, 0, 9, 31, 47, 50, 2, 63];
-        let q = k4_pack_scales(&s, &m);
-        let (sd, md) = decode_scales(&q);
-        for j in 0..8 {
-            assert_eq!(((sd >> (8 * j)) & 0xff) as u8, k4_scale_min(&q, j).0);
-            assert_eq!(((md >> (8 * j)) & 0xff) as u8, k4_scale_min(&q, j).1);
+    fn vector_scale_decoding_matches_the_bytewise_definition() {
+        if !(is_x86_feature_detected!("avx2") && is_x86_feature_detected!("f16c")) {
+            return;
+        }
+        for round in 0..64u32 {
+            let mut w = BlockQ4Kx8::zeroed();
+            let mut want = [[(0u8, 0u8); 8]; 8];
+            for (sb, want_sb) in want.iter_mut().enumerate() {
+                let v = |j: usize, salt: u32| {
+                    ((round + 7 * sb as u32 + 13 * j as u32 + salt) % 64) as u8
+                };
+                let s: [u8; 8] = std::array::from_fn(|j| v(j, 0));
+                let m: [u8; 8] = std::array::from_fn(|j| v(j, 29));
+                let q = k4_pack_scales(&s, &m);
+                w.scales[sb * 12..sb * 12 + 12].copy_from_slice(&q);
+                for (j, slot) in want_sb.iter_mut().enumerate() {
+                    *slot = k4_scale_min(&q, j);
+                }
+            }
+            // SAFETY: AVX2 and F16C were detected above.
+            let (s, m) = unsafe { decoded(&w) };
+            for sb in 0..8 {
+                for j in 0..8 {
+                    let (scale, min) = want[sb][j];
+                    for lane in 0..4 {
+                        assert_eq!(
+                            s[sb][j / 4][4 * (j % 4) + lane],
+                            scale as i16,
+                            "sb {sb} row {j}"
+                        );
+                    }
+                    assert_eq!(m[sb / 2][2 * j + sb % 2], min as i16, "sb {sb} row {j}");
+                }
+            }
         }
     }
 }
