@@ -234,8 +234,9 @@ impl<L: PackedLayout> PackedEngine<L> {
                         let words = (t.tile_words)(nb);
                         scratch::with_tile_arena(words * groups * 8, |arena| {
                             let (tiles, _) = arena.take::<u64>(words * groups);
-                            for (g, tile) in tiles.chunks_exact_mut(words.max(1)).enumerate() {
-                                (t.make_tile)(&w_chunk[g * nb..(g + 1) * nb], tile);
+                            for (g, group_tile) in tiles.chunks_exact_mut(words.max(1)).enumerate()
+                            {
+                                (t.make_tile)(&w_chunk[g * nb..(g + 1) * nb], group_tile);
                             }
                             sweep(&mut |g, a, out| {
                                 let w = &w_chunk[g * nb..(g + 1) * nb];
