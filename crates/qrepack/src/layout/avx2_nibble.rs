@@ -185,46 +185,48 @@ mod imp {
     /// broadcasts (bytes 0-7, 8-15, 16-23, 24-31). Lanes come out in row order 0 1 4 5 2 3 6 7.
     #[inline(always)]
     unsafe fn row_sums(w: &[[__m256i; 2]; 4], a: [__m256i; 4]) -> __m256i {
-        let s03 = _mm256_add_epi32(
-            _mm256_add_epi32(dot_i8(w[0][0], a[0]), dot_i8(w[0][1], a[2])),
-            _mm256_add_epi32(dot_i8(w[2][0], a[1]), dot_i8(w[2][1], a[3])),
-        );
-        let s47 = _mm256_add_epi32(
-            _mm256_add_epi32(dot_i8(w[1][0], a[0]), dot_i8(w[1][1], a[2])),
-            _mm256_add_epi32(dot_i8(w[3][0], a[1]), dot_i8(w[3][1], a[3])),
-        );
-        _mm256_hadd_epi32(s03, s47)
+        row_sums_with::<false>(w, a)
     }
 
     /// `row_sums` with the activations carrying the sign (`dot_i8_act_sign`): for weights that
     /// are never -128.
     #[inline(always)]
     unsafe fn row_sums_act_sign(w: &[[__m256i; 2]; 4], a: [__m256i; 4]) -> __m256i {
-        let abs = [
-            _mm256_abs_epi8(a[0]),
-            _mm256_abs_epi8(a[1]),
-            _mm256_abs_epi8(a[2]),
-            _mm256_abs_epi8(a[3]),
-        ];
+        row_sums_with::<true>(w, a)
+    }
+
+    #[inline(always)]
+    unsafe fn row_sums_with<const ACT_SIGN: bool>(
+        w: &[[__m256i; 2]; 4],
+        a: [__m256i; 4],
+    ) -> __m256i {
+        // Only computed (and only live) in the activation-sign form.
+        let abs = if ACT_SIGN {
+            [
+                _mm256_abs_epi8(a[0]),
+                _mm256_abs_epi8(a[1]),
+                _mm256_abs_epi8(a[2]),
+                _mm256_abs_epi8(a[3]),
+            ]
+        } else {
+            a
+        };
+        macro_rules! dot {
+            ($v:literal, $s:literal, $k:literal) => {
+                if ACT_SIGN {
+                    dot_i8_act_sign(w[$v][$s], a[$k], abs[$k])
+                } else {
+                    dot_i8(w[$v][$s], a[$k])
+                }
+            };
+        }
         let s03 = _mm256_add_epi32(
-            _mm256_add_epi32(
-                dot_i8_act_sign(w[0][0], a[0], abs[0]),
-                dot_i8_act_sign(w[0][1], a[2], abs[2]),
-            ),
-            _mm256_add_epi32(
-                dot_i8_act_sign(w[2][0], a[1], abs[1]),
-                dot_i8_act_sign(w[2][1], a[3], abs[3]),
-            ),
+            _mm256_add_epi32(dot!(0, 0, 0), dot!(0, 1, 2)),
+            _mm256_add_epi32(dot!(2, 0, 1), dot!(2, 1, 3)),
         );
         let s47 = _mm256_add_epi32(
-            _mm256_add_epi32(
-                dot_i8_act_sign(w[1][0], a[0], abs[0]),
-                dot_i8_act_sign(w[1][1], a[2], abs[2]),
-            ),
-            _mm256_add_epi32(
-                dot_i8_act_sign(w[3][0], a[1], abs[1]),
-                dot_i8_act_sign(w[3][1], a[3], abs[3]),
-            ),
+            _mm256_add_epi32(dot!(1, 0, 0), dot!(1, 1, 2)),
+            _mm256_add_epi32(dot!(3, 0, 1), dot!(3, 1, 3)),
         );
         _mm256_hadd_epi32(s03, s47)
     }

@@ -198,7 +198,8 @@ mod imp {
         macro_rules! expand {
             ($d:literal) => {{
                 let k = 4 * $d;
-                let pick = _mm256_setr_epi8(
+                // The same pattern in both 128-bit halves (shuffles stay within a half).
+                let pick = _mm256_broadcastsi128_si256(_mm_setr_epi8(
                     k,
                     k,
                     k,
@@ -215,23 +216,7 @@ mod imp {
                     k + 3,
                     k + 3,
                     k + 3,
-                    k,
-                    k,
-                    k,
-                    k,
-                    k + 1,
-                    k + 1,
-                    k + 1,
-                    k + 1,
-                    k + 2,
-                    k + 2,
-                    k + 2,
-                    k + 2,
-                    k + 3,
-                    k + 3,
-                    k + 3,
-                    k + 3,
-                );
+                ));
                 for (h, half) in [s_lo, s_hi].into_iter().enumerate() {
                     let t = _mm256_shuffle_epi8(half, pick);
                     sc[$d][h] = _mm256_cvtepu8_epi16(_mm256_castsi256_si128(t));
