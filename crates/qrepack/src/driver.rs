@@ -37,9 +37,6 @@ pub(crate) type Release<'a> = dyn Fn(usize, usize) + Sync + 'a;
 /// Source bytes packed between two calls of a [`Release`] callback.
 const RELEASE_STEP: usize = 4 << 20;
 
-/// Output rows per kernel call never exceed this (8 weight rows x 4 activation rows).
-const MAX_TILE: usize = 32;
-
 /// Where the packed blocks live: built in memory, or borrowed from shared bytes (a memory-mapped
 /// repack cache) without copying.
 enum Storage<P> {
@@ -207,11 +204,11 @@ impl<L: PackedLayout> PackedEngine<L> {
 
         // Weight tiles pay off once they serve two or more groups of activation rows.
         let tiled = kernels.tiled.filter(|_| n_quads >= 2);
-        // Each task owns whole weight rows of a transposed result, then one transpose.
+        // `y_t` is [group][activation row][row of the group]: each task owns whole groups, and
+        // a kernel writes its 4 x r tile (and a GEMV its r outputs) in place, contiguously.
         y_t.par_chunks_mut(per_task * r * n)
             .zip(self.packed.blocks().par_chunks(per_task * nb))
             .for_each(|(yt_chunk, w_chunk)| {
-                let mut tile = [0.0f32; MAX_TILE];
                 let groups = w_chunk.len() / nb;
                 // Activations outer, weights inner: the task's weights stay in L2 while each
                 // group of four activation rows is read once.
@@ -219,13 +216,8 @@ impl<L: PackedLayout> PackedEngine<L> {
                     for q in 0..n_quads {
                         let a = &quads[q * quad_len..(q + 1) * quad_len];
                         for g in 0..groups {
-                            gemm_group(g, a, &mut tile[..4 * r]);
-                            let yt_group = &mut yt_chunk[g * r * n..(g + 1) * r * n];
-                            for m in 0..4 {
-                                for j in 0..r {
-                                    yt_group[j * n + 4 * q + m] = tile[m * r + j];
-                                }
-                            }
+                            let at = (g * n + 4 * q) * r;
+                            gemm_group(g, a, &mut yt_chunk[at..at + 4 * r]);
                         }
                     }
                 };
@@ -250,19 +242,29 @@ impl<L: PackedLayout> PackedEngine<L> {
                 }
                 for (t, a) in tail.chunks_exact(nb).enumerate() {
                     for g in 0..groups {
-                        (kernels.gemv)(&w_chunk[g * nb..(g + 1) * nb], a, &mut tile[..r]);
-                        let yt_group = &mut yt_chunk[g * r * n..(g + 1) * r * n];
-                        for j in 0..r {
-                            yt_group[j * n + 4 * n_quads + t] = tile[j];
-                        }
+                        let at = (g * n + 4 * n_quads + t) * r;
+                        (kernels.gemv)(
+                            &w_chunk[g * nb..(g + 1) * nb],
+                            a,
+                            &mut yt_chunk[at..at + r],
+                        );
                     }
                 }
             });
-        y.par_chunks_mut(self.rows)
+        // Output rows are gathered a block at a time: for each group the block's pieces are
+        // contiguous in `y_t`. Row by row, the pieces sit `n * r` floats apart, a power of two
+        // for power-of-two batches, and all fall into the same few cache sets.
+        let rows = self.rows;
+        y.par_chunks_mut(GATHER_ROWS * rows)
             .enumerate()
-            .for_each(|(t, y_row)| {
-                for (i, v) in y_row.iter_mut().enumerate() {
-                    *v = y_t[i * n + t];
+            .for_each(|(c, y_block)| {
+                let t0 = c * GATHER_ROWS;
+                let block_rows = y_block.len() / rows;
+                for g in 0..rows / r {
+                    let src = &y_t[(g * n + t0) * r..(g * n + t0 + block_rows) * r];
+                    for (i, piece) in src.chunks_exact(r).enumerate() {
+                        y_block[i * rows + g * r..i * rows + (g + 1) * r].copy_from_slice(piece);
+                    }
                 }
             });
     }
@@ -285,6 +287,9 @@ impl<L: PackedLayout> PackedEngine<L> {
         }
     }
 }
+
+/// Output rows gathered together from the per-group results (one task's worth).
+const GATHER_ROWS: usize = 16;
 
 /// Weight bytes below which a batch-1 task is not worth scheduling on its own.
 const MIN_GEMV_TASK_BYTES: usize = 256 * 1024;
