@@ -185,7 +185,7 @@ impl<L: PackedLayout> PackedEngine<L> {
     }
 
     /// The loop nest: kernels over whole row groups, parallel over the current rayon pool.
-    /// `y_t` (rows x n, only used when n > 1) receives the transposed result first.
+    /// `y_t` (rows x n floats, only used when n > 1) receives the results by row group first.
     fn run(&self, quads: &[Quad<L>], tail: &[Row<L>], n: usize, y: &mut [f32], y_t: &mut [f32]) {
         let r = L::ROWS;
         let nb = self.nb;
