@@ -7,11 +7,49 @@
 //! differences; qrepack follows the x86 build so that its results match ggml's `mul_mat` there.
 //! Q8_K follows ggml's reference quantizer for single rows and the x86 4-row routine for quads
 //! (they agree except when `+amax` and `-amax` both occur in a block).
+//!
+//! The functions here are the portable reference. [`ActFormat::quantizer`] hands out faster
+//! versions for the CPU (AVX2 ones in `activation_avx2.rs`) that write the same bytes, NaN and
+//! infinity cases included.
 
 use bytemuck::{Pod, Zeroable};
 
-use crate::blocks::{BlockQ8K, BlockQ8Kx4, BlockQ8_0, BlockQ8_0x4, BlockQ8_1, F16Bits};
+use crate::activation_avx2 as avx2;
+use crate::blocks::{
+    BlockQ8K, BlockQ8Kx4, BlockQ8_0, BlockQ8_0x4, BlockQ8_1, BlockQ8_1x4, F16Bits,
+};
+use crate::cpu::CpuFeatures;
 use crate::types::QK_K;
+
+/// The activation quantizers of one format, chosen for a CPU.
+///
+/// Every choice produces the same bytes as the format's own `quantize_row` / `quantize_quad`
+/// (the portable reference); only the speed differs. Choosing once, when a matrix is built,
+/// keeps feature tests out of the per-call path.
+pub struct ActQuantizer<A: ActFormat + ?Sized> {
+    /// Same contract as [`ActFormat::quantize_row`].
+    pub row: fn(&[f32], &mut [A::Row]),
+    /// Same contract as [`ActFormat::quantize_quad`].
+    pub quad: fn([&[f32]; 4], &mut [A::Quad]),
+}
+
+// Derives would demand `A: Clone`; the fields are plain function pointers whatever `A` is.
+impl<A: ActFormat + ?Sized> Clone for ActQuantizer<A> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<A: ActFormat + ?Sized> Copy for ActQuantizer<A> {}
+
+impl<A: ActFormat> ActQuantizer<A> {
+    /// The portable reference quantizers of `A`.
+    pub fn scalar() -> Self {
+        ActQuantizer {
+            row: A::quantize_row,
+            quad: A::quantize_quad,
+        }
+    }
+}
 
 /// How one activation row (and a group of four rows) is quantized for a kernel.
 ///
@@ -31,6 +69,15 @@ pub trait ActFormat: Send + Sync + 'static {
     fn quantize_row(x: &[f32], out: &mut [Self::Row]);
     /// Quantizes four rows into `out`: `nb` quads, or `4 * nb` rows when `QUAD_IS_ROWS`.
     fn quantize_quad(x: [&[f32]; 4], out: &mut [Self::Quad]);
+    /// The fastest quantizers of this format for `cpu`, bit-identical to `quantize_row` and
+    /// `quantize_quad`. Call once (e.g. when a matrix is built), not per row.
+    fn quantizer(cpu: &CpuFeatures) -> ActQuantizer<Self>
+    where
+        Self: Sized,
+    {
+        let _ = cpu;
+        ActQuantizer::scalar()
+    }
     /// Number of `Quad` items holding four rows of `nb` blocks.
     fn quad_len(nb: usize) -> usize {
         if Self::QUAD_IS_ROWS {
@@ -165,6 +212,10 @@ impl<const IL: usize> ActFormat for Q8_0Interleaved<IL> {
             *quad = interleave_q8_0(&blocks, IL);
         }
     }
+
+    fn quantizer(cpu: &CpuFeatures) -> ActQuantizer<Self> {
+        avx2::q8_0_interleaved::<Self, IL>(cpu).unwrap_or_else(ActQuantizer::scalar)
+    }
 }
 
 /// Interleaves one block of four Q8_0 rows in chunks of `il` bytes.
@@ -194,13 +245,19 @@ impl ActFormat for Q8KInterleaved {
 
     fn quantize_quad(x: [&[f32]; 4], out: &mut [BlockQ8Kx4]) {
         for (i, quad) in out.iter_mut().enumerate() {
-            let blocks = x.map(|row| {
-                let xs = &row[i * QK_K..(i + 1) * QK_K];
-                non_finite_q8_k(xs).unwrap_or_else(|| q8_k_with_scale(xs, q8_k_quad_scale(xs)))
-            });
+            let blocks = x.map(|row| quantize_block_q8_k_quad_row(&row[i * QK_K..(i + 1) * QK_K]));
             *quad = interleave_q8_k(&blocks);
         }
     }
+
+    fn quantizer(cpu: &CpuFeatures) -> ActQuantizer<Self> {
+        avx2::q8_k_interleaved(cpu).unwrap_or_else(ActQuantizer::scalar)
+    }
+}
+
+/// One row's block of a Q8_K quad (before interleaving), with the 4-row routine's scale sign.
+pub(crate) fn quantize_block_q8_k_quad_row(xs: &[f32]) -> BlockQ8K {
+    non_finite_q8_k(xs).unwrap_or_else(|| q8_k_with_scale(xs, q8_k_quad_scale(xs)))
 }
 
 /// Interleaves one block of four Q8_K rows in chunks of 8 bytes, with ggml's bsums order:
@@ -257,8 +314,21 @@ impl InterleavedAct for Q8KInterleaved {
     }
 }
 
+/// The quantizers of a format of Q8_1 rows interleaved four at a time in chunks of 8 bytes
+/// (`layout::q4_1::Q8_1Interleaved`), for its `ActFormat::quantizer`.
+#[allow(dead_code)] // until `Q8_1Interleaved` overrides `quantizer` with it
+pub(crate) fn q8_1_interleaved_quantizer<A>(cpu: &CpuFeatures) -> ActQuantizer<A>
+where
+    A: ActFormat<Row = BlockQ8_1, Quad = BlockQ8_1x4>,
+{
+    avx2::q8_1_interleaved(cpu).unwrap_or_else(ActQuantizer::scalar)
+}
+
 macro_rules! plain_format {
-    ($(#[$m:meta])* $name:ident, $row:ty, $block:expr, |$x:ident, $out:ident| $body:block) => {
+    (
+        $(#[$m:meta])* $name:ident, $row:ty, $block:expr, |$x:ident, $out:ident| $body:block
+        $(, simd = $simd:path)?
+    ) => {
         $(#[$m])*
         pub struct $name;
         impl ActFormat for $name {
@@ -273,6 +343,11 @@ macro_rules! plain_format {
                     Self::quantize_row(row, dst);
                 }
             }
+            $(
+                fn quantizer(cpu: &CpuFeatures) -> ActQuantizer<Self> {
+                    $simd(cpu).unwrap_or_else(ActQuantizer::scalar)
+                }
+            )?
         }
     };
 }
@@ -283,21 +358,21 @@ plain_format!(
     for (b, xs) in out.iter_mut().zip(x.chunks_exact(32)) {
         *b = quantize_block_q8_0(xs);
     }
-});
+}, simd = avx2::q8_0_plain);
 plain_format!(
     /// Plain Q8_1 rows (the vec_dot type of Q4_1 and Q5_1).
     PlainQ8_1, BlockQ8_1, 32, |x, out| {
     for (b, xs) in out.iter_mut().zip(x.chunks_exact(32)) {
         *b = quantize_block_q8_1(xs);
     }
-});
+}, simd = avx2::q8_1_plain);
 plain_format!(
     /// Plain Q8_K rows (the vec_dot type of the K-quants and IQ4_XS).
     PlainQ8K, BlockQ8K, QK_K, |x, out| {
     for (b, xs) in out.iter_mut().zip(x.chunks_exact(QK_K)) {
         *b = quantize_block_q8_k(xs);
     }
-});
+}, simd = avx2::q8_k_plain);
 plain_format!(
     /// Activations rounded to f16 (the vec_dot type of F16).
     PlainF16, F16Bits, 1, |x, out| {

@@ -17,6 +17,7 @@
 //! ```
 
 pub mod activation;
+mod activation_avx2;
 pub mod blocks;
 pub mod cpu;
 mod driver;

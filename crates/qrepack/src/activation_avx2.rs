@@ -1,0 +1,1262 @@
+//! AVX2 (+FMA+F16C) versions of the activation quantizers of [`crate::activation`], producing
+//! the same bytes as the portable ones.
+//!
+//! # Exactness
+//!
+//! A block takes the vector path only when its scale is "ordinary": every value finite, and the
+//! inverse scale (`127 / amax` for Q8_0/Q8_1, `∓127 / max` for Q8_K) finite. Then every product
+//! `v * id` is finite and at most `127 * (1 + 2^-23)` in magnitude, so the portable code's clamp
+//! (and Q8_K's `min(127)`) never changes the rounded result and no NaN can occur: the products
+//! are computed with the same single `f32` multiplication and rounded half to even by
+//! `cvtps_epi32` (Rust code always runs with the default MXCSR). Block maxima are taken as
+//! integer maxima of the sign-cleared bit patterns, which order finite non-negative floats like
+//! their values and put NaN above infinity, so one comparison of the maximum with the infinity
+//! pattern detects every non-finite block. All-zero blocks stay on the vector path (`id = 0`).
+//!
+//! Everything else (NaN or infinite activations, or a maximum below `127 / f32::MAX` ≈ 3.7e-37,
+//! whose inverse scale overflows) is rare, and the portable quantizer handles the group of
+//! blocks it occurs in (up to four consecutive Q8_0/Q8_1 blocks of a row, or one block column of
+//! a quad's four rows), so the odd semantics there (NaN scales, zero or saturated quants from
+//! zero or infinite inverse scales) are reproduced by construction.
+//!
+//! Scales are converted with `vcvtps2ph` in round-to-nearest-even, which is what
+//! [`crate::blocks::F16Bits::from_f32`] computes.
+//!
+//! # Byte order
+//!
+//! `packs_epi32` and `packs_epi16` work per 128-bit lane, so packing the eight-lane `i32`
+//! vectors of 32 values `c0..c8` (4-byte chunks) gives the dwords `c0 c2 c4 c6 | c1 c3 c5 c7`
+//! ("pack order"). One `permutevar8x32` restores the natural order; for four rows interleaved in
+//! chunks of 4 bytes, a 4x4 dword transpose inside each lane gives the interleaved vectors
+//! directly, and chunks of 8 bytes need the same permutation after it.
+
+use crate::activation::{ActFormat, ActQuantizer};
+use crate::blocks::{BlockQ8K, BlockQ8Kx4, BlockQ8_0, BlockQ8_0x4, BlockQ8_1, BlockQ8_1x4};
+use crate::cpu::CpuFeatures;
+
+/// The AVX2 quantizers of a Q8_0 format whose quads interleave four rows in chunks of `IL`
+/// bytes (4 or 8), if the CPU has AVX2+FMA+F16C.
+pub(crate) fn q8_0_interleaved<A, const IL: usize>(cpu: &CpuFeatures) -> Option<ActQuantizer<A>>
+where
+    A: ActFormat<Row = BlockQ8_0, Quad = BlockQ8_0x4>,
+{
+    #[cfg(target_arch = "x86_64")]
+    {
+        if cpu.avx2() {
+            let quad: fn([&[f32]; 4], &mut [BlockQ8_0x4]) = match IL {
+                4 => entry::q8_0_quad_il4,
+                8 => entry::q8_0_quad_il8,
+                _ => return None,
+            };
+            return Some(ActQuantizer {
+                row: entry::q8_0_row,
+                quad,
+            });
+        }
+    }
+    let _ = cpu;
+    None
+}
+
+/// The AVX2 quantizers of plain Q8_0 rows (quads are four rows back to back).
+pub(crate) fn q8_0_plain<A>(cpu: &CpuFeatures) -> Option<ActQuantizer<A>>
+where
+    A: ActFormat<Row = BlockQ8_0, Quad = BlockQ8_0>,
+{
+    #[cfg(target_arch = "x86_64")]
+    {
+        if cpu.avx2() {
+            return Some(ActQuantizer {
+                row: entry::q8_0_row,
+                quad: entry::q8_0_rows4,
+            });
+        }
+    }
+    let _ = cpu;
+    None
+}
+
+/// The AVX2 quantizers of plain Q8_1 rows (quads are four rows back to back).
+pub(crate) fn q8_1_plain<A>(cpu: &CpuFeatures) -> Option<ActQuantizer<A>>
+where
+    A: ActFormat<Row = BlockQ8_1, Quad = BlockQ8_1>,
+{
+    #[cfg(target_arch = "x86_64")]
+    {
+        if cpu.avx2() {
+            return Some(ActQuantizer {
+                row: entry::q8_1_row,
+                quad: entry::q8_1_rows4,
+            });
+        }
+    }
+    let _ = cpu;
+    None
+}
+
+/// The AVX2 quantizers of Q8_1 with four rows interleaved in chunks of 8 bytes.
+pub(crate) fn q8_1_interleaved<A>(cpu: &CpuFeatures) -> Option<ActQuantizer<A>>
+where
+    A: ActFormat<Row = BlockQ8_1, Quad = BlockQ8_1x4>,
+{
+    #[cfg(target_arch = "x86_64")]
+    {
+        if cpu.avx2() {
+            return Some(ActQuantizer {
+                row: entry::q8_1_row,
+                quad: entry::q8_1_quad,
+            });
+        }
+    }
+    let _ = cpu;
+    None
+}
+
+/// The AVX2 quantizers of Q8_K with four rows interleaved (ggml's x86 4-row scale choice).
+pub(crate) fn q8_k_interleaved<A>(cpu: &CpuFeatures) -> Option<ActQuantizer<A>>
+where
+    A: ActFormat<Row = BlockQ8K, Quad = BlockQ8Kx4>,
+{
+    #[cfg(target_arch = "x86_64")]
+    {
+        if cpu.avx2() {
+            return Some(ActQuantizer {
+                row: entry::q8_k_row,
+                quad: entry::q8_k_quad,
+            });
+        }
+    }
+    let _ = cpu;
+    None
+}
+
+/// The AVX2 quantizers of plain Q8_K rows (quads are four rows back to back).
+pub(crate) fn q8_k_plain<A>(cpu: &CpuFeatures) -> Option<ActQuantizer<A>>
+where
+    A: ActFormat<Row = BlockQ8K, Quad = BlockQ8K>,
+{
+    #[cfg(target_arch = "x86_64")]
+    {
+        if cpu.avx2() {
+            return Some(ActQuantizer {
+                row: entry::q8_k_row,
+                quad: entry::q8_k_rows4,
+            });
+        }
+    }
+    let _ = cpu;
+    None
+}
+
+/// Safe entry points. They are private and only handed out by the selectors above, which
+/// checked AVX2+FMA+F16C first.
+#[cfg(target_arch = "x86_64")]
+mod entry {
+    use super::imp;
+    use crate::blocks::{BlockQ8K, BlockQ8Kx4, BlockQ8_0, BlockQ8_0x4, BlockQ8_1, BlockQ8_1x4};
+
+    /// Four plain rows back to back, split exactly as the portable `plain_format!` quads are.
+    fn rows4<R>(x: [&[f32]; 4], out: &mut [R], row: fn(&[f32], &mut [R])) {
+        let nb = out.len() / 4;
+        for (xs, dst) in x.iter().zip(out.chunks_exact_mut(nb.max(1))) {
+            row(xs, dst);
+        }
+    }
+
+    pub(super) fn q8_0_row(x: &[f32], out: &mut [BlockQ8_0]) {
+        // SAFETY: only handed out after `CpuFeatures::avx2()` (AVX2+FMA+F16C) was checked.
+        unsafe { imp::q8_0_row(x, out) }
+    }
+    pub(super) fn q8_0_rows4(x: [&[f32]; 4], out: &mut [BlockQ8_0]) {
+        rows4(x, out, q8_0_row)
+    }
+    pub(super) fn q8_0_quad_il4(x: [&[f32]; 4], out: &mut [BlockQ8_0x4]) {
+        // SAFETY: only handed out after `CpuFeatures::avx2()` (AVX2+FMA+F16C) was checked.
+        unsafe { imp::q8_0_quad::<4>(x, out) }
+    }
+    pub(super) fn q8_0_quad_il8(x: [&[f32]; 4], out: &mut [BlockQ8_0x4]) {
+        // SAFETY: only handed out after `CpuFeatures::avx2()` (AVX2+FMA+F16C) was checked.
+        unsafe { imp::q8_0_quad::<8>(x, out) }
+    }
+    pub(super) fn q8_1_row(x: &[f32], out: &mut [BlockQ8_1]) {
+        // SAFETY: only handed out after `CpuFeatures::avx2()` (AVX2+FMA+F16C) was checked.
+        unsafe { imp::q8_1_row(x, out) }
+    }
+    pub(super) fn q8_1_rows4(x: [&[f32]; 4], out: &mut [BlockQ8_1]) {
+        rows4(x, out, q8_1_row)
+    }
+    pub(super) fn q8_1_quad(x: [&[f32]; 4], out: &mut [BlockQ8_1x4]) {
+        // SAFETY: only handed out after `CpuFeatures::avx2()` (AVX2+FMA+F16C) was checked.
+        unsafe { imp::q8_1_quad(x, out) }
+    }
+    pub(super) fn q8_k_row(x: &[f32], out: &mut [BlockQ8K]) {
+        // SAFETY: only handed out after `CpuFeatures::avx2()` (AVX2+FMA+F16C) was checked.
+        unsafe { imp::q8_k_row(x, out) }
+    }
+    pub(super) fn q8_k_rows4(x: [&[f32]; 4], out: &mut [BlockQ8K]) {
+        rows4(x, out, q8_k_row)
+    }
+    pub(super) fn q8_k_quad(x: [&[f32]; 4], out: &mut [BlockQ8Kx4]) {
+        // SAFETY: only handed out after `CpuFeatures::avx2()` (AVX2+FMA+F16C) was checked.
+        unsafe { imp::q8_k_quad(x, out) }
+    }
+}
+
+/// The kernels: safe `#[target_feature]` functions (callable without `unsafe` only from code
+/// with the same features). The small helpers carry the same attribute with `#[inline]`, so they
+/// inline into the kernels and their intrinsics need no `unsafe`; memory is only touched through
+/// bounds-checked fixed-size arrays.
+#[cfg(target_arch = "x86_64")]
+mod imp {
+    use std::arch::x86_64::*;
+
+    use bytemuck::Zeroable;
+
+    use crate::activation::{
+        interleave_q8_0, interleave_q8_k, quantize_block_q8_0, quantize_block_q8_1,
+        quantize_block_q8_k, quantize_block_q8_k_quad_row,
+    };
+    use crate::blocks::{
+        BlockQ8K, BlockQ8Kx4, BlockQ8_0, BlockQ8_0x4, BlockQ8_1, BlockQ8_1x4, F16Bits,
+    };
+    use crate::types::QK_K;
+
+    /// Bit pattern of `+inf`: sign-cleared patterns at or above it are not finite.
+    const INF_BITS: i32 = 0x7f80_0000;
+    const ABS_MASK: i32 = 0x7fff_ffff;
+
+    /// Block `i` of `N` values of a row (panics like the portable code on a short row).
+    #[inline]
+    fn block<const N: usize>(row: &[f32], i: usize) -> &[f32; N] {
+        row[i * N..(i + 1) * N]
+            .try_into()
+            .expect("a slice of exactly N values")
+    }
+
+    /// Values `8k .. 8k + 8` of `x`.
+    #[target_feature(enable = "avx2,fma,f16c")]
+    #[inline]
+    fn load<const N: usize>(x: &[f32; N], k: usize) -> __m256 {
+        let v: &[f32; 8] = x[8 * k..8 * k + 8].try_into().expect("8 values");
+        // SAFETY: `v` is 8 floats; `loadu` has no alignment requirement.
+        unsafe { _mm256_loadu_ps(v.as_ptr()) }
+    }
+
+    /// Stores 32 quants at `dst[at..at + 32]`.
+    #[target_feature(enable = "avx2,fma,f16c")]
+    #[inline]
+    fn store_i8(dst: &mut [i8], at: usize, v: __m256i) {
+        let d: &mut [i8; 32] = (&mut dst[at..at + 32]).try_into().expect("32 bytes");
+        // SAFETY: `d` is 32 bytes; `storeu` has no alignment requirement.
+        unsafe { _mm256_storeu_si256(d.as_mut_ptr().cast(), v) }
+    }
+
+    /// Stores 16 `i16` at `dst[at..at + 16]`.
+    #[target_feature(enable = "avx2,fma,f16c")]
+    #[inline]
+    fn store_i16(dst: &mut [i16], at: usize, v: __m256i) {
+        let d: &mut [i16; 16] = (&mut dst[at..at + 16]).try_into().expect("16 values");
+        // SAFETY: `d` is 32 bytes; `storeu` has no alignment requirement.
+        unsafe { _mm256_storeu_si256(d.as_mut_ptr().cast(), v) }
+    }
+
+    /// The four f32 lanes of `v`, each rounded to f16 (nearest even).
+    #[target_feature(enable = "avx2,fma,f16c")]
+    #[inline]
+    fn to_f16x4(v: __m128) -> [F16Bits; 4] {
+        let h = _mm_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(v);
+        let b = (_mm_cvtsi128_si64(h) as u64).to_le_bytes();
+        [
+            F16Bits([b[0], b[1]]),
+            F16Bits([b[2], b[3]]),
+            F16Bits([b[4], b[5]]),
+            F16Bits([b[6], b[7]]),
+        ]
+    }
+
+    /// The four lanes of `v`.
+    #[target_feature(enable = "avx2,fma,f16c")]
+    #[inline]
+    fn lanes(v: __m128) -> [f32; 4] {
+        let mut out = [0.0f32; 4];
+        // SAFETY: `out` holds 4 floats; `storeu` has no alignment requirement.
+        unsafe { _mm_storeu_ps(out.as_mut_ptr(), v) };
+        out
+    }
+
+    /// Lane `k` (0..4) of `v` in all eight lanes.
+    #[target_feature(enable = "avx2,fma,f16c")]
+    #[inline]
+    fn broadcast(v: __m128, k: usize) -> __m256 {
+        _mm256_permutevar8x32_ps(_mm256_castps128_ps256(v), _mm256_set1_epi32(k as i32))
+    }
+
+    /// Sign-cleared bit patterns of 8 values.
+    #[target_feature(enable = "avx2,fma,f16c")]
+    #[inline]
+    fn abs_bits(v: __m256) -> __m256i {
+        _mm256_and_si256(_mm256_castps_si256(v), _mm256_set1_epi32(ABS_MASK))
+    }
+
+    /// Per-vector reduction `[max(v0), max(v1), max(v2), max(v3)]` of four vectors of `i32`: a
+    /// transpose that reduces as it goes (both halves of a lane pair meet in one `max`).
+    #[target_feature(enable = "avx2,fma,f16c")]
+    #[inline]
+    fn hmax4(v: [__m256i; 4]) -> __m128i {
+        let t01 = _mm256_max_epi32(
+            _mm256_unpacklo_epi32(v[0], v[1]),
+            _mm256_unpackhi_epi32(v[0], v[1]),
+        );
+        let t23 = _mm256_max_epi32(
+            _mm256_unpacklo_epi32(v[2], v[3]),
+            _mm256_unpackhi_epi32(v[2], v[3]),
+        );
+        let u = _mm256_max_epi32(
+            _mm256_unpacklo_epi64(t01, t23),
+            _mm256_unpackhi_epi64(t01, t23),
+        );
+        _mm_max_epi32(_mm256_castsi256_si128(u), _mm256_extracti128_si256::<1>(u))
+    }
+
+    /// As [`hmax4`] with sums.
+    #[target_feature(enable = "avx2,fma,f16c")]
+    #[inline]
+    fn hsum4(v: [__m256i; 4]) -> __m128i {
+        let t01 = _mm256_add_epi32(
+            _mm256_unpacklo_epi32(v[0], v[1]),
+            _mm256_unpackhi_epi32(v[0], v[1]),
+        );
+        let t23 = _mm256_add_epi32(
+            _mm256_unpacklo_epi32(v[2], v[3]),
+            _mm256_unpackhi_epi32(v[2], v[3]),
+        );
+        let u = _mm256_add_epi32(
+            _mm256_unpacklo_epi64(t01, t23),
+            _mm256_unpackhi_epi64(t01, t23),
+        );
+        _mm_add_epi32(_mm256_castsi256_si128(u), _mm256_extracti128_si256::<1>(u))
+    }
+
+    /// Maximum of the eight `i32` lanes.
+    #[target_feature(enable = "avx2,fma,f16c")]
+    #[inline]
+    fn hmax1(v: __m256i) -> i32 {
+        let m = _mm_max_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256::<1>(v));
+        let m = _mm_max_epi32(m, _mm_shuffle_epi32::<0b01_00_11_10>(m));
+        let m = _mm_max_epi32(m, _mm_shuffle_epi32::<0b10_11_00_01>(m));
+        _mm_cvtsi128_si32(m)
+    }
+
+    /// True when all four lanes of `mask` are set.
+    #[target_feature(enable = "avx2,fma,f16c")]
+    #[inline]
+    fn all4(mask: __m128i) -> bool {
+        _mm_movemask_ps(_mm_castsi128_ps(mask)) == 0xf
+    }
+
+    /// Packs four vectors of `i32` quants (values `8j .. 8j + 8` in vector `j`) into 32 bytes in
+    /// pack order, also returning the two `i16` halves (values 0..16 and 16..32, in some order).
+    #[target_feature(enable = "avx2,fma,f16c")]
+    #[inline]
+    fn pack(q: [__m256i; 4]) -> (__m256i, __m256i, __m256i) {
+        let a = _mm256_packs_epi32(q[0], q[1]);
+        let b = _mm256_packs_epi32(q[2], q[3]);
+        (_mm256_packs_epi16(a, b), a, b)
+    }
+
+    /// Pack order to natural order.
+    #[target_feature(enable = "avx2,fma,f16c")]
+    #[inline]
+    fn natural(p: __m256i) -> __m256i {
+        _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7))
+    }
+
+    /// Four rows' 32 quants in pack order to the 128 bytes of ggml's interleaving in chunks of
+    /// 4 bytes: output vector `k` is chunk `2k` of rows 0..4 then chunk `2k + 1` of rows 0..4,
+    /// which in pack order are dword `k` of the low lanes and dword `k` of the high lanes.
+    #[target_feature(enable = "avx2,fma,f16c")]
+    #[inline]
+    fn interleave4(p: [__m256i; 4]) -> [__m256i; 4] {
+        let t0 = _mm256_unpacklo_epi32(p[0], p[1]);
+        let t1 = _mm256_unpackhi_epi32(p[0], p[1]);
+        let t2 = _mm256_unpacklo_epi32(p[2], p[3]);
+        let t3 = _mm256_unpackhi_epi32(p[2], p[3]);
+        [
+            _mm256_unpacklo_epi64(t0, t2),
+            _mm256_unpackhi_epi64(t0, t2),
+            _mm256_unpacklo_epi64(t1, t3),
+            _mm256_unpackhi_epi64(t1, t3),
+        ]
+    }
+
+    /// As [`interleave4`] in chunks of 8 bytes: the same dwords, paired up across the lanes.
+    #[target_feature(enable = "avx2,fma,f16c")]
+    #[inline]
+    fn interleave8(p: [__m256i; 4]) -> [__m256i; 4] {
+        let v = interleave4(p);
+        [natural(v[0]), natural(v[1]), natural(v[2]), natural(v[3])]
+    }
+
+    /// Four Q8_0 (or Q8_1) blocks quantized, when all four have ordinary scales.
+    struct Q8x4 {
+        /// The quants of block `k`, in pack order.
+        q: [__m256i; 4],
+        /// `amax / 127` of each block, the unrounded scale.
+        dm: __m128,
+        /// Sum of each block's quants (only when asked for).
+        sums: __m128i,
+    }
+
+    /// Quantizes four blocks of 32 values like `quantize_block_q8_0`, or `None` when one of
+    /// them has NaN/infinite values or an infinite `127 / amax`.
+    #[target_feature(enable = "avx2,fma,f16c")]
+    #[inline]
+    fn q8_0_x4<const SUMS: bool>(x: [&[f32; 32]; 4]) -> Option<Q8x4> {
+        let mut mx = [_mm256_setzero_si256(); 4];
+        for (m, b) in mx.iter_mut().zip(x) {
+            *m = _mm256_max_epi32(
+                _mm256_max_epi32(abs_bits(load(b, 0)), abs_bits(load(b, 1))),
+                _mm256_max_epi32(abs_bits(load(b, 2)), abs_bits(load(b, 3))),
+            );
+        }
+        let mbits = hmax4(mx);
+        let m = _mm_castsi128_ps(mbits);
+        let zero = _mm_cmpeq_ps(m, _mm_setzero_ps());
+        let id = _mm_andnot_ps(zero, _mm_div_ps(_mm_set1_ps(127.0), m));
+        let inf = _mm_set1_epi32(INF_BITS);
+        // `id` is never negative, so a signed comparison of its bits tests finiteness too.
+        let ordinary = _mm_and_si128(
+            _mm_cmpgt_epi32(inf, mbits),
+            _mm_cmpgt_epi32(inf, _mm_castps_si128(id)),
+        );
+        if !all4(ordinary) {
+            return None;
+        }
+        let mut q = [_mm256_setzero_si256(); 4];
+        let mut sums = [_mm256_setzero_si256(); 4];
+        for (k, b) in x.iter().enumerate() {
+            let idk = broadcast(id, k);
+            let i = [
+                _mm256_cvtps_epi32(_mm256_mul_ps(load(b, 0), idk)),
+                _mm256_cvtps_epi32(_mm256_mul_ps(load(b, 1), idk)),
+                _mm256_cvtps_epi32(_mm256_mul_ps(load(b, 2), idk)),
+                _mm256_cvtps_epi32(_mm256_mul_ps(load(b, 3), idk)),
+            ];
+            if SUMS {
+                sums[k] =
+                    _mm256_add_epi32(_mm256_add_epi32(i[0], i[1]), _mm256_add_epi32(i[2], i[3]));
+            }
+            q[k] = pack(i).0;
+        }
+        Some(Q8x4 {
+            q,
+            dm: _mm_div_ps(m, _mm_set1_ps(127.0)),
+            sums: if SUMS {
+                hsum4(sums)
+            } else {
+                _mm_setzero_si128()
+            },
+        })
+    }
+
+    /// Blocks `i .. i + 4` of a row, the missing ones past `nb` replaced by block `i` (their
+    /// results are not stored).
+    #[inline]
+    fn four_blocks(x: &[f32], i: usize, nb: usize) -> [&[f32; 32]; 4] {
+        let at = |k: usize| block::<32>(x, if i + k < nb { i + k } else { i });
+        [at(0), at(1), at(2), at(3)]
+    }
+
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub(super) fn q8_0_row(x: &[f32], out: &mut [BlockQ8_0]) {
+        let nb = out.len().min(x.len() / 32);
+        for (g, dst) in out[..nb].chunks_mut(4).enumerate() {
+            let b = four_blocks(x, 4 * g, nb);
+            match q8_0_x4::<false>(b) {
+                Some(r) => {
+                    let d = to_f16x4(r.dm);
+                    for (k, o) in dst.iter_mut().enumerate() {
+                        o.d = d[k];
+                        store_i8(&mut o.qs, 0, natural(r.q[k]));
+                    }
+                }
+                None => {
+                    for (o, xs) in dst.iter_mut().zip(b) {
+                        *o = quantize_block_q8_0(xs);
+                    }
+                }
+            }
+        }
+    }
+
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub(super) fn q8_1_row(x: &[f32], out: &mut [BlockQ8_1]) {
+        let nb = out.len().min(x.len() / 32);
+        for (g, dst) in out[..nb].chunks_mut(4).enumerate() {
+            let b = four_blocks(x, 4 * g, nb);
+            match q8_0_x4::<true>(b) {
+                Some(r) => {
+                    let d = to_f16x4(r.dm);
+                    let s = to_f16x4(_mm_mul_ps(r.dm, _mm_cvtepi32_ps(r.sums)));
+                    for (k, o) in dst.iter_mut().enumerate() {
+                        o.d = d[k];
+                        o.s = s[k];
+                        store_i8(&mut o.qs, 0, natural(r.q[k]));
+                    }
+                }
+                None => {
+                    for (o, xs) in dst.iter_mut().zip(b) {
+                        *o = quantize_block_q8_1(xs);
+                    }
+                }
+            }
+        }
+    }
+
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub(super) fn q8_0_quad<const IL: usize>(x: [&[f32]; 4], out: &mut [BlockQ8_0x4]) {
+        debug_assert!(IL == 4 || IL == 8);
+        for (i, quad) in out.iter_mut().enumerate() {
+            let b = [
+                block::<32>(x[0], i),
+                block::<32>(x[1], i),
+                block::<32>(x[2], i),
+                block::<32>(x[3], i),
+            ];
+            match q8_0_x4::<false>(b) {
+                Some(r) => {
+                    quad.d = to_f16x4(r.dm);
+                    let v = if IL == 4 {
+                        interleave4(r.q)
+                    } else {
+                        interleave8(r.q)
+                    };
+                    for (k, &vk) in v.iter().enumerate() {
+                        store_i8(&mut quad.qs, 32 * k, vk);
+                    }
+                }
+                None => {
+                    let rows = [
+                        quantize_block_q8_0(b[0]),
+                        quantize_block_q8_0(b[1]),
+                        quantize_block_q8_0(b[2]),
+                        quantize_block_q8_0(b[3]),
+                    ];
+                    *quad = interleave_q8_0(&rows, IL);
+                }
+            }
+        }
+    }
+
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub(super) fn q8_1_quad(x: [&[f32]; 4], out: &mut [BlockQ8_1x4]) {
+        for (i, quad) in out.iter_mut().enumerate() {
+            let b = [
+                block::<32>(x[0], i),
+                block::<32>(x[1], i),
+                block::<32>(x[2], i),
+                block::<32>(x[3], i),
+            ];
+            match q8_0_x4::<true>(b) {
+                Some(r) => {
+                    quad.d = to_f16x4(r.dm);
+                    quad.s = to_f16x4(_mm_mul_ps(r.dm, _mm_cvtepi32_ps(r.sums)));
+                    for (k, &vk) in interleave8(r.q).iter().enumerate() {
+                        store_i8(&mut quad.qs, 32 * k, vk);
+                    }
+                }
+                None => {
+                    *quad = BlockQ8_1x4::zeroed();
+                    for (m, xs) in b.iter().enumerate() {
+                        let r = quantize_block_q8_1(*xs);
+                        quad.d[m] = r.d;
+                        quad.s[m] = r.s;
+                        for (c, chunk) in r.qs.chunks_exact(8).enumerate() {
+                            let dst = (c * 4 + m) * 8;
+                            quad.qs[dst..dst + 8].copy_from_slice(chunk);
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Lane-wise maxima of the bit patterns of 256 values: sign-cleared (the magnitudes), and
+    /// when `SIGNED` also raw as `i32` (the largest positive value's pattern, if there is one)
+    /// and raw as `u32` (the pattern of the negative value of largest magnitude, if any).
+    #[target_feature(enable = "avx2,fma,f16c")]
+    #[inline]
+    fn max_256<const SIGNED: bool>(x: &[f32; QK_K]) -> [__m256i; 3] {
+        let mut a = [_mm256_setzero_si256(); 4];
+        let mut s = [_mm256_set1_epi32(i32::MIN); 4];
+        let mut u = [_mm256_setzero_si256(); 4];
+        for j in 0..8 {
+            for t in 0..4 {
+                let v = load(x, 4 * j + t);
+                a[t] = _mm256_max_epi32(a[t], abs_bits(v));
+                if SIGNED {
+                    s[t] = _mm256_max_epi32(s[t], _mm256_castps_si256(v));
+                    u[t] = _mm256_max_epu32(u[t], _mm256_castps_si256(v));
+                }
+            }
+        }
+        [
+            _mm256_max_epi32(_mm256_max_epi32(a[0], a[1]), _mm256_max_epi32(a[2], a[3])),
+            _mm256_max_epi32(_mm256_max_epi32(s[0], s[1]), _mm256_max_epi32(s[2], s[3])),
+            _mm256_max_epu32(_mm256_max_epu32(u[0], u[1]), _mm256_max_epu32(u[2], u[3])),
+        ]
+    }
+
+    /// Index of the first of 256 values whose sign-cleared pattern is `mbits`.
+    #[target_feature(enable = "avx2,fma,f16c")]
+    #[inline]
+    fn first_abs_eq(x: &[f32; QK_K], mbits: i32) -> Option<usize> {
+        let want = _mm256_set1_epi32(mbits);
+        for j in 0..32 {
+            let eq = _mm256_cmpeq_epi32(abs_bits(load(x, j)), want);
+            let mask = _mm256_movemask_ps(_mm256_castsi256_ps(eq));
+            if mask != 0 {
+                return Some(8 * j + mask.trailing_zeros() as usize);
+            }
+        }
+        None
+    }
+
+    /// The quants of 256 values at the (finite) inverse scale in `s` (all lanes), in pack order
+    /// per 32 values, and the 16 sums of 16 quants in natural order.
+    ///
+    /// The sums come from the `i16` halves of the packing: `a` holds the 16 quants of one sum
+    /// and `b` those of the next, so three rounds of `hadd_epi16` leave each lane with a partial
+    /// sum of every group, and adding the two lanes finishes them (all partials stay below
+    /// `16 * 128`).
+    #[target_feature(enable = "avx2,fma,f16c")]
+    #[inline]
+    fn q8_k_quants(x: &[f32; QK_K], s: __m256, q: &mut [__m256i; 8]) -> __m256i {
+        let mut h = [_mm256_setzero_si256(); 8];
+        for (j, (qj, hj)) in q.iter_mut().zip(h.iter_mut()).enumerate() {
+            let i = [
+                _mm256_cvtps_epi32(_mm256_mul_ps(s, load(x, 4 * j))),
+                _mm256_cvtps_epi32(_mm256_mul_ps(s, load(x, 4 * j + 1))),
+                _mm256_cvtps_epi32(_mm256_mul_ps(s, load(x, 4 * j + 2))),
+                _mm256_cvtps_epi32(_mm256_mul_ps(s, load(x, 4 * j + 3))),
+            ];
+            let (p, a, b) = pack(i);
+            *qj = p;
+            *hj = _mm256_hadd_epi16(a, b);
+        }
+        let k0 = _mm256_hadd_epi16(h[0], h[1]);
+        let k1 = _mm256_hadd_epi16(h[2], h[3]);
+        let k2 = _mm256_hadd_epi16(h[4], h[5]);
+        let k3 = _mm256_hadd_epi16(h[6], h[7]);
+        let l0 = _mm256_hadd_epi16(k0, k1);
+        let l1 = _mm256_hadd_epi16(k2, k3);
+        _mm256_add_epi16(
+            _mm256_permute2x128_si256::<0x20>(l0, l1),
+            _mm256_permute2x128_si256::<0x31>(l0, l1),
+        )
+    }
+
+    /// One block like `quantize_block_q8_k`: the scale's sign is that of the first value of
+    /// largest magnitude.
+    #[target_feature(enable = "avx2,fma,f16c")]
+    #[inline]
+    fn q8_k_block(x: &[f32; QK_K], out: &mut BlockQ8K) {
+        let [a, s, u] = max_256::<true>(x);
+        let mbits = hmax1(a);
+        if mbits == 0 {
+            *out = BlockQ8K::zeroed();
+            return;
+        }
+        let m = f32::from_bits(mbits as u32);
+        // The scale's sign is that of the first value of largest magnitude; only when both
+        // `+amax` and `-amax` occur does that need a search.
+        let positive = hmax1(s) == mbits;
+        let negative = hmax1(_mm256_xor_si256(u, _mm256_set1_epi32(i32::MIN))) == mbits;
+        let max = match (positive, negative) {
+            _ if mbits >= INF_BITS => f32::NAN,
+            (true, false) => m,
+            (false, true) => -m,
+            _ => match first_abs_eq(x, mbits) {
+                Some(i) => x[i],
+                None => f32::NAN,
+            },
+        };
+        let iscale = -127.0 / max;
+        if !iscale.is_finite() {
+            *out = quantize_block_q8_k(x);
+            return;
+        }
+        let mut q = [_mm256_setzero_si256(); 8];
+        let sums = q8_k_quants(x, _mm256_set1_ps(iscale), &mut q);
+        for (j, &qj) in q.iter().enumerate() {
+            store_i8(&mut out.qs, 32 * j, natural(qj));
+        }
+        store_i16(&mut out.bsums, 0, sums);
+        out.d = 1.0 / iscale;
+    }
+
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub(super) fn q8_k_row(x: &[f32], out: &mut [BlockQ8K]) {
+        for (o, xs) in out.iter_mut().zip(x.chunks_exact(QK_K)) {
+            q8_k_block(xs.try_into().expect("256 values"), o);
+        }
+    }
+
+    /// One quad like `Q8KInterleaved::quantize_quad`; false (nothing written) when a row has
+    /// no ordinary scale.
+    #[target_feature(enable = "avx2,fma,f16c")]
+    #[inline]
+    fn q8_k_quad_block(x: [&[f32; QK_K]; 4], out: &mut BlockQ8Kx4) -> bool {
+        let mut a = [_mm256_setzero_si256(); 4];
+        let mut s = [_mm256_setzero_si256(); 4];
+        for m in 0..4 {
+            [a[m], s[m], _] = max_256::<true>(x[m]);
+        }
+        let mbits = hmax4(a);
+        let m = _mm_castsi128_ps(mbits);
+        // ggml's 4-row routine negates the scale when `+amax` itself occurs in the row.
+        let positive_max = _mm_cmpeq_epi32(hmax4(s), mbits);
+        let sign = _mm_and_ps(_mm_castsi128_ps(positive_max), _mm_set1_ps(-0.0));
+        let zero = _mm_cmpeq_ps(m, _mm_setzero_ps());
+        let iscale = _mm_andnot_ps(zero, _mm_xor_ps(_mm_div_ps(_mm_set1_ps(127.0), m), sign));
+        let inf = _mm_set1_epi32(INF_BITS);
+        let iscale_abs = _mm_and_si128(_mm_castps_si128(iscale), _mm_set1_epi32(ABS_MASK));
+        let ordinary = _mm_and_si128(
+            _mm_cmpgt_epi32(inf, mbits),
+            _mm_cmpgt_epi32(inf, iscale_abs),
+        );
+        if !all4(ordinary) {
+            return false;
+        }
+        let mut q = [[_mm256_setzero_si256(); 8]; 4];
+        let mut sums = [_mm256_setzero_si256(); 4];
+        for (row, (qm, sm)) in q.iter_mut().zip(sums.iter_mut()).enumerate() {
+            *sm = q8_k_quants(x[row], broadcast(iscale, row), qm);
+        }
+        for (j, dst) in out.qs.chunks_exact_mut(128).enumerate() {
+            let v = interleave8([q[0][j], q[1][j], q[2][j], q[3][j]]);
+            for (k, &vk) in v.iter().enumerate() {
+                store_i8(dst, 32 * k, vk);
+            }
+        }
+        // ggml's bsums order puts sums 4c .. 4c + 4 of rows 0..4 together: a 4x4 transpose of
+        // 8-byte chunks.
+        let t0 = _mm256_unpacklo_epi64(sums[0], sums[1]);
+        let t1 = _mm256_unpackhi_epi64(sums[0], sums[1]);
+        let t2 = _mm256_unpacklo_epi64(sums[2], sums[3]);
+        let t3 = _mm256_unpackhi_epi64(sums[2], sums[3]);
+        let v = [
+            _mm256_permute2x128_si256::<0x20>(t0, t2),
+            _mm256_permute2x128_si256::<0x20>(t1, t3),
+            _mm256_permute2x128_si256::<0x31>(t0, t2),
+            _mm256_permute2x128_si256::<0x31>(t1, t3),
+        ];
+        for (k, &vk) in v.iter().enumerate() {
+            store_i16(&mut out.bsums, 16 * k, vk);
+        }
+        out.d = lanes(_mm_andnot_ps(zero, _mm_div_ps(_mm_set1_ps(1.0), iscale)));
+        true
+    }
+
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub(super) fn q8_k_quad(x: [&[f32]; 4], out: &mut [BlockQ8Kx4]) {
+        for (i, quad) in out.iter_mut().enumerate() {
+            let b = [
+                block::<QK_K>(x[0], i),
+                block::<QK_K>(x[1], i),
+                block::<QK_K>(x[2], i),
+                block::<QK_K>(x[3], i),
+            ];
+            if !q8_k_quad_block(b, quad) {
+                let rows = [
+                    quantize_block_q8_k_quad_row(b[0]),
+                    quantize_block_q8_k_quad_row(b[1]),
+                    quantize_block_q8_k_quad_row(b[2]),
+                    quantize_block_q8_k_quad_row(b[3]),
+                ];
+                *quad = interleave_q8_k(&rows);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use bytemuck::Zeroable;
+
+    use crate::activation::{
+        quantize_block_q8_1, ActFormat, ActQuantizer, PlainQ8K, PlainQ8_0, PlainQ8_1,
+        Q8KInterleaved, Q8_0Interleaved,
+    };
+    use crate::blocks::{BlockQ8_1, BlockQ8_1x4};
+    use crate::cpu::CpuFeatures;
+
+    /// A stand-in for `layout::q4_1::Q8_1Interleaved` (private to the layouts): same blocks,
+    /// same portable quantizer, quantizers from [`crate::activation::q8_1_interleaved_quantizer`].
+    struct Q8_1x4;
+
+    impl ActFormat for Q8_1x4 {
+        type Row = BlockQ8_1;
+        type Quad = BlockQ8_1x4;
+        const BLOCK: usize = 32;
+        const QUAD_IS_ROWS: bool = false;
+
+        fn quantize_row(x: &[f32], out: &mut [BlockQ8_1]) {
+            for (b, xs) in out.iter_mut().zip(x.chunks_exact(32)) {
+                *b = quantize_block_q8_1(xs);
+            }
+        }
+
+        fn quantize_quad(x: [&[f32]; 4], out: &mut [BlockQ8_1x4]) {
+            for (i, quad) in out.iter_mut().enumerate() {
+                *quad = BlockQ8_1x4::zeroed();
+                for (m, row) in x.iter().enumerate() {
+                    let b = quantize_block_q8_1(&row[i * 32..i * 32 + 32]);
+                    quad.d[m] = b.d;
+                    quad.s[m] = b.s;
+                    for (c, chunk) in b.qs.chunks_exact(8).enumerate() {
+                        let dst = (c * 4 + m) * 8;
+                        quad.qs[dst..dst + 8].copy_from_slice(chunk);
+                    }
+                }
+            }
+        }
+
+        fn quantizer(cpu: &CpuFeatures) -> ActQuantizer<Self> {
+            crate::activation::q8_1_interleaved_quantizer(cpu)
+        }
+    }
+
+    /// The CPU, when it can run the AVX2 quantizers (the tests pass vacuously otherwise).
+    fn avx2_cpu() -> Option<&'static CpuFeatures> {
+        let cpu = CpuFeatures::get();
+        cpu.avx2().then_some(cpu)
+    }
+
+    struct SplitMix(u64);
+
+    impl SplitMix {
+        fn next(&mut self) -> u64 {
+            self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+            let mut z = self.0;
+            z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+            z ^ (z >> 31)
+        }
+        /// Uniform in [-1, 1).
+        fn unit(&mut self) -> f32 {
+            (self.next() >> 40) as f32 / (1u64 << 23) as f32 - 1.0
+        }
+        fn below(&mut self, n: usize) -> usize {
+            (self.next() % n as u64) as usize
+        }
+    }
+
+    fn first_difference(want: &[u8], got: &[u8]) -> Option<usize> {
+        want.iter().zip(got).position(|(a, b)| a != b)
+    }
+
+    /// Both quantizers of `A` against its portable ones on four rows, byte for byte.
+    fn check_format<A: ActFormat>(cpu: &CpuFeatures, rows: [&[f32]; 4], what: &str)
+    where
+        A::Row: std::fmt::Debug,
+        A::Quad: std::fmt::Debug,
+    {
+        let q = A::quantizer(cpu);
+        let name = std::any::type_name::<A>();
+        let nb = rows[0].len() / A::BLOCK;
+        for (r, row) in rows.iter().enumerate() {
+            let mut want = vec![A::Row::zeroed(); nb];
+            let mut got = vec![A::Row::zeroed(); nb];
+            A::quantize_row(row, &mut want);
+            (q.row)(row, &mut got);
+            let (w, g) = (bytemuck::cast_slice(&want), bytemuck::cast_slice(&got));
+            if let Some(at) = first_difference(w, g) {
+                let blk = at / std::mem::size_of::<A::Row>();
+                panic!(
+                    "{name} row {r} ({what}): byte {at} (block {blk}) differs\n\
+                     want {:?}\n got {:?}\n input {:?}",
+                    want[blk],
+                    got[blk],
+                    &row[blk * A::BLOCK..(blk + 1) * A::BLOCK]
+                );
+            }
+        }
+        let mut want = vec![A::Quad::zeroed(); A::quad_len(nb)];
+        let mut got = vec![A::Quad::zeroed(); A::quad_len(nb)];
+        A::quantize_quad(rows, &mut want);
+        (q.quad)(rows, &mut got);
+        let (w, g) = (bytemuck::cast_slice(&want), bytemuck::cast_slice(&got));
+        if let Some(at) = first_difference(w, g) {
+            let blk = at / std::mem::size_of::<A::Quad>();
+            panic!(
+                "{name} quad ({what}): byte {at} (quad item {blk}) differs\nwant {:?}\n got {:?}",
+                want[blk], got[blk]
+            );
+        }
+    }
+
+    /// Every format with an AVX2 quantizer, on four rows of equal length.
+    fn check_all(cpu: &CpuFeatures, rows: [&[f32]; 4], what: &str) {
+        check_format::<Q8_0Interleaved<4>>(cpu, rows, what);
+        check_format::<Q8_0Interleaved<8>>(cpu, rows, what);
+        check_format::<PlainQ8_0>(cpu, rows, what);
+        check_format::<PlainQ8_1>(cpu, rows, what);
+        check_format::<Q8_1x4>(cpu, rows, what);
+        check_format::<Q8KInterleaved>(cpu, rows, what);
+        check_format::<PlainQ8K>(cpu, rows, what);
+    }
+
+    /// `data` (length `4 * len`) as four rows.
+    fn quad_rows(data: &[f32]) -> [&[f32]; 4] {
+        let len = data.len() / 4;
+        [0, 1, 2, 3].map(|m| &data[m * len..(m + 1) * len])
+    }
+
+    #[test]
+    fn avx2_quantizers_are_selected_only_with_avx2() {
+        fn differs<A: ActFormat>(cpu: &CpuFeatures) -> bool {
+            let q = A::quantizer(cpu);
+            q.row as *const () != A::quantize_row as *const ()
+                && q.quad as *const () != A::quantize_quad as *const ()
+        }
+        let scalar = CpuFeatures::scalar();
+        assert!(!differs::<Q8_0Interleaved<4>>(&scalar));
+        assert!(!differs::<Q8KInterleaved>(&scalar));
+        assert!(!differs::<PlainQ8_1>(&scalar));
+        let Some(cpu) = avx2_cpu() else { return };
+        assert!(differs::<Q8_0Interleaved<4>>(cpu));
+        assert!(differs::<Q8_0Interleaved<8>>(cpu));
+        assert!(differs::<PlainQ8_0>(cpu));
+        assert!(differs::<PlainQ8_1>(cpu));
+        assert!(differs::<Q8_1x4>(cpu));
+        assert!(differs::<Q8KInterleaved>(cpu));
+        assert!(differs::<PlainQ8K>(cpu));
+    }
+
+    #[test]
+    fn avx2_activation_random_rows_match_scalar() {
+        let Some(cpu) = avx2_cpu() else { return };
+        for seed in 0..4u64 {
+            for scale in [1e-3f32, 1.0, 1e3, 1e30, 1e-30] {
+                for len in [32usize, 64, 96, 128, 160, 256, 512, 4096, 4096 + 32] {
+                    let mut g = SplitMix(seed * 1000 + len as u64);
+                    let data: Vec<f32> = (0..4 * len).map(|_| g.unit() * scale).collect();
+                    check_all(
+                        cpu,
+                        quad_rows(&data),
+                        &format!("seed {seed} scale {scale} len {len}"),
+                    );
+                }
+            }
+        }
+    }
+
+    /// Blocks of one kind of value, in a row of 512 values (two Q8_K blocks, sixteen Q8_0 ones)
+    /// whose other blocks are ordinary, so that the vector path and the fallback meet in one
+    /// quad and one group of four row blocks.
+    fn check_block_kinds(cpu: &CpuFeatures, kinds: &[(&str, Vec<f32>)]) {
+        for (what, block) in kinds {
+            let n = block.len();
+            assert!(n == 32 || n == 256);
+            for placement in 0..4 {
+                let mut g = SplitMix(placement as u64 + 77);
+                let mut data: Vec<f32> = (0..4 * 512).map(|_| g.unit()).collect();
+                // Which rows and which block positions get the special block.
+                for m in 0..4 {
+                    if placement == 0 && m != 2 {
+                        continue;
+                    }
+                    let starts: &[usize] = match (n, placement) {
+                        (256, 3) => &[0, 256],
+                        (256, _) => &[256 * (m % 2)],
+                        (_, 3) => &[0, 32, 64, 96, 128, 256, 480],
+                        _ => &[32 * ((m + placement) % 16), 256],
+                    };
+                    for &s in starts {
+                        data[m * 512 + s..m * 512 + s + n].copy_from_slice(block);
+                    }
+                }
+                check_all(
+                    cpu,
+                    quad_rows(&data),
+                    &format!("{what}, placement {placement}"),
+                );
+            }
+        }
+    }
+
+    /// A block of `n` values: `f(i)` for each index.
+    fn blk(n: usize, f: impl Fn(usize) -> f32) -> Vec<f32> {
+        (0..n).map(f).collect()
+    }
+
+    #[test]
+    fn avx2_activation_special_blocks_match_scalar() {
+        let Some(cpu) = avx2_cpu() else { return };
+        let tiny = f32::from_bits(1); // smallest subnormal
+        let mut kinds: Vec<(&str, Vec<f32>)> = Vec::new();
+        for n in [32usize, 256] {
+            kinds.extend([
+                ("zeros", vec![0.0; n]),
+                ("negative zeros", vec![-0.0; n]),
+                (
+                    "mixed zeros",
+                    blk(n, |i| if i % 3 == 0 { -0.0 } else { 0.0 }),
+                ),
+                ("one value", blk(n, |i| if i == n / 2 { 3.5 } else { 0.0 })),
+                (
+                    "one negative value",
+                    blk(n, |i| if i == 5 { -3.5 } else { -0.0 }),
+                ),
+                (
+                    "one huge value",
+                    blk(n, |i| if i == 7 { 1e30 } else { (i as f32).sin() }),
+                ),
+                ("f32::MAX", blk(n, |i| if i == 3 { f32::MAX } else { 1.0 })),
+                (
+                    "-f32::MAX",
+                    blk(n, |i| if i == 9 { -f32::MAX } else { -1e37 }),
+                ),
+                (
+                    "all f32::MAX",
+                    blk(n, |i| if i % 2 == 0 { f32::MAX } else { -f32::MAX }),
+                ),
+                ("subnormals", blk(n, |i| tiny * (i as f32 - 7.0))),
+                (
+                    "subnormal max",
+                    blk(n, |i| if i == 1 { 1e-39 } else { 0.0 }),
+                ),
+                (
+                    "subnormals with a normal",
+                    blk(n, |i| if i == 4 { 1.0 } else { tiny * i as f32 }),
+                ),
+                (
+                    "min positive",
+                    blk(n, |i| if i == 2 { f32::MIN_POSITIVE } else { 0.0 }),
+                ),
+                (
+                    "below 127/MAX",
+                    blk(n, |i| 3.0e-37 * ((i % 5) as f32 - 2.0) / 2.0),
+                ),
+                (
+                    "near 127/MAX",
+                    blk(n, |i| if i == 0 { 127.0 / f32::MAX } else { 1e-38 }),
+                ),
+                (
+                    "just above 127/MAX",
+                    blk(n, |i| if i == 0 { 3.8e-37 } else { -1e-37 }),
+                ),
+                ("tiny normals", blk(n, |i| 1e-30 * (i as f32 + 0.25))),
+                ("constant", vec![0.7; n]),
+                ("negative constant", vec![-0.7; n]),
+            ]);
+        }
+        check_block_kinds(cpu, &kinds);
+    }
+
+    #[test]
+    fn avx2_activation_non_finite_match_scalar() {
+        let Some(cpu) = avx2_cpu() else { return };
+        let mut kinds: Vec<(&str, Vec<f32>)> = Vec::new();
+        let negative_nan = f32::from_bits(0xffc0_0001);
+        let signalling_nan = f32::from_bits(0x7f80_0001);
+        for n in [32usize, 256] {
+            for at in [0, 1, 7, 8, 15, 16, 31, n - 1] {
+                kinds.extend([
+                    ("NaN", blk(n, |i| if i == at { f32::NAN } else { i as f32 })),
+                    ("-NaN", blk(n, |i| if i == at { negative_nan } else { 0.5 })),
+                    (
+                        "sNaN",
+                        blk(n, |i| if i == at { signalling_nan } else { -0.5 }),
+                    ),
+                    (
+                        "+inf",
+                        blk(n, |i| if i == at { f32::INFINITY } else { i as f32 }),
+                    ),
+                    (
+                        "-inf",
+                        blk(n, |i| if i == at { f32::NEG_INFINITY } else { 2.0 }),
+                    ),
+                    (
+                        "inf in zeros",
+                        blk(n, |i| if i == at { f32::INFINITY } else { 0.0 }),
+                    ),
+                    (
+                        "NaN in zeros",
+                        blk(n, |i| if i == at { f32::NAN } else { -0.0 }),
+                    ),
+                ]);
+            }
+            kinds.extend([
+                (
+                    "NaN and inf",
+                    blk(n, |i| [f32::NAN, f32::INFINITY, 1.0][i % 3]),
+                ),
+                (
+                    "inf and -inf",
+                    blk(n, |i| [f32::NEG_INFINITY, 3.0, f32::INFINITY][i % 3]),
+                ),
+                ("all NaN", vec![f32::NAN; n]),
+                ("all -inf", vec![f32::NEG_INFINITY; n]),
+            ]);
+        }
+        check_block_kinds(cpu, &kinds);
+    }
+
+    #[test]
+    fn avx2_activation_ties_and_saturation_match_scalar() {
+        let Some(cpu) = avx2_cpu() else { return };
+        let mut kinds: Vec<(&str, Vec<f32>)> = Vec::new();
+        for n in [32usize, 256] {
+            for e in [-20i32, -3, 0, 5, 40] {
+                let p = 2f32.powi(e);
+                // amax = 127 * 2^e: the Q8_0 inverse scale is exactly 2^-e, and every k + 0.5
+                // lands exactly on a tie after scaling.
+                kinds.push((
+                    "Q8_0 ties",
+                    blk(n, |i| match i {
+                        0 => 127.0 * p,
+                        1 => -127.0 * p,
+                        _ => ((i as f32 * 37.0) % 254.0 - 127.0 + 0.5) * p,
+                    }),
+                ));
+                // max = -127 * 2^e first: the Q8_K inverse scale is exactly 2^-e (positive).
+                kinds.push((
+                    "Q8_K ties (negative max)",
+                    blk(n, |i| match i {
+                        0 => -127.0 * p,
+                        _ => ((i as f32 * 29.0) % 253.0 - 126.5) * p,
+                    }),
+                ));
+                kinds.push((
+                    "+-amax both, positive first",
+                    blk(n, |i| match i % 97 {
+                        3 => 127.0 * p,
+                        50 => -127.0 * p,
+                        _ => ((i % 17) as f32 - 8.5) * p,
+                    }),
+                ));
+                kinds.push((
+                    "+-amax both, negative first",
+                    blk(n, |i| match i % 97 {
+                        3 => -127.0 * p,
+                        50 => 127.0 * p,
+                        _ => ((i % 17) as f32 - 8.5) * p,
+                    }),
+                ));
+            }
+            kinds.extend([
+                (
+                    "alternating +-1",
+                    blk(n, |i| if i % 2 == 0 { 1.0 } else { -1.0 }),
+                ),
+                ("near amax", blk(n, |i| 1.0 - (i % 4) as f32 * f32::EPSILON)),
+                (
+                    "near -amax",
+                    blk(n, |i| -1.0 + (i % 4) as f32 * f32::EPSILON / 2.0),
+                ),
+                ("half steps", blk(n, |i| (i as f32 - n as f32 / 2.0) * 0.5)),
+                // amax = 3: 127/3 is inexact, so products near k + 0.5 round on either side.
+                (
+                    "thirds",
+                    blk(n, |i| {
+                        if i == 0 {
+                            3.0
+                        } else {
+                            ((i % 255) as f32 - 127.0) * 3.0 / 254.0
+                        }
+                    }),
+                ),
+            ]);
+        }
+        check_block_kinds(cpu, &kinds);
+        // Every amax whose scaled values pass near ties: many scales, exhaustive over a pattern.
+        let mut g = SplitMix(5);
+        for _ in 0..300 {
+            let amax = (g.unit().abs() + 0.01) * 2f32.powi(g.below(60) as i32 - 30);
+            let mut data = Vec::with_capacity(4 * 256);
+            for _ in 0..4 * 256 {
+                let k = g.below(255) as f32 - 127.0;
+                data.push((k + 0.5) / 127.0 * amax * if g.below(2) == 0 { 1.0 } else { -1.0 });
+            }
+            data[0] = amax;
+            data[300] = -amax;
+            check_all(cpu, quad_rows(&data), &format!("ties around amax {amax}"));
+        }
+    }
+
+    /// Random rows salted with every kind of special value.
+    #[test]
+    fn avx2_activation_salted_random_rows_match_scalar() {
+        let Some(cpu) = avx2_cpu() else { return };
+        let specials = [
+            0.0,
+            -0.0,
+            f32::NAN,
+            f32::INFINITY,
+            f32::NEG_INFINITY,
+            f32::MAX,
+            -f32::MAX,
+            f32::MIN_POSITIVE,
+            f32::from_bits(1),
+            -f32::from_bits(0x007f_ffff),
+            1.0,
+            -1.0,
+            0.5,
+        ];
+        let mut g = SplitMix(99);
+        for round in 0..400 {
+            let len = [256usize, 512, 1024][round % 3];
+            let scale = 2f32.powi(g.below(200) as i32 - 100);
+            // Most rounds salt sparsely, so that most blocks stay on the vector path.
+            let rate = [2000usize, 300, 30, 3][round % 4];
+            let data: Vec<f32> = (0..4 * len)
+                .map(|_| {
+                    if g.below(rate) == 0 {
+                        specials[g.below(specials.len())]
+                    } else if g.below(50) == 0 {
+                        0.0
+                    } else {
+                        g.unit() * scale
+                    }
+                })
+                .collect();
+            check_all(cpu, quad_rows(&data), &format!("salted round {round}"));
+        }
+    }
+
+    /// Rows shorter or longer than the output, as the driver's tail rows may be.
+    #[test]
+    fn avx2_activation_row_lengths_match_scalar() {
+        let Some(cpu) = avx2_cpu() else { return };
+        let mut g = SplitMix(3);
+        let x: Vec<f32> = (0..4096 + 32 * 7).map(|_| g.unit()).collect();
+        let q = <Q8_0Interleaved<4> as ActFormat>::quantizer(cpu);
+        let qk = <Q8KInterleaved as ActFormat>::quantizer(cpu);
+        for (xl, nb) in [
+            (4096 + 224, 128),
+            (4096, 129),
+            (4096 + 224, 135),
+            (40, 3),
+            (0, 2),
+        ] {
+            let x = &x[..xl];
+            let mut want = vec![crate::blocks::BlockQ8_0::zeroed(); nb];
+            let mut got = want.clone();
+            <Q8_0Interleaved<4> as ActFormat>::quantize_row(x, &mut want);
+            (q.row)(x, &mut got);
+            assert_eq!(want, got, "Q8_0 {xl} values into {nb} blocks");
+            let nbk = nb / 8;
+            let mut want = vec![crate::blocks::BlockQ8K::zeroed(); nbk];
+            let mut got = want.clone();
+            <Q8KInterleaved as ActFormat>::quantize_row(x, &mut want);
+            (qk.row)(x, &mut got);
+            assert_eq!(
+                bytemuck::cast_slice::<_, u8>(&want),
+                bytemuck::cast_slice::<_, u8>(&got),
+                "Q8_K {xl} values into {nbk} blocks"
+            );
+        }
+    }
+}
