@@ -262,8 +262,9 @@ impl<L: PackedLayout> PackedEngine<L> {
                 let block_rows = y_block.len() / rows;
                 for g in 0..rows / r {
                     let src = &y_t[(g * n + t0) * r..(g * n + t0 + block_rows) * r];
-                    for (i, piece) in src.chunks_exact(r).enumerate() {
-                        y_block[i * rows + g * r..i * rows + (g + 1) * r].copy_from_slice(piece);
+                    let dst = y_block[g * r..].chunks_mut(rows);
+                    for (piece, dst_row) in src.chunks_exact(r).zip(dst) {
+                        copy_piece::<L>(piece, dst_row);
                     }
                 }
             });
@@ -285,6 +286,15 @@ impl<L: PackedLayout> PackedEngine<L> {
         } else {
             balanced.min((L2_WEIGHT_BUDGET / group_bytes).max(1))
         }
+    }
+}
+
+/// `dst[..ROWS] = src` for one row group's piece of an output row, with the length a constant
+/// of the layout (a generic `copy_from_slice` calls `memmove` for every 32 bytes).
+#[inline(always)]
+fn copy_piece<L: PackedLayout>(src: &[f32], dst: &mut [f32]) {
+    for (d, s) in dst[..L::ROWS].iter_mut().zip(&src[..L::ROWS]) {
+        *d = *s;
     }
 }
 
