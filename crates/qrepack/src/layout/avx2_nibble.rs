@@ -457,54 +457,109 @@ mod imp {
 
     /// GEMM for Q4_0 with unsigned nibbles; the four activation rows' block sums come from one
     /// pass over the interleaved quad.
+    ///
+    /// Each activation row's eight `maddubs` results add up in i16 (8 x 2 x 15 x 128 < 32768),
+    /// and the two i16 halves of a row meet with in-lane shuffles and a blend before a single
+    /// widening `madd`: `vphaddd` and cross-lane permutes cost several times a `maddubs` on
+    /// AVX2 cores. Lanes come out in `PAIRED_ROWS` order. Per-row scalars (the activation scale
+    /// and the offset) are broadcast from memory, which costs a load instead of a shuffle.
     #[target_feature(enable = "avx2,fma,f16c")]
     pub(super) unsafe fn gemm_unsigned(w: &[BlockQ4_0x8], a: &[BlockQ8_0x4], out: &mut [f32]) {
         // SAFETY (whole fn): as in `gemv`; `out` has at least 32 elements (asserted below).
-        let order = row_order();
+        let to_paired = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+        let ones = _mm256_set1_epi16(1);
         let mut acc0 = _mm256_setzero_ps();
         let mut acc1 = _mm256_setzero_ps();
         let mut acc2 = _mm256_setzero_ps();
         let mut acc3 = _mm256_setzero_ps();
+        let mut offsets = [0i32; 8];
+        let mut da = [0f32; 4];
         for (wb, ab) in w.iter().zip(a) {
             let wq = decode_unsigned(&wb.qs);
-            let dw = _mm256_permutevar8x32_ps(f16x8(wb.scales()), order);
-            let da = _mm_cvtph_ps(_mm_loadl_epi64(ab.d.as_ptr() as *const __m128i));
-            let offsets = _mm256_slli_epi32(
-                lane_sums([
-                    _mm256_loadu_si256(ab.qs.as_ptr().cast::<__m256i>().add(0)),
-                    _mm256_loadu_si256(ab.qs.as_ptr().cast::<__m256i>().add(1)),
-                    _mm256_loadu_si256(ab.qs.as_ptr().cast::<__m256i>().add(2)),
-                    _mm256_loadu_si256(ab.qs.as_ptr().cast::<__m256i>().add(3)),
-                ]),
-                3,
+            let dw = _mm256_permutevar8x32_ps(
+                _mm256_cvtph_ps(_mm_loadu_si128(wb.d.as_ptr() as *const __m128i)),
+                to_paired,
+            );
+            let qa = ab.qs.as_ptr().cast::<__m256i>();
+            // Lanes 2m and 2m + 1: 8 x the block sum of activation row m.
+            _mm256_storeu_si256(
+                offsets.as_mut_ptr().cast::<__m256i>(),
+                _mm256_slli_epi32(
+                    lane_sums([
+                        _mm256_loadu_si256(qa),
+                        _mm256_loadu_si256(qa.add(1)),
+                        _mm256_loadu_si256(qa.add(2)),
+                        _mm256_loadu_si256(qa.add(3)),
+                    ]),
+                    3,
+                ),
+            );
+            _mm_storeu_ps(
+                da.as_mut_ptr(),
+                _mm_cvtph_ps(_mm_loadl_epi64(ab.d.as_ptr() as *const __m128i)),
             );
             macro_rules! row {
-                ($m:literal, $acc:ident, $lane:literal) => {
+                ($m:literal, $acc:ident) => {
                     let av = [
                         broadcast8(&ab.qs[8 * $m..8 * $m + 8]),
                         broadcast8(&ab.qs[32 + 8 * $m..40 + 8 * $m]),
                         broadcast8(&ab.qs[64 + 8 * $m..72 + 8 * $m]),
                         broadcast8(&ab.qs[96 + 8 * $m..104 + 8 * $m]),
                     ];
-                    let offset = _mm256_permutevar8x32_epi32(offsets, _mm256_set1_epi32(2 * $m));
-                    let sums = _mm256_sub_epi32(row_sums_unsigned(&wq, av), offset);
-                    let da_m = _mm256_broadcastss_ps(_mm_shuffle_ps::<$lane>(da, da));
-                    $acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums), _mm256_mul_ps(dw, da_m), $acc);
+                    let sums = _mm256_sub_epi32(
+                        row_sums_paired(&wq, av, ones),
+                        _mm256_set1_epi32(offsets[2 * $m]),
+                    );
+                    let scale = _mm256_mul_ps(dw, _mm256_set1_ps(da[$m]));
+                    $acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums), scale, $acc);
                 };
             }
-            row!(0, acc0, 0x00);
-            row!(1, acc1, 0x55);
-            row!(2, acc2, 0xaa);
-            row!(3, acc3, 0xff);
+            row!(0, acc0);
+            row!(1, acc1);
+            row!(2, acc2);
+            row!(3, acc3);
         }
         assert!(out.len() >= 32);
+        let from_paired = _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7);
         for (m, acc_m) in [acc0, acc1, acc2, acc3].iter().enumerate() {
             // SAFETY: `out` holds at least 32 floats (asserted above).
             _mm256_storeu_ps(
                 out.as_mut_ptr().add(8 * m),
-                _mm256_permutevar8x32_ps(*acc_m, order),
+                _mm256_permutevar8x32_ps(*acc_m, from_paired),
             );
         }
+    }
+
+    /// Row sums of unsigned weights (0..=15) times signed activations, one i32 lane per row in
+    /// the order 0 4 1 5 2 6 3 7 (`PAIRED_ROWS`).
+    #[inline(always)]
+    unsafe fn row_sums_paired(w: &[[__m256i; 2]; 4], a: [__m256i; 4], ones: __m256i) -> __m256i {
+        // 64-bit lane k: four i16 partial sums of row k (rows 0-3) and of row 4 + k (rows 4-7).
+        let s03 = _mm256_add_epi16(
+            _mm256_add_epi16(
+                _mm256_maddubs_epi16(w[0][0], a[0]),
+                _mm256_maddubs_epi16(w[0][1], a[2]),
+            ),
+            _mm256_add_epi16(
+                _mm256_maddubs_epi16(w[2][0], a[1]),
+                _mm256_maddubs_epi16(w[2][1], a[3]),
+            ),
+        );
+        let s47 = _mm256_add_epi16(
+            _mm256_add_epi16(
+                _mm256_maddubs_epi16(w[1][0], a[0]),
+                _mm256_maddubs_epi16(w[1][1], a[2]),
+            ),
+            _mm256_add_epi16(
+                _mm256_maddubs_epi16(w[3][0], a[1]),
+                _mm256_maddubs_epi16(w[3][1], a[3]),
+            ),
+        );
+        // Fold each 64-bit lane's two dwords onto each other, then take row k's fold from
+        // s03 (even dword) and row 4 + k's from s47 (odd dword).
+        let f03 = _mm256_add_epi16(s03, _mm256_shuffle_epi32::<0xb1>(s03));
+        let f47 = _mm256_add_epi16(s47, _mm256_shuffle_epi32::<0xb1>(s47));
+        _mm256_madd_epi16(_mm256_blend_epi32::<0b1010_1010>(f03, f47), ones)
     }
 
     /// Row sums with `vpdpbusd`: biased weights (w + 128) times activations, minus 128 x the
