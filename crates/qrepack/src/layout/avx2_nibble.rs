@@ -195,11 +195,58 @@ mod imp {
         row_sums_with::<true>(w, a)
     }
 
+    /// `row_sums` with lanes in `PAIRED` order (see `paired`).
+    #[inline(always)]
+    unsafe fn row_sums_paired_i8(w: &[[__m256i; 2]; 4], a: [__m256i; 4]) -> __m256i {
+        let (s03, s47) = half_sums::<false>(w, a);
+        paired(s03, s47)
+    }
+
+    /// `row_sums_act_sign` with lanes in `PAIRED` order.
+    #[inline(always)]
+    unsafe fn row_sums_paired_act_sign(w: &[[__m256i; 2]; 4], a: [__m256i; 4]) -> __m256i {
+        let (s03, s47) = half_sums::<true>(w, a);
+        paired(s03, s47)
+    }
+
+    /// Row sums from the two halves' i32 pairs (lanes 2k, 2k + 1: row k of rows 0-3 or 4-7)
+    /// without `vphaddd`, which costs several times a `maddubs` on AVX2 cores: each pair is
+    /// folded onto itself in-lane and a blend takes row k from the first half and row 4 + k from
+    /// the second, giving lanes in the row order 0 4 1 5 2 6 3 7 (`PAIRED`).
+    #[inline(always)]
+    unsafe fn paired(s03: __m256i, s47: __m256i) -> __m256i {
+        let f03 = _mm256_add_epi32(s03, _mm256_shuffle_epi32::<0xb1>(s03));
+        let f47 = _mm256_add_epi32(s47, _mm256_shuffle_epi32::<0xb1>(s47));
+        _mm256_blend_epi32::<0b1010_1010>(f03, f47)
+    }
+
+    /// Takes row-ordered lanes to `PAIRED` order.
+    #[inline(always)]
+    unsafe fn to_paired() -> __m256i {
+        _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)
+    }
+
+    /// Takes `PAIRED` lanes back to row order.
+    #[inline(always)]
+    unsafe fn from_paired() -> __m256i {
+        _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7)
+    }
+
     #[inline(always)]
     unsafe fn row_sums_with<const ACT_SIGN: bool>(
         w: &[[__m256i; 2]; 4],
         a: [__m256i; 4],
     ) -> __m256i {
+        let (s03, s47) = half_sums::<ACT_SIGN>(w, a);
+        _mm256_hadd_epi32(s03, s47)
+    }
+
+    /// The i32 pairs of rows 0-3 and of rows 4-7 (lanes 2k and 2k + 1 hold halves of row k).
+    #[inline(always)]
+    unsafe fn half_sums<const ACT_SIGN: bool>(
+        w: &[[__m256i; 2]; 4],
+        a: [__m256i; 4],
+    ) -> (__m256i, __m256i) {
         // Only computed (and only live) in the activation-sign form.
         let abs = if ACT_SIGN {
             [
@@ -228,7 +275,7 @@ mod imp {
             _mm256_add_epi32(dot!(1, 0, 0), dot!(1, 1, 2)),
             _mm256_add_epi32(dot!(3, 0, 1), dot!(3, 1, 3)),
         );
-        _mm256_hadd_epi32(s03, s47)
+        (s03, s47)
     }
 
     /// Lane order produced by `row_sums` (and its own inverse).
@@ -314,8 +361,14 @@ mod imp {
     /// GEMM of one row group with one quad of activation rows; `$sums`/`$decode` as in
     /// `gemv_groups`.
     macro_rules! gemm_quad {
-        ($w:ident, $a:ident, $out:ident, $decode:ident, $sums:ident) => {{
-            let order = row_order();
+        ($w:ident, $a:ident, $out:ident, $decode:ident, $sums:ident) => {
+            gemm_quad!($w, $a, $out, $decode, $sums, row_order(), row_order())
+        };
+        // `$to` takes row-ordered scales to `$sums`' lane order, `$from` takes the
+        // accumulators back.
+        ($w:ident, $a:ident, $out:ident, $decode:ident, $sums:ident, $to:expr, $from:expr) => {{
+            let order = $to;
+            let back = $from;
             // Four named accumulators and explicit per-row steps: an array indexed in a loop
             // made the compiler keep them on the stack (a store and reload per row and block).
             let mut acc0 = _mm256_setzero_ps();
@@ -354,7 +407,7 @@ mod imp {
                 // SAFETY: `out` holds at least 32 floats (asserted above).
                 _mm256_storeu_ps(
                     $out.as_mut_ptr().add(8 * m),
-                    _mm256_permutevar8x32_ps(*acc_m, order),
+                    _mm256_permutevar8x32_ps(*acc_m, back),
                 );
             }
         }};
@@ -364,9 +417,25 @@ mod imp {
     pub(super) unsafe fn gemm<P: Nibble8x8>(w: &[P], a: &[BlockQ8_0x4], out: &mut [f32]) {
         // SAFETY (whole fn): as in `gemv`; `out` has at least 32 elements (checked inside).
         if P::NEVER_MIN_I8 {
-            gemm_quad!(w, a, out, decode, row_sums_act_sign)
+            gemm_quad!(
+                w,
+                a,
+                out,
+                decode,
+                row_sums_paired_act_sign,
+                to_paired(),
+                from_paired()
+            )
         } else {
-            gemm_quad!(w, a, out, decode, row_sums)
+            gemm_quad!(
+                w,
+                a,
+                out,
+                decode,
+                row_sums_paired_i8,
+                to_paired(),
+                from_paired()
+            )
         }
     }
 
