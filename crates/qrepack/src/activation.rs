@@ -316,7 +316,6 @@ impl InterleavedAct for Q8KInterleaved {
 
 /// The quantizers of a format of Q8_1 rows interleaved four at a time in chunks of 8 bytes
 /// (`layout::q4_1::Q8_1Interleaved`), for its `ActFormat::quantizer`.
-#[allow(dead_code)] // until `Q8_1Interleaved` overrides `quantizer` with it
 pub(crate) fn q8_1_interleaved_quantizer<A>(cpu: &CpuFeatures) -> ActQuantizer<A>
 where
     A: ActFormat<Row = BlockQ8_1, Quad = BlockQ8_1x4>,

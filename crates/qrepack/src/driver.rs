@@ -4,7 +4,7 @@
 use bytemuck::Zeroable;
 use rayon::prelude::*;
 
-use crate::activation::ActFormat;
+use crate::activation::{ActFormat, ActQuantizer};
 use crate::blocks::collect_blocks;
 use crate::cpu::CpuFeatures;
 use crate::error::Error;
@@ -62,6 +62,8 @@ pub(crate) struct PackedEngine<L: PackedLayout> {
     /// Blocks per row.
     nb: usize,
     kernels: Kernels<L>,
+    /// The activation quantizers for this CPU, chosen with the kernels.
+    quantizer: ActQuantizer<L::Act>,
 }
 
 impl<L: PackedLayout> PackedEngine<L> {
@@ -120,6 +122,7 @@ impl<L: PackedLayout> PackedEngine<L> {
             cols,
             nb,
             kernels: L::kernels(cpu),
+            quantizer: L::Act::quantizer(cpu),
         })
     }
 
@@ -152,6 +155,7 @@ impl<L: PackedLayout> PackedEngine<L> {
             cols,
             nb,
             kernels: L::kernels(cpu),
+            quantizer: L::Act::quantizer(cpu),
         })
     }
 
@@ -165,22 +169,23 @@ impl<L: PackedLayout> PackedEngine<L> {
     fn quantize_activations(&self, x: &[f32], quads: &mut [Quad<L>], tail: &mut [Row<L>]) {
         let cols = self.cols;
         let quad_len = L::Act::quad_len(self.nb);
+        let quantizer = self.quantizer;
         quads
             .par_chunks_mut(quad_len.max(1))
             .enumerate()
             .for_each(|(q, out)| {
                 let base = q * 4 * cols;
                 let rows = [0, 1, 2, 3].map(|m| &x[base + m * cols..base + (m + 1) * cols]);
-                L::Act::quantize_quad(rows, out);
+                (quantizer.quad)(rows, out);
             });
         let first_tail = quads.len() / quad_len.max(1) * 4;
         let tail_x = &x[first_tail * cols..];
         if tail.len() <= self.nb {
-            L::Act::quantize_row(tail_x, tail);
+            (quantizer.row)(tail_x, tail);
         } else {
             tail.par_chunks_mut(self.nb.max(1))
                 .zip(tail_x.par_chunks(cols.max(1)))
-                .for_each(|(out, row)| L::Act::quantize_row(row, out));
+                .for_each(|(out, row)| (quantizer.row)(row, out));
         }
     }
 

@@ -11,7 +11,7 @@
 
 use bytemuck::Zeroable;
 
-use crate::activation::{quantize_block_q8_1, ActFormat, InterleavedAct};
+use crate::activation::{quantize_block_q8_1, ActFormat, ActQuantizer, InterleavedAct};
 use crate::blocks::{BlockQ4_1, BlockQ4_1x8, BlockQ8_1, BlockQ8_1x4};
 use crate::cpu::CpuFeatures;
 use crate::layout::avx2_q4_1;
@@ -34,6 +34,10 @@ impl ActFormat for Q8_1Interleaved {
     type Quad = BlockQ8_1x4;
     const BLOCK: usize = 32;
     const QUAD_IS_ROWS: bool = false;
+
+    fn quantizer(cpu: &CpuFeatures) -> ActQuantizer<Self> {
+        crate::activation::q8_1_interleaved_quantizer(cpu)
+    }
 
     fn quantize_row(x: &[f32], out: &mut [BlockQ8_1]) {
         for (b, xs) in out.iter_mut().zip(x.chunks_exact(32)) {
@@ -152,5 +156,32 @@ mod tests {
                 assert_eq!(Q8_1Interleaved::split_quad(&quads[i])[m], *b);
             }
         }
+    }
+
+    #[test]
+    fn chosen_quantizer_equals_the_scalar_one() {
+        let cols = 4096 + 32;
+        let x: Vec<f32> = (0..4 * cols)
+            .map(|i| ((i * 7919 % 2003) as f32 - 1001.0) / 13.0)
+            .collect();
+        let rows: [&[f32]; 4] = [0, 1, 2, 3].map(|m| &x[m * cols..(m + 1) * cols]);
+        let q = Q8_1Interleaved::quantizer(CpuFeatures::get());
+        let (mut fast, mut slow) = (
+            vec![BlockQ8_1x4::zeroed(); cols / 32],
+            vec![BlockQ8_1x4::zeroed(); cols / 32],
+        );
+        (q.quad)(rows, &mut fast);
+        Q8_1Interleaved::quantize_quad(rows, &mut slow);
+        assert_eq!(
+            bytemuck::cast_slice::<_, u8>(&fast),
+            bytemuck::cast_slice::<_, u8>(&slow)
+        );
+        let (mut fast, mut slow) = (
+            vec![BlockQ8_1::zeroed(); cols / 32],
+            vec![BlockQ8_1::zeroed(); cols / 32],
+        );
+        (q.row)(rows[1], &mut fast);
+        Q8_1Interleaved::quantize_row(rows[1], &mut slow);
+        assert_eq!(fast, slow);
     }
 }
