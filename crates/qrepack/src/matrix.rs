@@ -474,27 +474,44 @@ impl QExperts {
                 })?;
             routed[e].push(slot);
         }
-        // One expert at a time, each a GEMM over all its rows, parallel inside over whole row
-        // groups: both cores stay busy however skewed the routing is, without nesting pools.
-        let mut xe: Vec<f32> = Vec::new();
-        let mut ye: Vec<f32> = Vec::new();
-        for (expert, slots) in self.experts.iter().zip(&routed) {
-            if slots.is_empty() {
-                continue;
-            }
-            xe.clear();
-            for &slot in slots {
+        // Routed rows in expert order: expert e's rows start at row `first[e]`.
+        let mut first = Vec::with_capacity(n_expert + 1);
+        let mut order = Vec::with_capacity(ids.len());
+        for slots in &routed {
+            first.push(order.len());
+            order.extend_from_slice(slots);
+        }
+        first.push(order.len());
+        let mut xe = vec![0.0f32; order.len() * cols];
+        xe.par_chunks_mut(cols.max(1))
+            .zip(&order)
+            .for_each(|(row, &slot)| {
                 let token = slot / n_used;
                 let xr = (slot % n_used) % x_rows;
                 let start = (token * x_rows + xr) * cols;
-                xe.extend_from_slice(&x[start..start + cols]);
-            }
-            ye.resize(slots.len() * rows, 0.0);
-            expert.engine.matmul(&xe, slots.len(), &mut ye);
-            for (&slot, out) in slots.iter().zip(ye.chunks_exact(rows)) {
-                y[slot * rows..(slot + 1) * rows].copy_from_slice(out);
+                row.copy_from_slice(&x[start..start + cols]);
+            });
+        // One expert at a time, each a GEMM over all its rows, parallel inside over whole row
+        // groups: both cores stay busy however skewed the routing is, without nesting pools.
+        // Gathering the inputs and scattering the outputs happen once, in parallel, for all.
+        let mut ye = vec![0.0f32; order.len() * rows];
+        for (e, expert) in self.experts.iter().enumerate() {
+            let (lo, hi) = (first[e], first[e + 1]);
+            if hi > lo {
+                expert.engine.matmul(
+                    &xe[lo * cols..hi * cols],
+                    hi - lo,
+                    &mut ye[lo * rows..hi * rows],
+                );
             }
         }
+        let mut position = vec![0; ids.len()];
+        for (i, &slot) in order.iter().enumerate() {
+            position[slot] = i;
+        }
+        y.par_chunks_mut(rows.max(1))
+            .zip(&position)
+            .for_each(|(out, &i)| out.copy_from_slice(&ye[i * rows..(i + 1) * rows]));
         Ok(())
     }
 }
