@@ -42,111 +42,71 @@ where
 {
     #[cfg(target_arch = "x86_64")]
     {
-        if cpu.avx2() {
-            let quad: fn([&[f32]; 4], &mut [BlockQ8_0x4]) = match IL {
-                4 => entry::q8_0_quad_il4,
-                8 => entry::q8_0_quad_il8,
-                _ => return None,
-            };
-            return Some(ActQuantizer {
-                row: entry::q8_0_row,
-                quad,
-            });
-        }
+        let quad: fn([&[f32]; 4], &mut [BlockQ8_0x4]) = match IL {
+            4 => entry::q8_0_quad_il4,
+            8 => entry::q8_0_quad_il8,
+            _ => return None,
+        };
+        on_avx2(cpu, entry::q8_0_row, quad)
     }
-    let _ = cpu;
-    None
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let _ = cpu;
+        None
+    }
 }
 
-/// The AVX2 quantizers of plain Q8_0 rows (quads are four rows back to back).
-pub(crate) fn q8_0_plain<A>(cpu: &CpuFeatures) -> Option<ActQuantizer<A>>
-where
-    A: ActFormat<Row = BlockQ8_0, Quad = BlockQ8_0>,
-{
-    #[cfg(target_arch = "x86_64")]
-    {
-        if cpu.avx2() {
-            return Some(ActQuantizer {
-                row: entry::q8_0_row,
-                quad: entry::q8_0_rows4,
-            });
-        }
-    }
-    let _ = cpu;
-    None
+/// `row` and `quad` as the quantizers of format `A` when the CPU has AVX2+FMA+F16C.
+#[cfg(target_arch = "x86_64")]
+fn on_avx2<A: ActFormat>(
+    cpu: &CpuFeatures,
+    row: fn(&[f32], &mut [A::Row]),
+    quad: fn([&[f32]; 4], &mut [A::Quad]),
+) -> Option<ActQuantizer<A>> {
+    cpu.avx2().then_some(ActQuantizer { row, quad })
 }
 
-/// The AVX2 quantizers of plain Q8_1 rows (quads are four rows back to back).
-pub(crate) fn q8_1_plain<A>(cpu: &CpuFeatures) -> Option<ActQuantizer<A>>
-where
-    A: ActFormat<Row = BlockQ8_1, Quad = BlockQ8_1>,
-{
-    #[cfg(target_arch = "x86_64")]
-    {
-        if cpu.avx2() {
-            return Some(ActQuantizer {
-                row: entry::q8_1_row,
-                quad: entry::q8_1_rows4,
-            });
+/// Defines a selector handing out one pair of `entry` functions on AVX2 CPUs.
+macro_rules! selector {
+    ($(#[$doc:meta])* $name:ident: $row_ty:ty, $quad_ty:ty => $row:ident, $quad:ident) => {
+        $(#[$doc])*
+        pub(crate) fn $name<A>(cpu: &CpuFeatures) -> Option<ActQuantizer<A>>
+        where
+            A: ActFormat<Row = $row_ty, Quad = $quad_ty>,
+        {
+            #[cfg(target_arch = "x86_64")]
+            {
+                on_avx2(cpu, entry::$row, entry::$quad)
+            }
+            #[cfg(not(target_arch = "x86_64"))]
+            {
+                let _ = cpu;
+                None
+            }
         }
-    }
-    let _ = cpu;
-    None
+    };
 }
 
-/// The AVX2 quantizers of Q8_1 with four rows interleaved in chunks of 8 bytes.
-pub(crate) fn q8_1_interleaved<A>(cpu: &CpuFeatures) -> Option<ActQuantizer<A>>
-where
-    A: ActFormat<Row = BlockQ8_1, Quad = BlockQ8_1x4>,
-{
-    #[cfg(target_arch = "x86_64")]
-    {
-        if cpu.avx2() {
-            return Some(ActQuantizer {
-                row: entry::q8_1_row,
-                quad: entry::q8_1_quad,
-            });
-        }
-    }
-    let _ = cpu;
-    None
-}
-
-/// The AVX2 quantizers of Q8_K with four rows interleaved (ggml's x86 4-row scale choice).
-pub(crate) fn q8_k_interleaved<A>(cpu: &CpuFeatures) -> Option<ActQuantizer<A>>
-where
-    A: ActFormat<Row = BlockQ8K, Quad = BlockQ8Kx4>,
-{
-    #[cfg(target_arch = "x86_64")]
-    {
-        if cpu.avx2() {
-            return Some(ActQuantizer {
-                row: entry::q8_k_row,
-                quad: entry::q8_k_quad,
-            });
-        }
-    }
-    let _ = cpu;
-    None
-}
-
-/// The AVX2 quantizers of plain Q8_K rows (quads are four rows back to back).
-pub(crate) fn q8_k_plain<A>(cpu: &CpuFeatures) -> Option<ActQuantizer<A>>
-where
-    A: ActFormat<Row = BlockQ8K, Quad = BlockQ8K>,
-{
-    #[cfg(target_arch = "x86_64")]
-    {
-        if cpu.avx2() {
-            return Some(ActQuantizer {
-                row: entry::q8_k_row,
-                quad: entry::q8_k_rows4,
-            });
-        }
-    }
-    let _ = cpu;
-    None
-}
+selector!(
+    /// The AVX2 quantizers of plain Q8_0 rows (quads are four rows back to back).
+    q8_0_plain: BlockQ8_0, BlockQ8_0 => q8_0_row, q8_0_rows4
+);
+selector!(
+    /// The AVX2 quantizers of plain Q8_1 rows (quads are four rows back to back).
+    q8_1_plain: BlockQ8_1, BlockQ8_1 => q8_1_row, q8_1_rows4
+);
+selector!(
+    /// The AVX2 quantizers of Q8_1 with four rows interleaved in chunks of 8 bytes.
+    q8_1_interleaved: BlockQ8_1, BlockQ8_1x4 => q8_1_row, q8_1_quad
+);
+selector!(
+    /// The AVX2 quantizers of Q8_K with four rows interleaved (ggml's x86 4-row scale choice).
+    q8_k_interleaved: BlockQ8K, BlockQ8Kx4 => q8_k_row, q8_k_quad
+);
+selector!(
+    /// The AVX2 quantizers of plain Q8_K rows (quads are four rows back to back).
+    q8_k_plain: BlockQ8K, BlockQ8K => q8_k_row, q8_k_rows4
+);
 
 /// Safe entry points. They are private and only handed out by the selectors above, which
 /// checked AVX2+FMA+F16C first.
@@ -785,47 +745,11 @@ mod tests {
     use bytemuck::Zeroable;
 
     use crate::activation::{
-        quantize_block_q8_1, ActFormat, ActQuantizer, PlainQ8K, PlainQ8_0, PlainQ8_1,
-        Q8KInterleaved, Q8_0Interleaved,
+        ActFormat, PlainQ8K, PlainQ8_0, PlainQ8_1, Q8KInterleaved, Q8_0Interleaved,
     };
-    use crate::blocks::{BlockQ8_1, BlockQ8_1x4};
     use crate::cpu::CpuFeatures;
-
-    /// A stand-in for `layout::q4_1::Q8_1Interleaved` (private to the layouts): same blocks,
-    /// same portable quantizer, quantizers from [`crate::activation::q8_1_interleaved_quantizer`].
-    struct Q8_1x4;
-
-    impl ActFormat for Q8_1x4 {
-        type Row = BlockQ8_1;
-        type Quad = BlockQ8_1x4;
-        const BLOCK: usize = 32;
-        const QUAD_IS_ROWS: bool = false;
-
-        fn quantize_row(x: &[f32], out: &mut [BlockQ8_1]) {
-            for (b, xs) in out.iter_mut().zip(x.chunks_exact(32)) {
-                *b = quantize_block_q8_1(xs);
-            }
-        }
-
-        fn quantize_quad(x: [&[f32]; 4], out: &mut [BlockQ8_1x4]) {
-            for (i, quad) in out.iter_mut().enumerate() {
-                *quad = BlockQ8_1x4::zeroed();
-                for (m, row) in x.iter().enumerate() {
-                    let b = quantize_block_q8_1(&row[i * 32..i * 32 + 32]);
-                    quad.d[m] = b.d;
-                    quad.s[m] = b.s;
-                    for (c, chunk) in b.qs.chunks_exact(8).enumerate() {
-                        let dst = (c * 4 + m) * 8;
-                        quad.qs[dst..dst + 8].copy_from_slice(chunk);
-                    }
-                }
-            }
-        }
-
-        fn quantizer(cpu: &CpuFeatures) -> ActQuantizer<Self> {
-            crate::activation::q8_1_interleaved_quantizer(cpu)
-        }
-    }
+    // The Q8_1 quads of the `q4_1_8x8` layout.
+    use crate::layout::Q8_1Interleaved as Q8_1x4;
 
     /// The CPU, when it can run the AVX2 quantizers (the tests pass vacuously otherwise).
     fn avx2_cpu() -> Option<&'static CpuFeatures> {

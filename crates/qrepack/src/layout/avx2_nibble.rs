@@ -458,26 +458,7 @@ mod imp {
     /// (4 x 2 x 15 x 128 < 32768), so only two widening `madd`s per activation row remain.
     #[inline(always)]
     unsafe fn row_sums_unsigned(w: &[[__m256i; 2]; 4], a: [__m256i; 4]) -> __m256i {
-        let s03 = _mm256_add_epi16(
-            _mm256_add_epi16(
-                _mm256_maddubs_epi16(w[0][0], a[0]),
-                _mm256_maddubs_epi16(w[0][1], a[2]),
-            ),
-            _mm256_add_epi16(
-                _mm256_maddubs_epi16(w[2][0], a[1]),
-                _mm256_maddubs_epi16(w[2][1], a[3]),
-            ),
-        );
-        let s47 = _mm256_add_epi16(
-            _mm256_add_epi16(
-                _mm256_maddubs_epi16(w[1][0], a[0]),
-                _mm256_maddubs_epi16(w[1][1], a[2]),
-            ),
-            _mm256_add_epi16(
-                _mm256_maddubs_epi16(w[3][0], a[1]),
-                _mm256_maddubs_epi16(w[3][1], a[3]),
-            ),
-        );
+        let (s03, s47) = unsigned_halves(w, a);
         let ones = _mm256_set1_epi16(1);
         _mm256_hadd_epi32(_mm256_madd_epi16(s03, ones), _mm256_madd_epi16(s47, ones))
     }
@@ -599,11 +580,10 @@ mod imp {
         }
     }
 
-    /// Row sums of unsigned weights (0..=15) times signed activations, one i32 lane per row in
-    /// the order 0 4 1 5 2 6 3 7 (`PAIRED_ROWS`).
+    /// Four i16 partial sums per row of unsigned weights (0..=15) times signed activations:
+    /// 64-bit lane k holds row k (rows 0-3) and row 4 + k (rows 4-7).
     #[inline(always)]
-    unsafe fn row_sums_paired(w: &[[__m256i; 2]; 4], a: [__m256i; 4], ones: __m256i) -> __m256i {
-        // 64-bit lane k: four i16 partial sums of row k (rows 0-3) and of row 4 + k (rows 4-7).
+    unsafe fn unsigned_halves(w: &[[__m256i; 2]; 4], a: [__m256i; 4]) -> (__m256i, __m256i) {
         let s03 = _mm256_add_epi16(
             _mm256_add_epi16(
                 _mm256_maddubs_epi16(w[0][0], a[0]),
@@ -624,6 +604,14 @@ mod imp {
                 _mm256_maddubs_epi16(w[3][1], a[3]),
             ),
         );
+        (s03, s47)
+    }
+
+    /// Row sums of unsigned weights (0..=15) times signed activations, one i32 lane per row in
+    /// the order 0 4 1 5 2 6 3 7 (`PAIRED`).
+    #[inline(always)]
+    unsafe fn row_sums_paired(w: &[[__m256i; 2]; 4], a: [__m256i; 4], ones: __m256i) -> __m256i {
+        let (s03, s47) = unsigned_halves(w, a);
         // Fold each 64-bit lane's two dwords onto each other, then take row k's fold from
         // s03 (even dword) and row 4 + k's from s47 (odd dword).
         let f03 = _mm256_add_epi16(s03, _mm256_shuffle_epi32::<0xb1>(s03));

@@ -90,6 +90,8 @@ mod nibble;
 mod plain;
 mod q4_0;
 mod q4_1;
+#[cfg(test)]
+pub(crate) use q4_1::Q8_1Interleaved;
 mod q4_k;
 mod q5_0;
 mod q5_k;
