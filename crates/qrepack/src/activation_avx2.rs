@@ -123,42 +123,35 @@ mod entry {
         }
     }
 
-    pub(super) fn q8_0_row(x: &[f32], out: &mut [BlockQ8_0]) {
-        // SAFETY: only handed out after `CpuFeatures::avx2()` (AVX2+FMA+F16C) was checked.
-        unsafe { imp::q8_0_row(x, out) }
+    /// Safe wrappers of the `imp` kernels.
+    macro_rules! entries {
+        ($($name:ident($x:ty, $out:ty) => $kernel:path;)*) => {$(
+            pub(super) fn $name(x: $x, out: &mut [$out]) {
+                // SAFETY: only handed out after `CpuFeatures::avx2()` (AVX2+FMA+F16C) was
+                // checked.
+                unsafe { $kernel(x, out) }
+            }
+        )*};
     }
+
+    entries! {
+        q8_0_row(&[f32], BlockQ8_0) => imp::q8_0_row;
+        q8_0_quad_il4([&[f32]; 4], BlockQ8_0x4) => imp::q8_0_quad::<4>;
+        q8_0_quad_il8([&[f32]; 4], BlockQ8_0x4) => imp::q8_0_quad::<8>;
+        q8_1_row(&[f32], BlockQ8_1) => imp::q8_1_row;
+        q8_1_quad([&[f32]; 4], BlockQ8_1x4) => imp::q8_1_quad;
+        q8_k_row(&[f32], BlockQ8K) => imp::q8_k_row;
+        q8_k_quad([&[f32]; 4], BlockQ8Kx4) => imp::q8_k_quad;
+    }
+
     pub(super) fn q8_0_rows4(x: [&[f32]; 4], out: &mut [BlockQ8_0]) {
         rows4(x, out, q8_0_row)
-    }
-    pub(super) fn q8_0_quad_il4(x: [&[f32]; 4], out: &mut [BlockQ8_0x4]) {
-        // SAFETY: only handed out after `CpuFeatures::avx2()` (AVX2+FMA+F16C) was checked.
-        unsafe { imp::q8_0_quad::<4>(x, out) }
-    }
-    pub(super) fn q8_0_quad_il8(x: [&[f32]; 4], out: &mut [BlockQ8_0x4]) {
-        // SAFETY: only handed out after `CpuFeatures::avx2()` (AVX2+FMA+F16C) was checked.
-        unsafe { imp::q8_0_quad::<8>(x, out) }
-    }
-    pub(super) fn q8_1_row(x: &[f32], out: &mut [BlockQ8_1]) {
-        // SAFETY: only handed out after `CpuFeatures::avx2()` (AVX2+FMA+F16C) was checked.
-        unsafe { imp::q8_1_row(x, out) }
     }
     pub(super) fn q8_1_rows4(x: [&[f32]; 4], out: &mut [BlockQ8_1]) {
         rows4(x, out, q8_1_row)
     }
-    pub(super) fn q8_1_quad(x: [&[f32]; 4], out: &mut [BlockQ8_1x4]) {
-        // SAFETY: only handed out after `CpuFeatures::avx2()` (AVX2+FMA+F16C) was checked.
-        unsafe { imp::q8_1_quad(x, out) }
-    }
-    pub(super) fn q8_k_row(x: &[f32], out: &mut [BlockQ8K]) {
-        // SAFETY: only handed out after `CpuFeatures::avx2()` (AVX2+FMA+F16C) was checked.
-        unsafe { imp::q8_k_row(x, out) }
-    }
     pub(super) fn q8_k_rows4(x: [&[f32]; 4], out: &mut [BlockQ8K]) {
         rows4(x, out, q8_k_row)
-    }
-    pub(super) fn q8_k_quad(x: [&[f32]; 4], out: &mut [BlockQ8Kx4]) {
-        // SAFETY: only handed out after `CpuFeatures::avx2()` (AVX2+FMA+F16C) was checked.
-        unsafe { imp::q8_k_quad(x, out) }
     }
 }
 
@@ -258,43 +251,40 @@ mod imp {
         _mm256_and_si256(_mm256_castps_si256(v), _mm256_set1_epi32(ABS_MASK))
     }
 
-    /// Per-vector reduction `[max(v0), max(v1), max(v2), max(v3)]` of four vectors of `i32`: a
-    /// transpose that reduces as it goes (both halves of a lane pair meet in one `max`).
+    /// Per-vector reduction `[op(v0), op(v1), op(v2), op(v3)]` of four vectors of `i32` with a
+    /// lane-wise `op` (`$wide` on 256 bits, `$narrow` on 128): a transpose that reduces as it
+    /// goes (both halves of a lane pair meet in one `op`).
+    macro_rules! reduce4 {
+        ($v:expr, $wide:ident, $narrow:ident) => {{
+            let v = $v;
+            let t01 = $wide(
+                _mm256_unpacklo_epi32(v[0], v[1]),
+                _mm256_unpackhi_epi32(v[0], v[1]),
+            );
+            let t23 = $wide(
+                _mm256_unpacklo_epi32(v[2], v[3]),
+                _mm256_unpackhi_epi32(v[2], v[3]),
+            );
+            let u = $wide(
+                _mm256_unpacklo_epi64(t01, t23),
+                _mm256_unpackhi_epi64(t01, t23),
+            );
+            $narrow(_mm256_castsi256_si128(u), _mm256_extracti128_si256::<1>(u))
+        }};
+    }
+
+    /// `[max(v0), max(v1), max(v2), max(v3)]`.
     #[target_feature(enable = "avx2,fma,f16c")]
     #[inline]
     fn hmax4(v: [__m256i; 4]) -> __m128i {
-        let t01 = _mm256_max_epi32(
-            _mm256_unpacklo_epi32(v[0], v[1]),
-            _mm256_unpackhi_epi32(v[0], v[1]),
-        );
-        let t23 = _mm256_max_epi32(
-            _mm256_unpacklo_epi32(v[2], v[3]),
-            _mm256_unpackhi_epi32(v[2], v[3]),
-        );
-        let u = _mm256_max_epi32(
-            _mm256_unpacklo_epi64(t01, t23),
-            _mm256_unpackhi_epi64(t01, t23),
-        );
-        _mm_max_epi32(_mm256_castsi256_si128(u), _mm256_extracti128_si256::<1>(u))
+        reduce4!(v, _mm256_max_epi32, _mm_max_epi32)
     }
 
-    /// As [`hmax4`] with sums.
+    /// `[sum(v0), sum(v1), sum(v2), sum(v3)]`.
     #[target_feature(enable = "avx2,fma,f16c")]
     #[inline]
     fn hsum4(v: [__m256i; 4]) -> __m128i {
-        let t01 = _mm256_add_epi32(
-            _mm256_unpacklo_epi32(v[0], v[1]),
-            _mm256_unpackhi_epi32(v[0], v[1]),
-        );
-        let t23 = _mm256_add_epi32(
-            _mm256_unpacklo_epi32(v[2], v[3]),
-            _mm256_unpackhi_epi32(v[2], v[3]),
-        );
-        let u = _mm256_add_epi32(
-            _mm256_unpacklo_epi64(t01, t23),
-            _mm256_unpackhi_epi64(t01, t23),
-        );
-        _mm_add_epi32(_mm256_castsi256_si128(u), _mm256_extracti128_si256::<1>(u))
+        reduce4!(v, _mm256_add_epi32, _mm_add_epi32)
     }
 
     /// Maximum of the eight `i32` lanes.
@@ -477,12 +467,7 @@ mod imp {
     pub(super) fn q8_0_quad<const IL: usize>(x: [&[f32]; 4], out: &mut [BlockQ8_0x4]) {
         debug_assert!(IL == 4 || IL == 8);
         for (i, quad) in out.iter_mut().enumerate() {
-            let b = [
-                block::<32>(x[0], i),
-                block::<32>(x[1], i),
-                block::<32>(x[2], i),
-                block::<32>(x[3], i),
-            ];
+            let b = x.map(|row| block::<32>(row, i));
             match q8_0_x4::<false>(b) {
                 Some(r) => {
                     quad.d = to_f16x4(r.dm);
@@ -511,12 +496,7 @@ mod imp {
     #[target_feature(enable = "avx2,fma,f16c")]
     pub(super) fn q8_1_quad(x: [&[f32]; 4], out: &mut [BlockQ8_1x4]) {
         for (i, quad) in out.iter_mut().enumerate() {
-            let b = [
-                block::<32>(x[0], i),
-                block::<32>(x[1], i),
-                block::<32>(x[2], i),
-                block::<32>(x[3], i),
-            ];
+            let b = x.map(|row| block::<32>(row, i));
             match q8_0_x4::<true>(b) {
                 Some(r) => {
                     quad.d = to_f16x4(r.dm);
@@ -757,24 +737,7 @@ mod tests {
         cpu.avx2().then_some(cpu)
     }
 
-    struct SplitMix(u64);
-
-    impl SplitMix {
-        fn next(&mut self) -> u64 {
-            self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-            let mut z = self.0;
-            z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-            z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-            z ^ (z >> 31)
-        }
-        /// Uniform in [-1, 1).
-        fn unit(&mut self) -> f32 {
-            (self.next() >> 40) as f32 / (1u64 << 23) as f32 - 1.0
-        }
-        fn below(&mut self, n: usize) -> usize {
-            (self.next() % n as u64) as usize
-        }
-    }
+    use crate::test_rng::SplitMix;
 
     fn first_difference(want: &[u8], got: &[u8]) -> Option<usize> {
         want.iter().zip(got).position(|(a, b)| a != b)
@@ -865,7 +828,7 @@ mod tests {
             for scale in [1e-3f32, 1.0, 1e3, 1e30, 1e-30] {
                 for len in [32usize, 64, 96, 128, 160, 256, 512, 4096, 4096 + 32] {
                     let mut g = SplitMix(seed * 1000 + len as u64);
-                    let data: Vec<f32> = (0..4 * len).map(|_| g.unit() * scale).collect();
+                    let data: Vec<f32> = (0..4 * len).map(|_| g.signed_unit() * scale).collect();
                     check_all(
                         cpu,
                         quad_rows(&data),
@@ -885,7 +848,7 @@ mod tests {
             assert!(n == 32 || n == 256);
             for placement in 0..4 {
                 let mut g = SplitMix(placement as u64 + 77);
-                let mut data: Vec<f32> = (0..4 * 512).map(|_| g.unit()).collect();
+                let mut data: Vec<f32> = (0..4 * 512).map(|_| g.signed_unit()).collect();
                 // Which rows and which block positions get the special block.
                 for m in 0..4 {
                     if placement == 0 && m != 2 {
@@ -1098,7 +1061,7 @@ mod tests {
         // Every amax whose scaled values pass near ties: many scales, exhaustive over a pattern.
         let mut g = SplitMix(5);
         for _ in 0..300 {
-            let amax = (g.unit().abs() + 0.01) * 2f32.powi(g.below(60) as i32 - 30);
+            let amax = (g.signed_unit().abs() + 0.01) * 2f32.powi(g.below(60) as i32 - 30);
             let mut data = Vec::with_capacity(4 * 256);
             for _ in 0..4 * 256 {
                 let k = g.below(255) as f32 - 127.0;
@@ -1142,7 +1105,7 @@ mod tests {
                     } else if g.below(50) == 0 {
                         0.0
                     } else {
-                        g.unit() * scale
+                        g.signed_unit() * scale
                     }
                 })
                 .collect();
@@ -1155,7 +1118,7 @@ mod tests {
     fn avx2_activation_row_lengths_match_scalar() {
         let Some(cpu) = avx2_cpu() else { return };
         let mut g = SplitMix(3);
-        let x: Vec<f32> = (0..4096 + 32 * 7).map(|_| g.unit()).collect();
+        let x: Vec<f32> = (0..4096 + 32 * 7).map(|_| g.signed_unit()).collect();
         let q = <Q8_0Interleaved<4> as ActFormat>::quantizer(cpu);
         let qk = <Q8KInterleaved as ActFormat>::quantizer(cpu);
         for (xl, nb) in [

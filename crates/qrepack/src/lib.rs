@@ -30,6 +30,8 @@ pub mod quant;
 pub mod reference;
 mod scratch;
 mod shared;
+#[cfg(test)]
+mod test_rng;
 pub mod types;
 pub mod vecdot;
 mod vecdot_avx2;

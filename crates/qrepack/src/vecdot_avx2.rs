@@ -723,20 +723,10 @@ mod tests {
 
     const COUNTS: &[usize] = &[1, 2, 3, 5, 16, 128];
 
-    struct Rng(u64);
+    use crate::test_rng::SplitMix as Rng;
 
+    /// Random scales and blocks on top of the shared generator.
     impl Rng {
-        fn next(&mut self) -> u64 {
-            self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-            let mut z = self.0;
-            z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-            z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-            z ^ (z >> 31)
-        }
-        /// Uniform in [0, 1).
-        fn unit(&mut self) -> f32 {
-            (self.next() >> 40) as f32 / (1u64 << 24) as f32
-        }
         /// Random sign times a magnitude in [0.001, 0.05).
         fn scale(&mut self) -> f32 {
             let m = 0.001 + 0.049 * self.unit();
