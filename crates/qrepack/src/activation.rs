@@ -26,6 +26,21 @@ use crate::types::QK_K;
 /// Every choice produces the same bytes as the format's own `quantize_row` / `quantize_quad`
 /// (the portable reference); only the speed differs. Choosing once, when a matrix is built,
 /// keeps feature tests out of the per-call path.
+///
+/// ```
+/// use bytemuck::Zeroable;
+/// use qrepack::activation::{ActFormat, Q8_0Interleaved};
+/// use qrepack::blocks::BlockQ8_0;
+/// use qrepack::cpu::CpuFeatures;
+///
+/// let x: Vec<f32> = (0..64).map(|i| (i as f32 - 31.5) / 8.0).collect();
+/// let q = Q8_0Interleaved::<8>::quantizer(CpuFeatures::get());
+/// let mut fast = vec![BlockQ8_0::zeroed(); 2];
+/// let mut reference = vec![BlockQ8_0::zeroed(); 2];
+/// (q.row)(&x, &mut fast);
+/// Q8_0Interleaved::<8>::quantize_row(&x, &mut reference);
+/// assert_eq!(fast, reference);
+/// ```
 pub struct ActQuantizer<A: ActFormat + ?Sized> {
     /// Same contract as [`ActFormat::quantize_row`].
     pub row: fn(&[f32], &mut [A::Row]),
