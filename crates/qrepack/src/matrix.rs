@@ -8,6 +8,7 @@ use crate::cpu::CpuFeatures;
 use crate::driver::{Engine, Release};
 use crate::error::Error;
 use crate::layout::Layout;
+use crate::scratch;
 use crate::shared::SharedBytes;
 use crate::types::GgmlType;
 
@@ -482,36 +483,43 @@ impl QExperts {
             order.extend_from_slice(slots);
         }
         first.push(order.len());
-        let mut xe = vec![0.0f32; order.len() * cols];
-        xe.par_chunks_mut(cols.max(1))
-            .zip(&order)
-            .for_each(|(row, &slot)| {
-                let token = slot / n_used;
-                let xr = (slot % n_used) % x_rows;
-                let start = (token * x_rows + xr) * cols;
-                row.copy_from_slice(&x[start..start + cols]);
-            });
-        // One expert at a time, each a GEMM over all its rows, parallel inside over whole row
-        // groups: both cores stay busy however skewed the routing is, without nesting pools.
-        // Gathering the inputs and scattering the outputs happen once, in parallel, for all.
-        let mut ye = vec![0.0f32; order.len() * rows];
-        for (e, expert) in self.experts.iter().enumerate() {
-            let (lo, hi) = (first[e], first[e + 1]);
-            if hi > lo {
-                expert.engine.matmul(
-                    &xe[lo * cols..hi * cols],
-                    hi - lo,
-                    &mut ye[lo * rows..hi * rows],
-                );
+        // Routed inputs and outputs live in a per-thread buffer reused across calls: a fresh
+        // zeroed allocation of them per call cost a tenth of a small MoE product.
+        let (xe_len, ye_len) = (order.len() * cols, order.len() * rows);
+        let bytes = scratch::arena_bytes::<f32>(xe_len) + scratch::arena_bytes::<f32>(ye_len);
+        scratch::with_expert_arena(bytes, |arena| {
+            let (xe, rest) = arena.take::<f32>(xe_len);
+            let (ye, _) = rest.take::<f32>(ye_len);
+            xe.par_chunks_mut(cols.max(1))
+                .zip(&order)
+                .for_each(|(row, &slot)| {
+                    let token = slot / n_used;
+                    let xr = (slot % n_used) % x_rows;
+                    let start = (token * x_rows + xr) * cols;
+                    row.copy_from_slice(&x[start..start + cols]);
+                });
+            // One expert at a time, each a GEMM over all its rows, parallel inside over whole
+            // row groups: both cores stay busy however skewed the routing is, without nesting
+            // pools. Gathering the inputs and scattering the outputs happen once, in parallel,
+            // for all.
+            for (e, expert) in self.experts.iter().enumerate() {
+                let (lo, hi) = (first[e], first[e + 1]);
+                if hi > lo {
+                    expert.engine.matmul(
+                        &xe[lo * cols..hi * cols],
+                        hi - lo,
+                        &mut ye[lo * rows..hi * rows],
+                    );
+                }
             }
-        }
-        let mut position = vec![0; ids.len()];
-        for (i, &slot) in order.iter().enumerate() {
-            position[slot] = i;
-        }
-        y.par_chunks_mut(rows.max(1))
-            .zip(&position)
-            .for_each(|(out, &i)| out.copy_from_slice(&ye[i * rows..(i + 1) * rows]));
+            let mut position = vec![0; ids.len()];
+            for (i, &slot) in order.iter().enumerate() {
+                position[slot] = i;
+            }
+            y.par_chunks_mut(rows.max(1))
+                .zip(&position)
+                .for_each(|(out, &i)| out.copy_from_slice(&ye[i * rows..(i + 1) * rows]));
+        });
         Ok(())
     }
 }

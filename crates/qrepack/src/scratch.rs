@@ -10,6 +10,9 @@ thread_local! {
     /// Weight tiles of the rayon tasks this thread runs (separate from `SCRATCH`, which the
     /// thread that called `matmul` holds while it takes part in the tasks).
     static TILES: RefCell<Vec<u64>> = const { RefCell::new(Vec::new()) };
+    /// Gathered inputs and outputs of `QExperts::matmul_id`, held across its per-expert
+    /// `matmul` calls (which take `SCRATCH`).
+    static EXPERTS: RefCell<Vec<u64>> = const { RefCell::new(Vec::new()) };
 }
 
 /// Bytes `count` values of `T` take in an [`Arena`] (rounded up to 8 to keep the next piece
@@ -50,6 +53,11 @@ pub(crate) fn with_arena<R>(bytes: usize, f: impl FnOnce(Arena<'_>) -> R) -> R {
 /// [`with_arena`] for weight tiles, from a second per-thread buffer.
 pub(crate) fn with_tile_arena<R>(bytes: usize, f: impl FnOnce(Arena<'_>) -> R) -> R {
     with_buffer(&TILES, bytes, f)
+}
+
+/// [`with_arena`] for the routed rows of a mixture-of-experts product, from a third buffer.
+pub(crate) fn with_expert_arena<R>(bytes: usize, f: impl FnOnce(Arena<'_>) -> R) -> R {
+    with_buffer(&EXPERTS, bytes, f)
 }
 
 fn with_buffer<R>(
