@@ -16,7 +16,7 @@ use bytemuck::{Pod, Zeroable};
 
 use crate::activation_avx2 as avx2;
 use crate::blocks::{
-    BlockQ8K, BlockQ8Kx4, BlockQ8_0, BlockQ8_0x4, BlockQ8_1, BlockQ8_1x4, F16Bits,
+    BlockQ8K, BlockQ8Kx4, BlockQ8_0, BlockQ8_0x4, BlockQ8_0x4Sums, BlockQ8_1, BlockQ8_1x4, F16Bits,
 };
 use crate::cpu::CpuFeatures;
 use crate::types::QK_K;
@@ -233,6 +233,64 @@ impl<const IL: usize> ActFormat for Q8_0Interleaved<IL> {
     }
 }
 
+/// Q8_0 activations as [`Q8_0Interleaved<8>`], each quad block carrying its rows' scales as f32
+/// and their quant sums times `OFFSET` ([`BlockQ8_0x4Sums`]).
+///
+/// The integers are exactly Q8_0's. The extras serve kernels that read weights `q - OFFSET`
+/// as unsigned `q` (Q4_0's nibbles, `OFFSET = 8`): they take the offset term off and scale each
+/// row with two loads, instead of recomputing both for every row group of a call.
+///
+/// ```
+/// use qrepack::activation::{ActFormat, InterleavedAct, Q8_0SumsInterleaved};
+/// use qrepack::blocks::BlockQ8_0x4Sums;
+/// use bytemuck::Zeroable;
+/// let rows: Vec<Vec<f32>> =
+///     (0..4).map(|m| (0..32).map(|i| (i as f32 - m as f32) / 8.0).collect()).collect();
+/// let mut quad = [BlockQ8_0x4Sums::zeroed()];
+/// Q8_0SumsInterleaved::<8>::quantize_quad([&rows[0], &rows[1], &rows[2], &rows[3]], &mut quad);
+/// for (m, row) in Q8_0SumsInterleaved::<8>::split_quad(&quad[0]).iter().enumerate() {
+///     assert_eq!(quad[0].offsets[m], 8 * row.qs.iter().map(|&q| q as i32).sum::<i32>());
+///     assert_eq!(quad[0].d[m], row.d.to_f32());
+/// }
+/// ```
+pub struct Q8_0SumsInterleaved<const OFFSET: i32>;
+
+impl<const OFFSET: i32> ActFormat for Q8_0SumsInterleaved<OFFSET> {
+    type Row = BlockQ8_0;
+    type Quad = BlockQ8_0x4Sums;
+    const BLOCK: usize = 32;
+    const QUAD_IS_ROWS: bool = false;
+
+    fn quantize_row(x: &[f32], out: &mut [BlockQ8_0]) {
+        Q8_0Interleaved::<8>::quantize_row(x, out)
+    }
+
+    fn quantize_quad(x: [&[f32]; 4], out: &mut [BlockQ8_0x4Sums]) {
+        for (i, quad) in out.iter_mut().enumerate() {
+            let blocks = x.map(|row| quantize_block_q8_0(&row[i * 32..i * 32 + 32]));
+            *quad = with_offsets::<OFFSET>(&interleave_q8_0(&blocks, 8));
+        }
+    }
+
+    fn quantizer(cpu: &CpuFeatures) -> ActQuantizer<Self> {
+        avx2::q8_0_sums_interleaved::<Self, OFFSET>(cpu).unwrap_or_else(ActQuantizer::scalar)
+    }
+}
+
+/// A Q8_0 quad interleaved in chunks of 8 bytes, with its rows' f32 scales and quant sums
+/// times `OFFSET`.
+pub(crate) fn with_offsets<const OFFSET: i32>(quad: &BlockQ8_0x4) -> BlockQ8_0x4Sums {
+    let mut sums = [0i32; 4];
+    for (c, chunk) in quad.qs.chunks_exact(8).enumerate() {
+        sums[c % 4] += chunk.iter().map(|&q| q as i32).sum::<i32>();
+    }
+    BlockQ8_0x4Sums {
+        d: quad.d.map(F16Bits::to_f32),
+        offsets: sums.map(|s| OFFSET * s),
+        qs: quad.qs,
+    }
+}
+
 /// Interleaves one block of four Q8_0 rows in chunks of `il` bytes.
 pub fn interleave_q8_0(rows: &[BlockQ8_0; 4], il: usize) -> BlockQ8_0x4 {
     let mut out = BlockQ8_0x4::zeroed();
@@ -309,6 +367,17 @@ impl<const IL: usize> InterleavedAct for Q8_0Interleaved<IL> {
             }
         }
         rows
+    }
+}
+
+impl<const OFFSET: i32> InterleavedAct for Q8_0SumsInterleaved<OFFSET> {
+    fn split_quad(quad: &BlockQ8_0x4Sums) -> [BlockQ8_0; 4] {
+        // The scales were widened from f16, so narrowing them back is exact.
+        let plain = BlockQ8_0x4 {
+            d: quad.d.map(F16Bits::from_f32),
+            qs: quad.qs,
+        };
+        Q8_0Interleaved::<8>::split_quad(&plain)
     }
 }
 

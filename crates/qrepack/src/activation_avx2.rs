@@ -31,7 +31,9 @@
 //! directly, and chunks of 8 bytes need the same permutation after it.
 
 use crate::activation::{ActFormat, ActQuantizer};
-use crate::blocks::{BlockQ8K, BlockQ8Kx4, BlockQ8_0, BlockQ8_0x4, BlockQ8_1, BlockQ8_1x4};
+use crate::blocks::{
+    BlockQ8K, BlockQ8Kx4, BlockQ8_0, BlockQ8_0x4, BlockQ8_0x4Sums, BlockQ8_1, BlockQ8_1x4,
+};
 use crate::cpu::CpuFeatures;
 
 /// The AVX2 quantizers of a Q8_0 format whose quads interleave four rows in chunks of `IL`
@@ -91,6 +93,24 @@ selector!(
     /// The AVX2 quantizers of plain Q8_0 rows (quads are four rows back to back).
     q8_0_plain: BlockQ8_0, BlockQ8_0 => q8_0_row, q8_0_rows4
 );
+/// The AVX2 quantizers of Q8_0 quads with f32 scales and quant sums times `OFFSET`.
+pub(crate) fn q8_0_sums_interleaved<A, const OFFSET: i32>(
+    cpu: &CpuFeatures,
+) -> Option<ActQuantizer<A>>
+where
+    A: ActFormat<Row = BlockQ8_0, Quad = BlockQ8_0x4Sums>,
+{
+    #[cfg(target_arch = "x86_64")]
+    {
+        on_avx2(cpu, entry::q8_0_row, entry::q8_0_sums_quad::<OFFSET>)
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let _ = cpu;
+        None
+    }
+}
+
 selector!(
     /// The AVX2 quantizers of plain Q8_1 rows (quads are four rows back to back).
     q8_1_plain: BlockQ8_1, BlockQ8_1 => q8_1_row, q8_1_rows4
@@ -113,7 +133,9 @@ selector!(
 #[cfg(target_arch = "x86_64")]
 mod entry {
     use super::imp;
-    use crate::blocks::{BlockQ8K, BlockQ8Kx4, BlockQ8_0, BlockQ8_0x4, BlockQ8_1, BlockQ8_1x4};
+    use crate::blocks::{
+        BlockQ8K, BlockQ8Kx4, BlockQ8_0, BlockQ8_0x4, BlockQ8_0x4Sums, BlockQ8_1, BlockQ8_1x4,
+    };
 
     /// Four plain rows back to back, split exactly as the portable `plain_format!` quads are.
     fn rows4<R>(x: [&[f32]; 4], out: &mut [R], row: fn(&[f32], &mut [R])) {
@@ -144,6 +166,10 @@ mod entry {
         q8_k_quad([&[f32]; 4], BlockQ8Kx4) => imp::q8_k_quad;
     }
 
+    pub(super) fn q8_0_sums_quad<const OFFSET: i32>(x: [&[f32]; 4], out: &mut [BlockQ8_0x4Sums]) {
+        // SAFETY: only handed out after `CpuFeatures::avx2()` (AVX2+FMA+F16C) was checked.
+        unsafe { imp::q8_0_sums_quad::<OFFSET>(x, out) }
+    }
     pub(super) fn q8_0_rows4(x: [&[f32]; 4], out: &mut [BlockQ8_0]) {
         rows4(x, out, q8_0_row)
     }
@@ -167,10 +193,11 @@ mod imp {
 
     use crate::activation::{
         interleave_q8_0, interleave_q8_k, quantize_block_q8_0, quantize_block_q8_1,
-        quantize_block_q8_k, quantize_block_q8_k_quad_row,
+        quantize_block_q8_k, quantize_block_q8_k_quad_row, with_offsets,
     };
     use crate::blocks::{
-        BlockQ8K, BlockQ8Kx4, BlockQ8_0, BlockQ8_0x4, BlockQ8_1, BlockQ8_1x4, F16Bits,
+        BlockQ8K, BlockQ8Kx4, BlockQ8_0, BlockQ8_0x4, BlockQ8_0x4Sums, BlockQ8_1, BlockQ8_1x4,
+        F16Bits,
     };
     use crate::types::QK_K;
 
@@ -494,6 +521,15 @@ mod imp {
     }
 
     #[target_feature(enable = "avx2,fma,f16c")]
+    pub(super) fn q8_0_sums_quad<const OFFSET: i32>(x: [&[f32]; 4], out: &mut [BlockQ8_0x4Sums]) {
+        for (i, quad) in out.iter_mut().enumerate() {
+            let mut plain = [BlockQ8_0x4::zeroed()];
+            q8_0_quad::<8>(x.map(|row| &block::<32>(row, i)[..]), &mut plain);
+            *quad = with_offsets::<OFFSET>(&plain[0]);
+        }
+    }
+
+    #[target_feature(enable = "avx2,fma,f16c")]
     pub(super) fn q8_1_quad(x: [&[f32]; 4], out: &mut [BlockQ8_1x4]) {
         for (i, quad) in out.iter_mut().enumerate() {
             let b = x.map(|row| block::<32>(row, i));
@@ -726,6 +762,7 @@ mod tests {
 
     use crate::activation::{
         ActFormat, PlainQ8K, PlainQ8_0, PlainQ8_1, Q8KInterleaved, Q8_0Interleaved,
+        Q8_0SumsInterleaved,
     };
     use crate::cpu::CpuFeatures;
     // The Q8_1 quads of the `q4_1_8x8` layout.
@@ -787,6 +824,7 @@ mod tests {
     fn check_all(cpu: &CpuFeatures, rows: [&[f32]; 4], what: &str) {
         check_format::<Q8_0Interleaved<4>>(cpu, rows, what);
         check_format::<Q8_0Interleaved<8>>(cpu, rows, what);
+        check_format::<Q8_0SumsInterleaved<8>>(cpu, rows, what);
         check_format::<PlainQ8_0>(cpu, rows, what);
         check_format::<PlainQ8_1>(cpu, rows, what);
         check_format::<Q8_1x4>(cpu, rows, what);
@@ -809,11 +847,13 @@ mod tests {
         }
         let scalar = CpuFeatures::scalar();
         assert!(!differs::<Q8_0Interleaved<4>>(&scalar));
+        assert!(!differs::<Q8_0SumsInterleaved<8>>(&scalar));
         assert!(!differs::<Q8KInterleaved>(&scalar));
         assert!(!differs::<PlainQ8_1>(&scalar));
         let Some(cpu) = avx2_cpu() else { return };
         assert!(differs::<Q8_0Interleaved<4>>(cpu));
         assert!(differs::<Q8_0Interleaved<8>>(cpu));
+        assert!(differs::<Q8_0SumsInterleaved<8>>(cpu));
         assert!(differs::<PlainQ8_0>(cpu));
         assert!(differs::<PlainQ8_1>(cpu));
         assert!(differs::<Q8_1x4>(cpu));

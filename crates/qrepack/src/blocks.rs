@@ -117,6 +117,11 @@ blocks! {
     BlockQ8_0x4 [136] { d: [F16Bits; 4], qs: [i8; 128] }
     /// Four activation rows of Q8_K interleaved in chunks of 8 bytes, with ggml's bsums order.
     BlockQ8Kx4 [1168] { d: [f32; 4], qs: [i8; 1024], bsums: [i16; 64] }
+    /// Four activation rows of Q8_0 interleaved in chunks of 8 bytes (as [`BlockQ8_0x4`]), with
+    /// each row's scale widened to f32 and its quant sum times a weight offset (8 for Q4_0's
+    /// nibbles): what a kernel for unsigned weights needs per row, prepared once per call
+    /// instead of once per row group.
+    BlockQ8_0x4Sums [160] { d: [f32; 4], offsets: [i32; 4], qs: [i8; 128] }
 }
 
 const _: () = assert!(QK_K == 256);

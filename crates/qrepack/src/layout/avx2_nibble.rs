@@ -15,7 +15,7 @@
 #[cfg(target_arch = "x86_64")]
 use std::arch::x86_64::*;
 
-use crate::blocks::{BlockQ4_0x8, BlockQ8_0, BlockQ8_0x4, F16Bits};
+use crate::blocks::{BlockQ4_0x8, BlockQ8_0, BlockQ8_0x4, BlockQ8_0x4Sums, F16Bits};
 
 /// One 8-row packed block with 32 weights per row and one f16 scale per row, as the kernels see
 /// it: nibbles through a table (`TABLE`), or plain signed bytes (`q8_0_8x8`).
@@ -31,6 +31,42 @@ pub(crate) trait Nibble8x8: Copy + Send + Sync + 'static {
     /// The weights plus 128 as unsigned bytes (for `vpdpbusd`, which multiplies u8 by i8).
     #[cfg(target_arch = "x86_64")]
     unsafe fn decode_biased(&self) -> [[__m256i; 2]; 4];
+}
+
+/// A block of four Q8_0 activation rows interleaved in chunks of 8 bytes, as the GEMMs read it:
+/// ggml's [`BlockQ8_0x4`] or the same with f32 scales and sums ([`BlockQ8_0x4Sums`]).
+pub(crate) trait Q8Quad: Copy + Send + Sync + 'static {
+    /// The four rows' quants, row `m`'s bytes `8k..8k + 8` at `32k + 8m`.
+    fn quants(&self) -> &[i8; 128];
+    /// The four rows' scales.
+    #[cfg(target_arch = "x86_64")]
+    unsafe fn scales(&self) -> __m128;
+}
+
+impl Q8Quad for BlockQ8_0x4 {
+    #[inline(always)]
+    fn quants(&self) -> &[i8; 128] {
+        &self.qs
+    }
+    #[cfg(target_arch = "x86_64")]
+    #[inline(always)]
+    unsafe fn scales(&self) -> __m128 {
+        // SAFETY: four halves are 8 bytes; the caller guarantees F16C.
+        _mm_cvtph_ps(_mm_loadl_epi64(self.d.as_ptr() as *const __m128i))
+    }
+}
+
+impl Q8Quad for BlockQ8_0x4Sums {
+    #[inline(always)]
+    fn quants(&self) -> &[i8; 128] {
+        &self.qs
+    }
+    #[cfg(target_arch = "x86_64")]
+    #[inline(always)]
+    unsafe fn scales(&self) -> __m128 {
+        // SAFETY: four floats are 16 bytes; the caller guarantees SSE.
+        _mm_loadu_ps(self.d.as_ptr())
+    }
 }
 
 const fn has_min_i8(table: [i8; 16]) -> bool {
@@ -378,15 +414,16 @@ mod imp {
             for (wb, ab) in $w.iter().zip($a) {
                 let wq = wb.$decode();
                 let dw = _mm256_permutevar8x32_ps(f16x8(wb.scales()), order);
-                let da = _mm_cvtph_ps(_mm_loadl_epi64(ab.d.as_ptr() as *const __m128i));
+                let da = ab.scales();
+                let qa = ab.quants();
                 // Row m's bytes 8k..8k+8 sit at 32k + 8m in the interleaved quad.
                 macro_rules! row {
                     ($m:literal, $acc:ident, $lane:literal) => {
                         let av = [
-                            broadcast8(&ab.qs[8 * $m..8 * $m + 8]),
-                            broadcast8(&ab.qs[32 + 8 * $m..40 + 8 * $m]),
-                            broadcast8(&ab.qs[64 + 8 * $m..72 + 8 * $m]),
-                            broadcast8(&ab.qs[96 + 8 * $m..104 + 8 * $m]),
+                            broadcast8(&qa[8 * $m..8 * $m + 8]),
+                            broadcast8(&qa[32 + 8 * $m..40 + 8 * $m]),
+                            broadcast8(&qa[64 + 8 * $m..72 + 8 * $m]),
+                            broadcast8(&qa[96 + 8 * $m..104 + 8 * $m]),
                         ];
                         let sums = $sums(&wq, av);
                         let da_m = _mm256_broadcastss_ps(_mm_shuffle_ps::<$lane>(da, da));
@@ -414,7 +451,7 @@ mod imp {
     }
 
     #[target_feature(enable = "avx2,fma,f16c")]
-    pub(super) unsafe fn gemm<P: Nibble8x8>(w: &[P], a: &[BlockQ8_0x4], out: &mut [f32]) {
+    pub(super) unsafe fn gemm<P: Nibble8x8, Q: Q8Quad>(w: &[P], a: &[Q], out: &mut [f32]) {
         // SAFETY (whole fn): as in `gemv`; `out` has at least 32 elements (checked inside).
         if P::NEVER_MIN_I8 {
             gemm_quad!(
@@ -505,16 +542,18 @@ mod imp {
         gemv_groups!(w, a, out, unsigned_quants, row_sums_offset8)
     }
 
-    /// GEMM for Q4_0 with unsigned nibbles; the four activation rows' block sums come from one
-    /// pass over the interleaved quad.
+    /// GEMM for Q4_0 with unsigned nibbles. The offset (`8 x` each activation row's block sum)
+    /// and the rows' f32 scales come with the activations ([`BlockQ8_0x4Sums`] of
+    /// `Q8_0SumsInterleaved<8>`), prepared once per call: computing them here, for every row
+    /// group, cost 17 % of the kernel.
     ///
     /// Each activation row's eight `maddubs` results add up in i16 (8 x 2 x 15 x 128 < 32768),
     /// and the two i16 halves of a row meet with in-lane shuffles and a blend before a single
     /// widening `madd`: `vphaddd` and cross-lane permutes cost several times a `maddubs` on
-    /// AVX2 cores. Lanes come out in `PAIRED_ROWS` order. Per-row scalars (the activation scale
-    /// and the offset) are broadcast from memory, which costs a load instead of a shuffle.
+    /// AVX2 cores. Lanes come out in `PAIRED` order. Per-row scalars are broadcast from memory,
+    /// which costs a load instead of a shuffle.
     #[target_feature(enable = "avx2,fma,f16c")]
-    pub(super) unsafe fn gemm_unsigned(w: &[BlockQ4_0x8], a: &[BlockQ8_0x4], out: &mut [f32]) {
+    pub(super) unsafe fn gemm_unsigned(w: &[BlockQ4_0x8], a: &[BlockQ8_0x4Sums], out: &mut [f32]) {
         // SAFETY (whole fn): as in `gemv`; `out` has at least 32 elements (asserted below).
         let to_paired = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
         let ones = _mm256_set1_epi16(1);
@@ -522,31 +561,11 @@ mod imp {
         let mut acc1 = _mm256_setzero_ps();
         let mut acc2 = _mm256_setzero_ps();
         let mut acc3 = _mm256_setzero_ps();
-        let mut offsets = [0i32; 8];
-        let mut da = [0f32; 4];
         for (wb, ab) in w.iter().zip(a) {
             let wq = decode_unsigned(&wb.qs);
             let dw = _mm256_permutevar8x32_ps(
                 _mm256_cvtph_ps(_mm_loadu_si128(wb.d.as_ptr() as *const __m128i)),
                 to_paired,
-            );
-            let qa = ab.qs.as_ptr().cast::<__m256i>();
-            // Lanes 2m and 2m + 1: 8 x the block sum of activation row m.
-            _mm256_storeu_si256(
-                offsets.as_mut_ptr().cast::<__m256i>(),
-                _mm256_slli_epi32(
-                    lane_sums([
-                        _mm256_loadu_si256(qa),
-                        _mm256_loadu_si256(qa.add(1)),
-                        _mm256_loadu_si256(qa.add(2)),
-                        _mm256_loadu_si256(qa.add(3)),
-                    ]),
-                    3,
-                ),
-            );
-            _mm_storeu_ps(
-                da.as_mut_ptr(),
-                _mm_cvtph_ps(_mm_loadl_epi64(ab.d.as_ptr() as *const __m128i)),
             );
             macro_rules! row {
                 ($m:literal, $acc:ident) => {
@@ -556,11 +575,11 @@ mod imp {
                         broadcast8(&ab.qs[64 + 8 * $m..72 + 8 * $m]),
                         broadcast8(&ab.qs[96 + 8 * $m..104 + 8 * $m]),
                     ];
-                    let sums = _mm256_sub_epi32(
-                        row_sums_paired(&wq, av, ones),
-                        _mm256_set1_epi32(offsets[2 * $m]),
-                    );
-                    let scale = _mm256_mul_ps(dw, _mm256_set1_ps(da[$m]));
+                    let offset = _mm256_castps_si256(_mm256_broadcast_ss(bytemuck::cast_ref(
+                        &ab.offsets[$m],
+                    )));
+                    let sums = _mm256_sub_epi32(row_sums_paired(&wq, av, ones), offset);
+                    let scale = _mm256_mul_ps(dw, _mm256_broadcast_ss(&ab.d[$m]));
                     $acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums), scale, $acc);
                 };
             }
@@ -687,7 +706,7 @@ mod imp {
     }
 
     #[target_feature(enable = "avx2,fma,f16c,avxvnni")]
-    pub(super) unsafe fn gemm_vnni<P: Nibble8x8>(w: &[P], a: &[BlockQ8_0x4], out: &mut [f32]) {
+    pub(super) unsafe fn gemm_vnni<P: Nibble8x8, Q: Q8Quad>(w: &[P], a: &[Q], out: &mut [f32]) {
         // SAFETY (whole fn): as in `gemm`.
         gemm_quad!(w, a, out, decode_biased, row_sums_vnni)
     }
@@ -699,30 +718,30 @@ mod imp {
     }
 
     #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-    pub(super) unsafe fn gemm_vnni512<P: Nibble8x8>(w: &[P], a: &[BlockQ8_0x4], out: &mut [f32]) {
+    pub(super) unsafe fn gemm_vnni512<P: Nibble8x8, Q: Q8Quad>(w: &[P], a: &[Q], out: &mut [f32]) {
         // SAFETY (whole fn): as in `gemm`.
         gemm_quad!(w, a, out, decode_biased, row_sums_vnni512)
     }
 }
 
 type Gemv<P> = fn(&[P], &[BlockQ8_0], &mut [f32]);
-type Gemm<P> = fn(&[P], &[BlockQ8_0x4], &mut [f32]);
+type Gemm<P, Q = BlockQ8_0x4> = fn(&[P], &[Q], &mut [f32]);
 
 /// The fastest GEMV/GEMM for `P` on this CPU with the kernel family's name: AVX-VNNI when
 /// present, else AVX2+FMA+F16C, else none.
-pub(crate) fn kernels<P: Nibble8x8>(
+pub(crate) fn kernels<P: Nibble8x8, Q: Q8Quad>(
     cpu: &crate::cpu::CpuFeatures,
-) -> Option<(&'static str, Gemv<P>, Gemm<P>)> {
+) -> Option<(&'static str, Gemv<P>, Gemm<P, Q>)> {
     #[cfg(target_arch = "x86_64")]
     {
         if cpu.avx2() && cpu.avx512vnni() {
-            return Some(("avx512vnni", gemv_vnni512::<P>, gemm_vnni512::<P>));
+            return Some(("avx512vnni", gemv_vnni512::<P>, gemm_vnni512::<P, Q>));
         }
         if cpu.avx2() && cpu.avxvnni() {
-            return Some(("avxvnni", gemv_vnni::<P>, gemm_vnni::<P>));
+            return Some(("avxvnni", gemv_vnni::<P>, gemm_vnni::<P, Q>));
         }
         if cpu.avx2() {
-            return Some(("avx2", gemv::<P>, gemm::<P>));
+            return Some(("avx2", gemv::<P>, gemm::<P, Q>));
         }
     }
     let _ = cpu;
@@ -733,14 +752,18 @@ pub(crate) fn kernels<P: Nibble8x8>(
 /// the nibbles as unsigned bytes (no sign fix-ups, i16 accumulation), else none.
 pub(crate) fn q4_0_kernels(
     cpu: &crate::cpu::CpuFeatures,
-) -> Option<(&'static str, Gemv<BlockQ4_0x8>, Gemm<BlockQ4_0x8>)> {
+) -> Option<(
+    &'static str,
+    Gemv<BlockQ4_0x8>,
+    Gemm<BlockQ4_0x8, BlockQ8_0x4Sums>,
+)> {
     #[cfg(target_arch = "x86_64")]
     {
         if cpu.avx2() && !cpu.avx512vnni() && !cpu.avxvnni() {
             return Some(("avx2", gemv_unsigned, gemm_unsigned));
         }
     }
-    kernels::<BlockQ4_0x8>(cpu)
+    kernels::<BlockQ4_0x8, BlockQ8_0x4Sums>(cpu)
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -750,7 +773,7 @@ fn gemv_unsigned(w: &[BlockQ4_0x8], a: &[BlockQ8_0], out: &mut [f32]) {
 }
 
 #[cfg(target_arch = "x86_64")]
-fn gemm_unsigned(w: &[BlockQ4_0x8], a: &[BlockQ8_0x4], out: &mut [f32]) {
+fn gemm_unsigned(w: &[BlockQ4_0x8], a: &[BlockQ8_0x4Sums], out: &mut [f32]) {
     // SAFETY: only reachable through `q4_0_kernels`, which checked AVX2+FMA+F16C.
     unsafe { imp::gemm_unsigned(w, a, out) }
 }
@@ -763,7 +786,7 @@ fn gemv_vnni512<P: Nibble8x8>(w: &[P], a: &[BlockQ8_0], out: &mut [f32]) {
 }
 
 #[cfg(target_arch = "x86_64")]
-fn gemm_vnni512<P: Nibble8x8>(w: &[P], a: &[BlockQ8_0x4], out: &mut [f32]) {
+fn gemm_vnni512<P: Nibble8x8, Q: Q8Quad>(w: &[P], a: &[Q], out: &mut [f32]) {
     // SAFETY: only reachable through `kernels`, which checked AVX2+FMA+F16C and AVX-512
     // F/BW/VL/VNNI.
     unsafe { imp::gemm_vnni512(w, a, out) }
@@ -776,7 +799,7 @@ fn gemv_vnni<P: Nibble8x8>(w: &[P], a: &[BlockQ8_0], out: &mut [f32]) {
 }
 
 #[cfg(target_arch = "x86_64")]
-fn gemm_vnni<P: Nibble8x8>(w: &[P], a: &[BlockQ8_0x4], out: &mut [f32]) {
+fn gemm_vnni<P: Nibble8x8, Q: Q8Quad>(w: &[P], a: &[Q], out: &mut [f32]) {
     // SAFETY: only reachable through `kernels`, which checked AVX2+FMA+F16C+AVX-VNNI.
     unsafe { imp::gemm_vnni(w, a, out) }
 }
@@ -788,7 +811,7 @@ fn gemv<P: Nibble8x8>(w: &[P], a: &[BlockQ8_0], out: &mut [f32]) {
 }
 
 #[cfg(target_arch = "x86_64")]
-fn gemm<P: Nibble8x8>(w: &[P], a: &[BlockQ8_0x4], out: &mut [f32]) {
+fn gemm<P: Nibble8x8, Q: Q8Quad>(w: &[P], a: &[Q], out: &mut [f32]) {
     // SAFETY: only reachable through `kernels`, which checked AVX2+FMA+F16C on this CPU.
     unsafe { imp::gemm(w, a, out) }
 }

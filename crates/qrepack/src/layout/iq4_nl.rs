@@ -4,7 +4,7 @@
 use bytemuck::Zeroable;
 
 use crate::activation::Q8_0Interleaved;
-use crate::blocks::{BlockIq4Nl, BlockIq4Nlx4, BlockIq4Nlx8, BlockQ8_0};
+use crate::blocks::{BlockIq4Nl, BlockIq4Nlx4, BlockIq4Nlx8, BlockQ8_0, BlockQ8_0x4};
 use crate::cpu::CpuFeatures;
 use crate::layout::avx2_nibble;
 use crate::layout::nibble::{self, IQ4NL_NIBBLE};
@@ -81,5 +81,5 @@ iq4_nl_layout!(
     8,
     8,
     |_: &CpuFeatures| Some(10),
-    |cpu: &CpuFeatures| avx2_nibble::kernels::<BlockIq4Nlx8>(cpu)
+    |cpu: &CpuFeatures| avx2_nibble::kernels::<BlockIq4Nlx8, BlockQ8_0x4>(cpu)
 );

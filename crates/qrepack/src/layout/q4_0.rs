@@ -1,11 +1,12 @@
-//! Q4_0 interleaved layouts: `q4_0_4x4`, `q4_0_4x8`, `q4_0_8x8`.
+//! Q4_0 interleaved layouts: `q4_0_4x4`, `q4_0_4x8`, `q4_0_8x8` (whose activations carry their
+//! block sums, [`Q8_0SumsInterleaved`], for the unsigned-nibble kernels).
 //!
 //! ggml stores each nibble xor 8, so a packed nibble read as a signed 4-bit number is already the
 //! weight `q - 8`.
 
 use bytemuck::Zeroable;
 
-use crate::activation::Q8_0Interleaved;
+use crate::activation::{Q8_0Interleaved, Q8_0SumsInterleaved};
 use crate::blocks::{BlockQ4_0, BlockQ4_0x4, BlockQ4_0x8, BlockQ8_0};
 use crate::cpu::CpuFeatures;
 use crate::layout::avx2_nibble;
@@ -15,7 +16,7 @@ use crate::layout::{deinterleave_quants, interleave_quants, Kernels, Layout, Pac
 use crate::types::GgmlType;
 
 macro_rules! q4_0_layout {
-    ($name:ident, $layout:ident, $packed:ty, $rows:expr, $il:expr, $pref:expr, $simd:expr) => {
+    ($name:ident, $layout:ident, $packed:ty, $act:ty, $rows:expr, $il:expr, $pref:expr, $simd:expr) => {
         #[doc = concat!("The `", stringify!($layout), "` layout.")]
         pub struct $name;
 
@@ -32,7 +33,7 @@ macro_rules! q4_0_layout {
             const INTERLEAVE: usize = $il;
             type Weight = BlockQ4_0;
             type Packed = $packed;
-            type Act = Q8_0Interleaved<$il>;
+            type Act = $act;
 
             fn pack(rows: &[BlockQ4_0]) -> $packed {
                 let mut out = <$packed>::zeroed();
@@ -71,6 +72,7 @@ q4_0_layout!(
     Q4_0_4x4,
     Q4_0_4x4,
     BlockQ4_0x4,
+    Q8_0Interleaved<4>,
     4,
     4,
     |_: &CpuFeatures| None,
@@ -80,6 +82,7 @@ q4_0_layout!(
     Q4_0_4x8,
     Q4_0_4x8,
     BlockQ4_0x4,
+    Q8_0Interleaved<8>,
     4,
     8,
     |_: &CpuFeatures| None,
@@ -89,6 +92,7 @@ q4_0_layout!(
     Q4_0_8x8,
     Q4_0_8x8,
     BlockQ4_0x8,
+    Q8_0SumsInterleaved<8>,
     8,
     8,
     |_: &CpuFeatures| Some(10),

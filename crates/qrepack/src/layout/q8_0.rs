@@ -4,7 +4,7 @@
 use bytemuck::Zeroable;
 
 use crate::activation::Q8_0Interleaved;
-use crate::blocks::{BlockQ8_0, BlockQ8_0x8};
+use crate::blocks::{BlockQ8_0, BlockQ8_0x4, BlockQ8_0x8};
 use crate::cpu::CpuFeatures;
 use crate::layout::avx2_nibble;
 use crate::layout::scalar::{self, BlockDot};
@@ -71,7 +71,7 @@ impl PackedLayout for Q8_0_8x8 {
     }
 
     fn kernels(cpu: &CpuFeatures) -> Kernels<Self> {
-        scalar::simd_or_scalar(avx2_nibble::kernels::<BlockQ8_0x8>(cpu))
+        scalar::simd_or_scalar(avx2_nibble::kernels::<BlockQ8_0x8, BlockQ8_0x4>(cpu))
     }
 
     fn preference(_cpu: &CpuFeatures) -> Option<u32> {
