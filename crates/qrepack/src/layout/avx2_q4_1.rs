@@ -120,6 +120,10 @@ mod imp {
                 ];
                 let da = _mm256_set1_ps(ab.d.to_f32());
                 let sa = _mm256_set1_ps(ab.s.to_f32());
+                crate::layout::prefetch_groups_ahead(&w0[i], nb, 2);
+                if second.is_some() {
+                    crate::layout::prefetch_groups_ahead(&w0[i], nb, 3);
+                }
                 acc0 = gemv_block(&w0[i], &av, da, sa, acc0);
                 if let Some((w1, _)) = &second {
                     acc1 = gemv_block(&w1[i], &av, da, sa, acc1);

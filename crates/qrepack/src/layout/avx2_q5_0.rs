@@ -159,6 +159,10 @@ mod imp {
                 ];
                 let bias = bias(&av);
                 let da = _mm256_set1_ps(ab.d.to_f32());
+                crate::layout::prefetch_groups_ahead(&w0[i], nb, 2);
+                if second.is_some() {
+                    crate::layout::prefetch_groups_ahead(&w0[i], nb, 3);
+                }
                 acc0 = gemv_block(&w0[i], &av, bias, da, acc0);
                 if let Some((w1, _)) = &second {
                     acc1 = gemv_block(&w1[i], &av, bias, da, acc1);

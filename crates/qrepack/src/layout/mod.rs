@@ -18,6 +18,27 @@ use crate::error::Error;
 use crate::shared::SharedBytes;
 use crate::types::GgmlType;
 
+/// Asks for the block `groups_ahead` row groups of `nb` blocks after `block` to be brought
+/// into the cache, for GEMVs that stream two row groups side by side. Those are two streams
+/// that restart at every pair of groups, too short for the hardware prefetcher when rows are
+/// short (640 columns of Q8_0: 85 lines per stream), which then retrains at every pair; with
+/// this the next pair is in flight while the current one is computed. Measured on the Zen 3
+/// VM, 2 threads, batch 1: Q8_0 65536x640 1.74 -> 1.28 ms, Q4_0 4096x4096 0.30 -> 0.22 ms.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+pub(crate) fn prefetch_groups_ahead<T>(block: &T, nb: usize, groups_ahead: usize) {
+    use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+    let size = std::mem::size_of::<T>();
+    // Only an address to prefetch, never dereferenced, so past the end of the matrix is fine.
+    let ahead = (block as *const T as *const i8).wrapping_add(groups_ahead * nb * size);
+    let mut line = 0;
+    while line < size {
+        // SAFETY: a prefetch does not access memory architecturally and never faults.
+        unsafe { _mm_prefetch::<_MM_HINT_T0>(ahead.wrapping_add(line)) };
+        line += 64;
+    }
+}
+
 /// The selector and safe entry points of a kernel file whose GEMV and GEMM are written once as
 /// `#[inline(always)]` bodies `imp::gemv_body` / `imp::gemm_body` over AVX2 intrinsics: an
 /// AVX2+FMA+F16C build, and for GEMM the same code built with AVX-512 VL, which gives the
