@@ -355,8 +355,8 @@ mod imp {
                 if let Some((w1, o1)) = groups.next() {
                     let mut acc1 = _mm256_setzero_ps();
                     for ((b0, b1), ab) in w0.iter().zip(w1).zip($a) {
-                        crate::layout::prefetch_groups_ahead(b0, nb, 2);
-                        crate::layout::prefetch_groups_ahead(b1, nb, 2);
+                        crate::layout::prefetch_ahead(b0, 2 * nb);
+                        crate::layout::prefetch_ahead(b1, 2 * nb);
                         let av = act_broadcasts(ab);
                         let da = f16_splat(ab.d);
                         let s0 = $sums(&b0.$decode(), av);

@@ -159,9 +159,9 @@ mod imp {
                 ];
                 let bias = bias(&av);
                 let da = _mm256_set1_ps(ab.d.to_f32());
-                crate::layout::prefetch_groups_ahead(&w0[i], nb, 2);
+                crate::layout::prefetch_ahead(&w0[i], 2 * nb);
                 if second.is_some() {
-                    crate::layout::prefetch_groups_ahead(&w0[i], nb, 3);
+                    crate::layout::prefetch_ahead(&w0[i], 3 * nb);
                 }
                 acc0 = gemv_block(&w0[i], &av, bias, da, acc0);
                 if let Some((w1, _)) = &second {

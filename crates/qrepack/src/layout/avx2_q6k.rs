@@ -178,18 +178,6 @@ mod imp {
     /// Blocks ahead of the current one whose cache lines GEMV requests early.
     const PREFETCH_AHEAD: usize = 2;
 
-    /// Requests every cache line of `w` (1680 bytes) into L1.
-    #[inline(always)]
-    unsafe fn prefetch_block(w: &BlockQ6Kx8) {
-        let p = w as *const BlockQ6Kx8 as *const i8;
-        let mut off = 0;
-        while off < std::mem::size_of::<BlockQ6Kx8>() {
-            // SAFETY: `off` stays inside the block; prefetching never faults.
-            _mm_prefetch::<_MM_HINT_T0>(p.add(off));
-            off += 64;
-        }
-    }
-
     /// GEMV over every row group in `w` (`a.len()` blocks each).
     #[inline(always)]
     pub(super) unsafe fn gemv_body(w: &[BlockQ6Kx8], a: &[BlockQ8K], out: &mut [f32]) {
@@ -201,12 +189,10 @@ mod imp {
             return;
         }
         let groups = w.chunks_exact(nb).zip(out.chunks_exact_mut(8));
-        for (gi, (group, o)) in groups.enumerate() {
+        for (group, o) in groups {
             let mut acc = _mm256_setzero_ps();
-            for (i, (wb, ab)) in group.iter().zip(a).enumerate() {
-                if let Some(next) = w.get(gi * nb + i + PREFETCH_AHEAD) {
-                    prefetch_block(next);
-                }
+            for (wb, ab) in group.iter().zip(a) {
+                crate::layout::prefetch_ahead(wb, PREFETCH_AHEAD);
                 let mut s = [[_mm256_setzero_si256(); 2]; 1];
                 block_sums::<1>(wb, &ab.qs, 8, &mut s);
                 let off = offset_term(&scale_pairs(&wb.scales), &ab.bsums, &ROW_BSUMS);
