@@ -544,43 +544,97 @@ mod imp {
         gemv_groups!(w, a, out, unsigned_quants, row_sums_offset8)
     }
 
+    /// Q4_0's quants as unsigned bytes regrouped so that each 32-bit lane holds four bytes of
+    /// one row: vector `t` has bytes `4t..4t + 4` of all eight rows (lanes in `row_order`),
+    /// whose low nibbles are weights `4t..4t + 4` and high nibbles `16 + 4t..`. Two shuffles
+    /// per pair of packed vectors (rows 0-3 and 4-7 of one 8-byte chunk) do it.
+    #[inline(always)]
+    unsafe fn decode_unsigned_rows(qs: &[u8; 128]) -> [[__m256i; 2]; 4] {
+        let m4 = _mm256_set1_epi8(0x0f);
+        let flip = _mm256_set1_epi8(0x88u8 as i8);
+        let mut x = [_mm256_setzero_si256(); 4];
+        for (v, xv) in x.iter_mut().enumerate() {
+            *xv = _mm256_xor_si256(load32(&qs[v * 32..v * 32 + 32]), flip);
+        }
+        // No closures here: they would not inherit the caller's target features.
+        macro_rules! pick {
+            ($imm:literal, $a:expr, $b:expr) => {
+                _mm256_castps_si256(_mm256_shuffle_ps::<$imm>(
+                    _mm256_castsi256_ps($a),
+                    _mm256_castsi256_ps($b),
+                ))
+            };
+        }
+        // Even dwords (bytes 0-3 of each row's chunk), then odd ones (bytes 4-7).
+        let t = [
+            pick!(0x88, x[0], x[1]),
+            pick!(0xdd, x[0], x[1]),
+            pick!(0x88, x[2], x[3]),
+            pick!(0xdd, x[2], x[3]),
+        ];
+        let mut out = [[_mm256_setzero_si256(); 2]; 4];
+        for (o, v) in out.iter_mut().zip(t) {
+            *o = [
+                _mm256_and_si256(v, m4),
+                _mm256_and_si256(_mm256_srli_epi16(v, 4), m4),
+            ];
+        }
+        out
+    }
+
     /// GEMM for Q4_0 with unsigned nibbles. The offset (`8 x` each activation row's block sum)
     /// and the rows' f32 scales come with the activations ([`BlockQ8_0x4Sums`] of
     /// `Q8_0SumsInterleaved<8>`), prepared once per call: computing them here, for every row
     /// group, cost 17 % of the kernel.
     ///
-    /// Each activation row's eight `maddubs` results add up in i16 (8 x 2 x 15 x 128 < 32768),
-    /// and the two i16 halves of a row meet with in-lane shuffles and a blend before a single
-    /// widening `madd`: `vphaddd` and cross-lane permutes cost several times a `maddubs` on
-    /// AVX2 cores. Lanes come out in `PAIRED` order. Per-row scalars are broadcast from memory,
-    /// which costs a load instead of a shuffle.
+    /// The weights are regrouped to one row per 32-bit lane (`decode_unsigned_rows`), so a row
+    /// of activations meets them through 4-byte broadcasts and every lane sums one row: the
+    /// eight `maddubs` results add up in i16 (8 x 2 x 15 x 128 < 32768) and one widening `madd`
+    /// finishes, with no horizontal folding (`vphaddd` or shuffles) per activation row. Per-row
+    /// scalars are broadcast from memory, which costs a load instead of a shuffle.
     #[target_feature(enable = "avx2,fma,f16c")]
     pub(super) unsafe fn gemm_unsigned(w: &[BlockQ4_0x8], a: &[BlockQ8_0x4Sums], out: &mut [f32]) {
         // SAFETY (whole fn): as in `gemv`; `out` has at least 32 elements (asserted below).
-        let to_paired = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+        let order = row_order();
         let ones = _mm256_set1_epi16(1);
         let mut acc0 = _mm256_setzero_ps();
         let mut acc1 = _mm256_setzero_ps();
         let mut acc2 = _mm256_setzero_ps();
         let mut acc3 = _mm256_setzero_ps();
         for (wb, ab) in w.iter().zip(a) {
-            let wq = decode_unsigned(&wb.qs);
+            let wq = decode_unsigned_rows(&wb.qs);
             let dw = _mm256_permutevar8x32_ps(
                 _mm256_cvtph_ps(_mm_loadu_si128(wb.d.as_ptr() as *const __m128i)),
-                to_paired,
+                order,
             );
             macro_rules! row {
                 ($m:literal, $acc:ident) => {
-                    let av = [
-                        broadcast8(&ab.qs[8 * $m..8 * $m + 8]),
-                        broadcast8(&ab.qs[32 + 8 * $m..40 + 8 * $m]),
-                        broadcast8(&ab.qs[64 + 8 * $m..72 + 8 * $m]),
-                        broadcast8(&ab.qs[96 + 8 * $m..104 + 8 * $m]),
-                    ];
+                    // Row m's bytes 4i..4i + 4 sit at 32 (i / 2) + 8m + 4 (i % 2) in the quad.
+                    // Row m's bytes 4i..4i + 4 sit at 32 (i / 2) + 8m + 4 (i % 2) in the quad.
+                    let q = ab.qs.as_ptr();
+                    macro_rules! a4 {
+                        ($i:literal) => {
+                            _mm256_set1_epi32(std::ptr::read_unaligned(
+                                q.add(32 * ($i / 2) + 8 * $m + 4 * ($i % 2)) as *const i32,
+                            ))
+                        };
+                    }
+                    macro_rules! p {
+                        ($t:literal, $u:literal) => {
+                            _mm256_add_epi16(
+                                _mm256_maddubs_epi16(wq[$t][0], a4!($t)),
+                                _mm256_maddubs_epi16(wq[$t][1], a4!($u)),
+                            )
+                        };
+                    }
+                    let s16 = _mm256_add_epi16(
+                        _mm256_add_epi16(p!(0, 4), p!(1, 5)),
+                        _mm256_add_epi16(p!(2, 6), p!(3, 7)),
+                    );
                     let offset = _mm256_castps_si256(_mm256_broadcast_ss(bytemuck::cast_ref(
                         &ab.offsets[$m],
                     )));
-                    let sums = _mm256_sub_epi32(row_sums_paired(&wq, av, ones), offset);
+                    let sums = _mm256_sub_epi32(_mm256_madd_epi16(s16, ones), offset);
                     let scale = _mm256_mul_ps(dw, _mm256_broadcast_ss(&ab.d[$m]));
                     $acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums), scale, $acc);
                 };
@@ -591,12 +645,11 @@ mod imp {
             row!(3, acc3);
         }
         assert!(out.len() >= 32);
-        let from_paired = _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7);
         for (m, acc_m) in [acc0, acc1, acc2, acc3].iter().enumerate() {
             // SAFETY: `out` holds at least 32 floats (asserted above).
             _mm256_storeu_ps(
                 out.as_mut_ptr().add(8 * m),
-                _mm256_permutevar8x32_ps(*acc_m, from_paired),
+                _mm256_permutevar8x32_ps(*acc_m, order),
             );
         }
     }
@@ -626,18 +679,6 @@ mod imp {
             ),
         );
         (s03, s47)
-    }
-
-    /// Row sums of unsigned weights (0..=15) times signed activations, one i32 lane per row in
-    /// the order 0 4 1 5 2 6 3 7 (`PAIRED`).
-    #[inline(always)]
-    unsafe fn row_sums_paired(w: &[[__m256i; 2]; 4], a: [__m256i; 4], ones: __m256i) -> __m256i {
-        let (s03, s47) = unsigned_halves(w, a);
-        // Fold each 64-bit lane's two dwords onto each other, then take row k's fold from
-        // s03 (even dword) and row 4 + k's from s47 (odd dword).
-        let f03 = _mm256_add_epi16(s03, _mm256_shuffle_epi32::<0xb1>(s03));
-        let f47 = _mm256_add_epi16(s47, _mm256_shuffle_epi32::<0xb1>(s47));
-        _mm256_madd_epi16(_mm256_blend_epi32::<0b1010_1010>(f03, f47), ones)
     }
 
     /// Row sums with `vpdpbusd`: biased weights (w + 128) times activations, minus 128 x the
