@@ -203,6 +203,7 @@ impl<L: PackedLayout> PackedEngine<L> {
             // y is one row: row groups own disjoint slices of it directly.
             y.par_chunks_mut(per_task * r)
                 .zip(self.packed.blocks().par_chunks(per_task * nb))
+                .with_max_len(1)
                 .for_each(|(y_chunk, w_chunk)| (kernels.gemv)(w_chunk, tail, y_chunk));
             return;
         }
@@ -211,8 +212,13 @@ impl<L: PackedLayout> PackedEngine<L> {
         let tiled = kernels.tiled.filter(|_| n_quads >= 2);
         // `y_t` is [group][activation row][row of the group]: each task owns whole groups, and
         // a kernel writes its 4 x r tile (and a GEMV its r outputs) in place, contiguously.
+        // One rayon job per task (`with_max_len(1)`): rayon otherwise splits an indexed
+        // iterator into about one piece per thread and only splits further when a piece is
+        // stolen while unstarted, so a thread that finishes its half early sat idle while the
+        // other ran on: q8_0 batch 512 split 128/128 tasks, 88 vs 110 ms.
         y_t.par_chunks_mut(per_task * r * n)
             .zip(self.packed.blocks().par_chunks(per_task * nb))
+            .with_max_len(1)
             .for_each(|(yt_chunk, w_chunk)| {
                 let groups = w_chunk.len() / nb;
                 // Activations outer, weights inner: the task's weights stay in L2 while each
