@@ -124,6 +124,56 @@ mod imp {
         mins: [__m256i; 4],
     }
 
+    /// Where a kernel reads a block's decoded scales: a `Scales` in registers, or the block's
+    /// 20 vectors in a tile (`TileScales`), read at each use. Building a `Scales` from a tile
+    /// instead copied 640 bytes per block and call to the stack (a `memcpy`).
+    trait ScaleSource {
+        /// `Scales::sc[sb][h]`.
+        unsafe fn sc(&self, sb: usize, h: usize) -> __m256i;
+        /// `Scales::mins`.
+        unsafe fn mins(&self) -> [__m256i; 4];
+    }
+
+    impl ScaleSource for Scales {
+        #[inline(always)]
+        unsafe fn sc(&self, sb: usize, h: usize) -> __m256i {
+            self.sc[sb][h]
+        }
+        #[inline(always)]
+        unsafe fn mins(&self) -> [__m256i; 4] {
+            self.mins
+        }
+    }
+
+    /// One block's vectors in a tile written by `make_tile`: `sc` flattened, then `mins`.
+    struct TileScales<'a>(&'a [u64]);
+
+    impl TileScales<'_> {
+        #[inline(always)]
+        unsafe fn vector(&self, i: usize) -> __m256i {
+            debug_assert!(i < TILE_VECTORS && self.0.len() >= 4 * TILE_VECTORS);
+            // SAFETY: the slice holds TILE_VECTORS x 32 bytes (taken so by `tile_scales`) and
+            // i < TILE_VECTORS; unaligned loads need no alignment.
+            _mm256_loadu_si256((self.0.as_ptr() as *const __m256i).add(i))
+        }
+    }
+
+    impl ScaleSource for TileScales<'_> {
+        #[inline(always)]
+        unsafe fn sc(&self, sb: usize, h: usize) -> __m256i {
+            self.vector(2 * sb + h)
+        }
+        #[inline(always)]
+        unsafe fn mins(&self) -> [__m256i; 4] {
+            [
+                self.vector(16),
+                self.vector(17),
+                self.vector(18),
+                self.vector(19),
+            ]
+        }
+    }
+
     /// `block_scales` for the unit test: (`sc`, `mins`).
     #[cfg(test)]
     #[inline(always)]
@@ -303,9 +353,9 @@ mod imp {
     /// `qs` (stride 8, offset 0 for a plain row; stride 32, offset 8m for row m of a quad). No
     /// closures: they would not inherit the caller's target features.
     #[inline(always)]
-    unsafe fn group_dot(
+    unsafe fn group_dot<S: ScaleSource>(
         q: &[[[__m256i; 2]; 2]; 4],
-        sc: &Scales,
+        sc: &S,
         g: usize,
         qs: &[i8],
         (stride, offset): (usize, usize),
@@ -324,8 +374,8 @@ mod imp {
             }
         }
         for h in 0..2 {
-            s[h] = _mm256_add_epi32(s[h], _mm256_madd_epi16(lo[h], sc.sc[2 * g][h]));
-            s[h] = _mm256_add_epi32(s[h], _mm256_madd_epi16(hi[h], sc.sc[2 * g + 1][h]));
+            s[h] = _mm256_add_epi32(s[h], _mm256_madd_epi16(lo[h], sc.sc(2 * g, h)));
+            s[h] = _mm256_add_epi32(s[h], _mm256_madd_epi16(hi[h], sc.sc(2 * g + 1, h)));
         }
     }
 
@@ -409,21 +459,10 @@ mod imp {
         }
     }
 
-    /// The scales of block `b` back from a tile written by `make_tile`.
+    /// The scales of block `b` in a tile written by `make_tile`.
     #[inline(always)]
-    unsafe fn tile_scales(tile: &[u64], b: usize) -> Scales {
-        let t = &tile[4 * TILE_VECTORS * b..4 * TILE_VECTORS * (b + 1)];
-        let p = t.as_ptr() as *const __m256i;
-        // SAFETY: the slice holds TILE_VECTORS x 32 bytes.
-        let mut sc = [[_mm256_setzero_si256(); 2]; 8];
-        for (i, v) in sc.iter_mut().flatten().enumerate() {
-            *v = _mm256_loadu_si256(p.add(i));
-        }
-        let mut mins = [_mm256_setzero_si256(); 4];
-        for (i, v) in mins.iter_mut().enumerate() {
-            *v = _mm256_loadu_si256(p.add(16 + i));
-        }
-        Scales { sc, mins }
+    fn tile_scales(tile: &[u64], b: usize) -> TileScales<'_> {
+        TileScales(&tile[4 * TILE_VECTORS * b..4 * TILE_VECTORS * (b + 1)])
     }
 
     #[target_feature(enable = "avx2,fma,f16c")]
@@ -451,6 +490,38 @@ mod imp {
         gemm_body_with::<P, false>(w, &[], a, out)
     }
 
+    /// One block of a row group against one block of a quad, into the four rows' accumulators.
+    #[inline(always)]
+    unsafe fn quad_block<P: K8x8, S: ScaleSource>(
+        wb: &P,
+        sc: &S,
+        ab: &BlockQ8Kx4,
+        acc: &mut [__m256; 4],
+    ) {
+        let mut s = [[_mm256_setzero_si256(); 2]; 4];
+        for g in 0..4 {
+            let q = wb.decode_group(g);
+            for (m, sm) in s.iter_mut().enumerate() {
+                // Row m's activations e..e+8 sit at 32 * (e / 8) + 8m in the quad.
+                group_dot(&q, sc, g, &ab.qs, (32, 8 * m), sm);
+            }
+        }
+        let d = f16x8(wb.d());
+        let dmin = f16x8(wb.dmin());
+        let sub_sums = quad_sub_sums(&ab.bsums);
+        let mins = sc.mins();
+        for (m, acc_m) in acc.iter_mut().enumerate() {
+            let mn = mins_dot(&mins, &sub_sums, QUAD_LANE[m]);
+            let da = _mm256_set1_ps(ab.d[m]);
+            *acc_m = _mm256_fmadd_ps(
+                _mm256_cvtepi32_ps(row_sums(&s[m])),
+                _mm256_mul_ps(d, da),
+                *acc_m,
+            );
+            *acc_m = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(mn), _mm256_mul_ps(dmin, da), *acc_m);
+        }
+    }
+
     /// GEMM of one row group with one quad; the scales decoded here or (`TILED`) read from
     /// the group's tile.
     #[inline(always)]
@@ -462,31 +533,10 @@ mod imp {
     ) {
         let mut acc = [_mm256_setzero_ps(); 4];
         for (b, (wb, ab)) in w.iter().zip(a).enumerate() {
-            let sc = if TILED {
-                tile_scales(tile, b)
+            if TILED {
+                quad_block(wb, &tile_scales(tile, b), ab, &mut acc);
             } else {
-                block_scales(wb)
-            };
-            let mut s = [[_mm256_setzero_si256(); 2]; 4];
-            for g in 0..4 {
-                let q = wb.decode_group(g);
-                for (m, sm) in s.iter_mut().enumerate() {
-                    // Row m's activations e..e+8 sit at 32 * (e / 8) + 8m in the quad.
-                    group_dot(&q, &sc, g, &ab.qs, (32, 8 * m), sm);
-                }
-            }
-            let d = f16x8(wb.d());
-            let dmin = f16x8(wb.dmin());
-            let sub_sums = quad_sub_sums(&ab.bsums);
-            for (m, acc_m) in acc.iter_mut().enumerate() {
-                let mn = mins_dot(&sc.mins, &sub_sums, QUAD_LANE[m]);
-                let da = _mm256_set1_ps(ab.d[m]);
-                *acc_m = _mm256_fmadd_ps(
-                    _mm256_cvtepi32_ps(row_sums(&s[m])),
-                    _mm256_mul_ps(d, da),
-                    *acc_m,
-                );
-                *acc_m = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(mn), _mm256_mul_ps(dmin, da), *acc_m);
+                quad_block(wb, &block_scales(wb), ab, &mut acc);
             }
         }
         assert!(out.len() >= 32);
