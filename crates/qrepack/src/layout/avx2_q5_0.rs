@@ -6,13 +6,14 @@
 //! unsigned by signed bytes directly (a pair is at most `2 * 31 * 128 = 7936`, four such sums
 //! stay below 32768), and the bias `maddubs(16, a)` depends only on the activations, so it is
 //! computed once per activation block and subtracted in `i16` (exact: the true difference is at
-//! most `8 * 16 * 128` in magnitude and `i16` adds wrap). Results equal the scalar kernel up to
-//! f32 summation order.
+//! most `8 * 16 * 128` in magnitude and `i16` adds wrap). The GEMM takes `16 x` each row's quant
+//! sum from its activations instead (`Q8_0SumsInterleaved<16>`, prepared once per call).
+//! Results equal the scalar kernel up to f32 summation order.
 
 #[cfg(target_arch = "x86_64")]
 use std::arch::x86_64::*;
 
-use crate::blocks::{BlockQ5_0x8, BlockQ8_0, BlockQ8_0x4};
+use crate::blocks::{BlockQ5_0x8, BlockQ8_0, BlockQ8_0x4Sums};
 
 #[cfg(target_arch = "x86_64")]
 mod imp {
@@ -178,17 +179,12 @@ mod imp {
     }
 
     #[inline(always)]
-    pub(super) unsafe fn gemm_body(w: &[BlockQ5_0x8], a: &[BlockQ8_0x4], out: &mut [f32]) {
+    pub(super) unsafe fn gemm_body(w: &[BlockQ5_0x8], a: &[BlockQ8_0x4Sums], out: &mut [f32]) {
         let order = row_order();
         let mut acc = [_mm256_setzero_ps(); 4];
         for (wb, ab) in w.iter().zip(a) {
             let wq = decode(wb);
             let dw = _mm256_permutevar8x32_ps(f16x8(&wb.d), order);
-            // SAFETY: the four halves `ab.d` are 8 bytes.
-            let da = _mm_cvtph_ps(_mm_loadl_epi64(ab.d.as_ptr() as *const __m128i));
-            let mut da_m = [0.0f32; 4];
-            // SAFETY: `da_m` holds 4 floats.
-            _mm_storeu_ps(da_m.as_mut_ptr(), da);
             for (m, acc_m) in acc.iter_mut().enumerate() {
                 // Row m's bytes 8k..8k+8 sit at 32k + 8m in the interleaved quad.
                 let av = [
@@ -197,8 +193,11 @@ mod imp {
                     broadcast8(&ab.qs[64 + 8 * m..72 + 8 * m]),
                     broadcast8(&ab.qs[96 + 8 * m..104 + 8 * m]),
                 ];
-                let sums = row_sums(&wq, &av, bias(&av));
-                let scale = _mm256_mul_ps(dw, _mm256_set1_ps(da_m[m]));
+                // The bias term `16 x Σ a` comes with the activations.
+                let offset =
+                    _mm256_castps_si256(_mm256_broadcast_ss(bytemuck::cast_ref(&ab.offsets[m])));
+                let sums = _mm256_sub_epi32(row_sums(&wq, &av, _mm256_setzero_si256()), offset);
+                let scale = _mm256_mul_ps(dw, _mm256_broadcast_ss(&ab.d[m]));
                 *acc_m = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums), scale, *acc_m);
             }
         }
@@ -213,4 +212,4 @@ mod imp {
     }
 }
 
-avx2_kernel_entries!(BlockQ5_0x8, BlockQ8_0, BlockQ8_0x4);
+avx2_kernel_entries!(BlockQ5_0x8, BlockQ8_0, BlockQ8_0x4Sums);

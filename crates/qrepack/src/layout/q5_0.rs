@@ -19,7 +19,7 @@
 
 use bytemuck::Zeroable;
 
-use crate::activation::Q8_0Interleaved;
+use crate::activation::Q8_0SumsInterleaved;
 use crate::blocks::{BlockQ5_0, BlockQ5_0x8, BlockQ8_0};
 use crate::cpu::CpuFeatures;
 use crate::layout::avx2_q5_0;
@@ -72,7 +72,7 @@ impl PackedLayout for Q5_0_8x8 {
     const INTERLEAVE: usize = CHUNK;
     type Weight = BlockQ5_0;
     type Packed = BlockQ5_0x8;
-    type Act = Q8_0Interleaved<8>;
+    type Act = Q8_0SumsInterleaved<16>;
 
     fn pack(rows: &[BlockQ5_0]) -> BlockQ5_0x8 {
         let mut out = BlockQ5_0x8::zeroed();
