@@ -15,7 +15,9 @@
 //!   with `0x10` puts the fifth bit of all 32 lanes of vector `t` in place at once.
 //!
 //! Arithmetic: per row and block `Σ (q - 16)·a` in exact integers scaled by `d_w·d_a`, the same
-//! as ggml's `vec_dot_q5_0_q8_0` (activation: Q8_0, four rows interleaved in 8-byte chunks).
+//! as ggml's `vec_dot_q5_0_q8_0` (activation: Q8_0, four rows interleaved in 8-byte chunks, each
+//! quad block also carrying `16 x` its rows' quant sums for the unsigned GEMM:
+//! `Q8_0SumsInterleaved<16>`).
 
 use bytemuck::Zeroable;
 
