@@ -537,6 +537,38 @@ mod tests {
     }
 
     #[test]
+    fn summed_quads_are_ggml_quads_with_scaled_sums() {
+        // Rows of different magnitudes and signs, so sums are large, small and negative.
+        let x: Vec<f32> = data(4 * 256, 11)
+            .iter()
+            .enumerate()
+            .map(|(i, v)| v * [1.0, -3.0, 1e-3, 40.0][i / 256] + if i < 256 { 0.6 } else { 0.0 })
+            .collect();
+        let rows: [&[f32]; 4] = [0, 1, 2, 3].map(|m| &x[m * 256..(m + 1) * 256]);
+        let mut plain = vec![BlockQ8_0x4::zeroed(); 8];
+        Q8_0Interleaved::<8>::quantize_quad(rows, &mut plain);
+        let mut by8 = vec![BlockQ8_0x4Sums::zeroed(); 8];
+        Q8_0SumsInterleaved::<8>::quantize_quad(rows, &mut by8);
+        let mut by16 = vec![BlockQ8_0x4Sums::zeroed(); 8];
+        Q8_0SumsInterleaved::<16>::quantize_quad(rows, &mut by16);
+        let mut signs = [false; 2];
+        for ((p, a), b) in plain.iter().zip(&by8).zip(&by16) {
+            assert_eq!((a.qs, b.qs), (p.qs, p.qs));
+            for (m, row) in Q8_0Interleaved::<8>::split_quad(p).iter().enumerate() {
+                let sum: i32 = row.qs.iter().map(|&q| q as i32).sum();
+                assert_eq!((a.offsets[m], b.offsets[m]), (8 * sum, 16 * sum));
+                assert_eq!((a.d[m], b.d[m]), (row.d.to_f32(), row.d.to_f32()));
+                signs[usize::from(sum < 0)] = true;
+            }
+            assert_eq!(
+                Q8_0SumsInterleaved::<8>::split_quad(a),
+                Q8_0Interleaved::<8>::split_quad(p)
+            );
+        }
+        assert_eq!(signs, [true, true], "both signs of sums were exercised");
+    }
+
+    #[test]
     fn q8_k_bsums_are_group_sums_and_quad_matches_rows() {
         let x = data(4 * 512, 7);
         let rows: [&[f32]; 4] = [&x[0..512], &x[512..1024], &x[1024..1536], &x[1536..2048]];
