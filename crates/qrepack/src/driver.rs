@@ -8,7 +8,7 @@ use crate::activation::{ActFormat, ActQuantizer};
 use crate::blocks::collect_blocks;
 use crate::cpu::CpuFeatures;
 use crate::error::Error;
-use crate::layout::{Kernels, Layout, PackedLayout};
+use crate::layout::{Kernels, Layout, PackedLayout, TiledGemm};
 use crate::scratch;
 use crate::shared::SharedBytes;
 use crate::types::GgmlType;
@@ -190,7 +190,8 @@ impl<L: PackedLayout> PackedEngine<L> {
     }
 
     /// The loop nest: kernels over whole row groups, parallel over the current rayon pool.
-    /// `y_t` (rows x n floats, only used when n > 1) receives the results by row group first.
+    /// `y_t` (one wave's results, `wave_groups(n) x ROWS x n` floats, only used when n > 1)
+    /// receives them by row group first.
     fn run(&self, quads: &[Quad<L>], tail: &[Row<L>], n: usize, y: &mut [f32], y_t: &mut [f32]) {
         let r = L::ROWS;
         let nb = self.nb;
@@ -210,6 +211,37 @@ impl<L: PackedLayout> PackedEngine<L> {
 
         // Weight tiles pay off once they serve two or more groups of activation rows.
         let tiled = kernels.tiled.filter(|_| n_quads >= 2);
+        let groups_total = self.rows / r;
+        let wave = self.wave_groups(n);
+        let blocks = self.packed.blocks();
+        // Row groups go in waves whose results fit a bounded `y_t`, each gathered into its
+        // columns of `y` before the next: a 262144-row output head at batch 512 would otherwise
+        // need a 512 MiB `y_t` next to its 512 MiB `y`, kept by the thread afterwards.
+        for g0 in (0..groups_total).step_by(wave.max(1)) {
+            let g1 = (g0 + wave).min(groups_total);
+            let y_t = &mut y_t[..(g1 - g0) * r * n];
+            self.run_wave(&blocks[g0 * nb..g1 * nb], quads, tail, n, tiled, &mut *y_t);
+            self.gather(y_t, g0..g1, n, y);
+        }
+    }
+
+    /// One wave of the loop nest: `blocks` (whole row groups) against every activation row,
+    /// into `y_t` laid out [group][activation row][row of the group].
+    fn run_wave(
+        &self,
+        blocks: &[L::Packed],
+        quads: &[Quad<L>],
+        tail: &[Row<L>],
+        n: usize,
+        tiled: Option<TiledGemm<L>>,
+        y_t: &mut [f32],
+    ) {
+        let r = L::ROWS;
+        let nb = self.nb;
+        let quad_len = L::Act::quad_len(nb);
+        let n_quads = quads.len() / quad_len.max(1);
+        let kernels = self.kernels;
+        let per_task = self.groups_per_task(n);
         // `y_t` is [group][activation row][row of the group]: each task owns whole groups, and
         // a kernel writes its 4 x r tile (and a GEMV its r outputs) in place, contiguously.
         // One rayon job per task (`with_max_len(1)`): rayon otherwise splits an indexed
@@ -217,7 +249,7 @@ impl<L: PackedLayout> PackedEngine<L> {
         // stolen while unstarted, so a thread that finishes its half early sat idle while the
         // other ran on: q8_0 batch 512 split 128/128 tasks, 88 vs 110 ms.
         y_t.par_chunks_mut(per_task * r * n)
-            .zip(self.packed.blocks().par_chunks(per_task * nb))
+            .zip(blocks.par_chunks(per_task * nb))
             .with_max_len(1)
             .for_each(|(yt_chunk, w_chunk)| {
                 let groups = w_chunk.len() / nb;
@@ -262,23 +294,44 @@ impl<L: PackedLayout> PackedEngine<L> {
                     }
                 }
             });
-        // Output rows are gathered a block at a time: for each group the block's pieces are
-        // contiguous in `y_t`. Row by row, the pieces sit `n * r` floats apart, a power of two
-        // for power-of-two batches, and all fall into the same few cache sets.
+    }
+
+    /// Copies one wave's results (`y_t` of row groups `groups`) into their columns of `y`.
+    ///
+    /// Output rows are gathered a block at a time: for each group the block's pieces are
+    /// contiguous in `y_t`. Row by row, the pieces sit `n * r` floats apart, a power of two for
+    /// power-of-two batches, and all fall into the same few cache sets.
+    fn gather(&self, y_t: &[f32], groups: std::ops::Range<usize>, n: usize, y: &mut [f32]) {
+        let r = L::ROWS;
         let rows = self.rows;
         y.par_chunks_mut(GATHER_ROWS * rows)
             .enumerate()
             .for_each(|(c, y_block)| {
                 let t0 = c * GATHER_ROWS;
                 let block_rows = y_block.len() / rows;
-                for g in 0..rows / r {
-                    let src = &y_t[(g * n + t0) * r..(g * n + t0 + block_rows) * r];
+                for (w, g) in groups.clone().enumerate() {
+                    let src = &y_t[(w * n + t0) * r..(w * n + t0 + block_rows) * r];
                     let dst = y_block[g * r..].chunks_mut(rows);
                     for (piece, dst_row) in src.chunks_exact(r).zip(dst) {
                         copy_piece::<L>(piece, dst_row);
                     }
                 }
             });
+    }
+
+    /// Row groups per wave for `n` activation rows: whole tasks, as few waves as keep each
+    /// wave's results within `WAVE_RESULT_BYTES` (at least one task per wave), and the groups
+    /// spread evenly over the waves.
+    fn wave_groups(&self, n: usize) -> usize {
+        let groups = (self.rows / L::ROWS).max(1);
+        let per_task = self.groups_per_task(n).max(1);
+        let group_result_bytes = (n * L::ROWS * std::mem::size_of::<f32>()).max(1);
+        let most = (WAVE_RESULT_BYTES / group_result_bytes / per_task).max(1) * per_task;
+        let waves = groups.div_ceil(most);
+        groups
+            .div_ceil(waves)
+            .next_multiple_of(per_task)
+            .min(groups)
     }
 
     /// Row groups handed to one rayon task. With one activation row the weights stream once, so
@@ -309,6 +362,12 @@ fn copy_piece<L: PackedLayout>(src: &[f32], dst: &mut [f32]) {
     }
 }
 
+/// Bytes of results one wave of row groups may hold before they are gathered into the output.
+/// Large enough for the matrices of 7B-class models (11008 rows) at batch 512 to run in one
+/// wave (a second wave, with its barrier, measured 1 % slower there); it bounds the scratch of
+/// a 262144-row output head at batch 512 to 32 MiB instead of 512 MiB.
+const WAVE_RESULT_BYTES: usize = 32 << 20;
+
 /// Output rows gathered together from the per-group results (one task's worth).
 const GATHER_ROWS: usize = 16;
 
@@ -336,7 +395,11 @@ impl<L: PackedLayout> Engine for PackedEngine<L> {
         let quad_len = L::Act::quad_len(self.nb);
         let n_quads = n / 4;
         let tail_rows = n % 4;
-        let y_t_len = if n == 1 { 0 } else { self.rows * n };
+        let y_t_len = if n == 1 {
+            0
+        } else {
+            self.wave_groups(n) * L::ROWS * n
+        };
         let bytes = scratch::arena_bytes::<Quad<L>>(n_quads * quad_len)
             + scratch::arena_bytes::<Row<L>>(tail_rows * self.nb)
             + scratch::arena_bytes::<f32>(y_t_len);

@@ -192,3 +192,24 @@ fn nan_activations_do_not_panic() {
     let mut y = vec![0.0; 5 * 8];
     m.matmul(&x, 5, &mut y).unwrap();
 }
+
+/// A product whose results (rows x batch floats) exceed the driver's per-wave bound of 32 MiB
+/// runs its row groups in several waves, each gathered into its own columns of `y`: all of `y`
+/// is written, and right. The reference is evaluated on a sample of the outputs only.
+#[test]
+fn results_larger_than_one_wave_are_complete_and_right() {
+    let (ty, rows, cols, n) = (GgmlType::Q4_0, 8200, 64, 1030);
+    assert!(rows * n * 4 > 32 << 20);
+    let w = random_weights(ty, rows, cols, 21);
+    let m = QMatrix::new(ty, rows, cols, &w).unwrap();
+    let x = SplitMix(22).vec(n * cols);
+    let mut y = vec![f32::NAN; n * rows];
+    m.matmul(&x, n, &mut y).unwrap();
+    assert!(y.iter().all(|v| v.is_finite()), "every output written");
+    // Activation rows from both ends and the middle, against every weight row.
+    for &t in &[0, 1, 3, 513, 1027, 1029] {
+        let want = reference_matmul(ty, &w, rows, cols, &x[t * cols..(t + 1) * cols], 1);
+        let what = format!("{ty} {rows}x{cols} n={n}, activation row {t}");
+        assert_close_rows(&y[t * rows..(t + 1) * rows], &want, rows, 1e-5, &what);
+    }
+}
