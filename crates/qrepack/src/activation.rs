@@ -16,7 +16,8 @@ use bytemuck::{Pod, Zeroable};
 
 use crate::activation_avx2 as avx2;
 use crate::blocks::{
-    BlockQ8K, BlockQ8Kx4, BlockQ8_0, BlockQ8_0x4, BlockQ8_0x4Sums, BlockQ8_1, BlockQ8_1x4, F16Bits,
+    BlockQ8K, BlockQ8Kx4, BlockQ8_0, BlockQ8_0x4, BlockQ8_0x4Abs, BlockQ8_0x4Sums, BlockQ8_1,
+    BlockQ8_1x4, F16Bits,
 };
 use crate::cpu::CpuFeatures;
 use crate::types::QK_K;
@@ -291,6 +292,60 @@ pub(crate) fn with_offsets<const OFFSET: i32>(quad: &BlockQ8_0x4) -> BlockQ8_0x4
     }
 }
 
+/// Q8_0 activations as [`Q8_0Interleaved<8>`], each quad block carrying its rows' scales as f32
+/// and the absolute values of its quants ([`BlockQ8_0x4Abs`]).
+///
+/// The integers are exactly Q8_0's. The extras serve kernels for signed weights that are never
+/// -128 (IQ4_NL's levels), which multiply `|a|` by `w` with the sign of `a`: `|a|` is computed
+/// once per call instead of once per row group.
+///
+/// ```
+/// use qrepack::activation::{ActFormat, InterleavedAct, Q8_0AbsInterleaved};
+/// use qrepack::blocks::BlockQ8_0x4Abs;
+/// use bytemuck::Zeroable;
+/// let rows: Vec<Vec<f32>> =
+///     (0..4).map(|m| (0..32).map(|i| (i as f32 - 9.0 * m as f32) / 8.0).collect()).collect();
+/// let mut quad = [BlockQ8_0x4Abs::zeroed()];
+/// Q8_0AbsInterleaved::quantize_quad([&rows[0], &rows[1], &rows[2], &rows[3]], &mut quad);
+/// for (q, a) in quad[0].qs.iter().zip(&quad[0].abs) {
+///     assert_eq!(*a, q.unsigned_abs());
+/// }
+/// let split = Q8_0AbsInterleaved::split_quad(&quad[0]);
+/// assert_eq!(split[2].d.to_f32(), quad[0].d[2]);
+/// ```
+pub struct Q8_0AbsInterleaved;
+
+impl ActFormat for Q8_0AbsInterleaved {
+    type Row = BlockQ8_0;
+    type Quad = BlockQ8_0x4Abs;
+    const BLOCK: usize = 32;
+    const QUAD_IS_ROWS: bool = false;
+
+    fn quantize_row(x: &[f32], out: &mut [BlockQ8_0]) {
+        Q8_0Interleaved::<8>::quantize_row(x, out)
+    }
+
+    fn quantize_quad(x: [&[f32]; 4], out: &mut [BlockQ8_0x4Abs]) {
+        for (i, quad) in out.iter_mut().enumerate() {
+            let blocks = x.map(|row| quantize_block_q8_0(&row[i * 32..i * 32 + 32]));
+            *quad = with_abs(&interleave_q8_0(&blocks, 8));
+        }
+    }
+
+    fn quantizer(cpu: &CpuFeatures) -> ActQuantizer<Self> {
+        avx2::q8_0_abs_interleaved(cpu).unwrap_or_else(ActQuantizer::scalar)
+    }
+}
+
+/// A Q8_0 quad interleaved in chunks of 8 bytes, with its rows' f32 scales and `|q|`.
+pub(crate) fn with_abs(quad: &BlockQ8_0x4) -> BlockQ8_0x4Abs {
+    BlockQ8_0x4Abs {
+        d: quad.d.map(F16Bits::to_f32),
+        qs: quad.qs,
+        abs: quad.qs.map(i8::unsigned_abs),
+    }
+}
+
 /// Interleaves one block of four Q8_0 rows in chunks of `il` bytes.
 pub fn interleave_q8_0(rows: &[BlockQ8_0; 4], il: usize) -> BlockQ8_0x4 {
     let mut out = BlockQ8_0x4::zeroed();
@@ -372,6 +427,17 @@ impl<const IL: usize> InterleavedAct for Q8_0Interleaved<IL> {
 
 impl<const OFFSET: i32> InterleavedAct for Q8_0SumsInterleaved<OFFSET> {
     fn split_quad(quad: &BlockQ8_0x4Sums) -> [BlockQ8_0; 4] {
+        // The scales were widened from f16, so narrowing them back is exact.
+        let plain = BlockQ8_0x4 {
+            d: quad.d.map(F16Bits::from_f32),
+            qs: quad.qs,
+        };
+        Q8_0Interleaved::<8>::split_quad(&plain)
+    }
+}
+
+impl InterleavedAct for Q8_0AbsInterleaved {
+    fn split_quad(quad: &BlockQ8_0x4Abs) -> [BlockQ8_0; 4] {
         // The scales were widened from f16, so narrowing them back is exact.
         let plain = BlockQ8_0x4 {
             d: quad.d.map(F16Bits::from_f32),

@@ -32,7 +32,8 @@
 
 use crate::activation::{ActFormat, ActQuantizer};
 use crate::blocks::{
-    BlockQ8K, BlockQ8Kx4, BlockQ8_0, BlockQ8_0x4, BlockQ8_0x4Sums, BlockQ8_1, BlockQ8_1x4,
+    BlockQ8K, BlockQ8Kx4, BlockQ8_0, BlockQ8_0x4, BlockQ8_0x4Abs, BlockQ8_0x4Sums, BlockQ8_1,
+    BlockQ8_1x4,
 };
 use crate::cpu::CpuFeatures;
 
@@ -112,6 +113,10 @@ where
 }
 
 selector!(
+    /// The AVX2 quantizers of Q8_0 quads with f32 scales and the quants' absolute values.
+    q8_0_abs_interleaved: BlockQ8_0, BlockQ8_0x4Abs => q8_0_row, q8_0_abs_quad
+);
+selector!(
     /// The AVX2 quantizers of plain Q8_1 rows (quads are four rows back to back).
     q8_1_plain: BlockQ8_1, BlockQ8_1 => q8_1_row, q8_1_rows4
 );
@@ -134,7 +139,8 @@ selector!(
 mod entry {
     use super::imp;
     use crate::blocks::{
-        BlockQ8K, BlockQ8Kx4, BlockQ8_0, BlockQ8_0x4, BlockQ8_0x4Sums, BlockQ8_1, BlockQ8_1x4,
+        BlockQ8K, BlockQ8Kx4, BlockQ8_0, BlockQ8_0x4, BlockQ8_0x4Abs, BlockQ8_0x4Sums, BlockQ8_1,
+        BlockQ8_1x4,
     };
 
     /// Four plain rows back to back, split exactly as the portable `plain_format!` quads are.
@@ -160,6 +166,7 @@ mod entry {
         q8_0_row(&[f32], BlockQ8_0) => imp::q8_0_row;
         q8_0_quad_il4([&[f32]; 4], BlockQ8_0x4) => imp::q8_0_quad::<4>;
         q8_0_quad_il8([&[f32]; 4], BlockQ8_0x4) => imp::q8_0_quad::<8>;
+        q8_0_abs_quad([&[f32]; 4], BlockQ8_0x4Abs) => imp::q8_0_abs_quad;
         q8_1_row(&[f32], BlockQ8_1) => imp::q8_1_row;
         q8_1_quad([&[f32]; 4], BlockQ8_1x4) => imp::q8_1_quad;
         q8_k_row(&[f32], BlockQ8K) => imp::q8_k_row;
@@ -193,11 +200,11 @@ mod imp {
 
     use crate::activation::{
         interleave_q8_0, interleave_q8_k, quantize_block_q8_0, quantize_block_q8_1,
-        quantize_block_q8_k, quantize_block_q8_k_quad_row, with_offsets,
+        quantize_block_q8_k, quantize_block_q8_k_quad_row, with_abs, with_offsets,
     };
     use crate::blocks::{
-        BlockQ8K, BlockQ8Kx4, BlockQ8_0, BlockQ8_0x4, BlockQ8_0x4Sums, BlockQ8_1, BlockQ8_1x4,
-        F16Bits,
+        BlockQ8K, BlockQ8Kx4, BlockQ8_0, BlockQ8_0x4, BlockQ8_0x4Abs, BlockQ8_0x4Sums, BlockQ8_1,
+        BlockQ8_1x4, F16Bits,
     };
     use crate::types::QK_K;
 
@@ -521,6 +528,15 @@ mod imp {
     }
 
     #[target_feature(enable = "avx2,fma,f16c")]
+    pub(super) fn q8_0_abs_quad(x: [&[f32]; 4], out: &mut [BlockQ8_0x4Abs]) {
+        for (i, quad) in out.iter_mut().enumerate() {
+            let mut plain = [BlockQ8_0x4::zeroed()];
+            q8_0_quad::<8>(x.map(|row| &block::<32>(row, i)[..]), &mut plain);
+            *quad = with_abs(&plain[0]);
+        }
+    }
+
+    #[target_feature(enable = "avx2,fma,f16c")]
     pub(super) fn q8_0_sums_quad<const OFFSET: i32>(x: [&[f32]; 4], out: &mut [BlockQ8_0x4Sums]) {
         for (i, quad) in out.iter_mut().enumerate() {
             let mut plain = [BlockQ8_0x4::zeroed()];
@@ -761,8 +777,8 @@ mod tests {
     use bytemuck::Zeroable;
 
     use crate::activation::{
-        ActFormat, PlainQ8K, PlainQ8_0, PlainQ8_1, Q8KInterleaved, Q8_0Interleaved,
-        Q8_0SumsInterleaved,
+        ActFormat, PlainQ8K, PlainQ8_0, PlainQ8_1, Q8KInterleaved, Q8_0AbsInterleaved,
+        Q8_0Interleaved, Q8_0SumsInterleaved,
     };
     use crate::cpu::CpuFeatures;
     // The Q8_1 quads of the `q4_1_8x8` layout.
@@ -825,6 +841,7 @@ mod tests {
         check_format::<Q8_0Interleaved<4>>(cpu, rows, what);
         check_format::<Q8_0Interleaved<8>>(cpu, rows, what);
         check_format::<Q8_0SumsInterleaved<8>>(cpu, rows, what);
+        check_format::<Q8_0AbsInterleaved>(cpu, rows, what);
         check_format::<PlainQ8_0>(cpu, rows, what);
         check_format::<PlainQ8_1>(cpu, rows, what);
         check_format::<Q8_1x4>(cpu, rows, what);
@@ -854,6 +871,7 @@ mod tests {
         assert!(differs::<Q8_0Interleaved<4>>(cpu));
         assert!(differs::<Q8_0Interleaved<8>>(cpu));
         assert!(differs::<Q8_0SumsInterleaved<8>>(cpu));
+        assert!(differs::<Q8_0AbsInterleaved>(cpu));
         assert!(differs::<PlainQ8_0>(cpu));
         assert!(differs::<PlainQ8_1>(cpu));
         assert!(differs::<Q8_1x4>(cpu));

@@ -41,6 +41,14 @@ pub(crate) trait Q8Quad: Copy + Send + Sync + 'static {
     /// The four rows' scales.
     #[cfg(target_arch = "x86_64")]
     unsafe fn scales(&self) -> __m128;
+    /// `|a|` for row `m`'s four 8-byte broadcasts `a` (bytes 0-7, 8-15, 16-23, 24-31): computed
+    /// here, or loaded where the quad carries it.
+    #[cfg(target_arch = "x86_64")]
+    #[inline(always)]
+    unsafe fn abs_broadcasts(&self, m: usize, a: [__m256i; 4]) -> [__m256i; 4] {
+        let _ = m;
+        imp::abs4(a)
+    }
 }
 
 impl Q8Quad for BlockQ8_0x4 {
@@ -53,6 +61,32 @@ impl Q8Quad for BlockQ8_0x4 {
     unsafe fn scales(&self) -> __m128 {
         // SAFETY: four halves are 8 bytes; the caller guarantees F16C.
         _mm_cvtph_ps(_mm_loadl_epi64(self.d.as_ptr() as *const __m128i))
+    }
+}
+
+impl Q8Quad for crate::blocks::BlockQ8_0x4Abs {
+    #[inline(always)]
+    fn quants(&self) -> &[i8; 128] {
+        &self.qs
+    }
+    #[cfg(target_arch = "x86_64")]
+    #[inline(always)]
+    unsafe fn scales(&self) -> __m128 {
+        // SAFETY: four floats are 16 bytes; the caller guarantees SSE.
+        _mm_loadu_ps(self.d.as_ptr())
+    }
+    #[cfg(target_arch = "x86_64")]
+    #[inline(always)]
+    unsafe fn abs_broadcasts(&self, m: usize, _a: [__m256i; 4]) -> [__m256i; 4] {
+        // Row m's bytes 8k..8k + 8 sit at 32k + 8m, as in `qs`.
+        let mut out = [_mm256_setzero_si256(); 4];
+        for (k, o) in out.iter_mut().enumerate() {
+            let bytes: [u8; 8] = self.abs[32 * k + 8 * m..32 * k + 8 * m + 8]
+                .try_into()
+                .expect("8 bytes");
+            *o = _mm256_set1_epi64x(i64::from_le_bytes(bytes));
+        }
+        out
     }
 }
 
@@ -220,28 +254,40 @@ mod imp {
     /// Row sums of one decoded block against one activation row given as its four 8-byte
     /// broadcasts (bytes 0-7, 8-15, 16-23, 24-31). Lanes come out in row order 0 1 4 5 2 3 6 7.
     #[inline(always)]
-    unsafe fn row_sums(w: &[[__m256i; 2]; 4], a: [__m256i; 4]) -> __m256i {
-        row_sums_with::<false>(w, a)
+    unsafe fn row_sums(w: &[[__m256i; 2]; 4], a: [__m256i; 4], abs: [__m256i; 4]) -> __m256i {
+        row_sums_with::<false>(w, a, abs)
     }
 
     /// `row_sums` with the activations carrying the sign (`dot_i8_act_sign`): for weights that
     /// are never -128.
     #[inline(always)]
-    unsafe fn row_sums_act_sign(w: &[[__m256i; 2]; 4], a: [__m256i; 4]) -> __m256i {
-        row_sums_with::<true>(w, a)
+    unsafe fn row_sums_act_sign(
+        w: &[[__m256i; 2]; 4],
+        a: [__m256i; 4],
+        abs: [__m256i; 4],
+    ) -> __m256i {
+        row_sums_with::<true>(w, a, abs)
     }
 
     /// `row_sums` with lanes in `PAIRED` order (see `paired`).
     #[inline(always)]
-    unsafe fn row_sums_paired_i8(w: &[[__m256i; 2]; 4], a: [__m256i; 4]) -> __m256i {
-        let (s03, s47) = half_sums::<false>(w, a);
+    unsafe fn row_sums_paired_i8(
+        w: &[[__m256i; 2]; 4],
+        a: [__m256i; 4],
+        abs: [__m256i; 4],
+    ) -> __m256i {
+        let (s03, s47) = half_sums::<false>(w, a, abs);
         paired(s03, s47)
     }
 
     /// `row_sums_act_sign` with lanes in `PAIRED` order.
     #[inline(always)]
-    unsafe fn row_sums_paired_act_sign(w: &[[__m256i; 2]; 4], a: [__m256i; 4]) -> __m256i {
-        let (s03, s47) = half_sums::<true>(w, a);
+    unsafe fn row_sums_paired_act_sign(
+        w: &[[__m256i; 2]; 4],
+        a: [__m256i; 4],
+        abs: [__m256i; 4],
+    ) -> __m256i {
+        let (s03, s47) = half_sums::<true>(w, a, abs);
         paired(s03, s47)
     }
 
@@ -272,28 +318,20 @@ mod imp {
     unsafe fn row_sums_with<const ACT_SIGN: bool>(
         w: &[[__m256i; 2]; 4],
         a: [__m256i; 4],
+        abs: [__m256i; 4],
     ) -> __m256i {
-        let (s03, s47) = half_sums::<ACT_SIGN>(w, a);
+        let (s03, s47) = half_sums::<ACT_SIGN>(w, a, abs);
         _mm256_hadd_epi32(s03, s47)
     }
 
     /// The i32 pairs of rows 0-3 and of rows 4-7 (lanes 2k and 2k + 1 hold halves of row k).
+    /// `abs` (`|a|`, see `Q8Quad::abs_broadcasts`) is only read in the activation-sign form.
     #[inline(always)]
     unsafe fn half_sums<const ACT_SIGN: bool>(
         w: &[[__m256i; 2]; 4],
         a: [__m256i; 4],
+        abs: [__m256i; 4],
     ) -> (__m256i, __m256i) {
-        // Only computed (and only live) in the activation-sign form.
-        let abs = if ACT_SIGN {
-            [
-                _mm256_abs_epi8(a[0]),
-                _mm256_abs_epi8(a[1]),
-                _mm256_abs_epi8(a[2]),
-                _mm256_abs_epi8(a[3]),
-            ]
-        } else {
-            a
-        };
         macro_rules! dot {
             ($v:literal, $s:literal, $k:literal) => {
                 if ACT_SIGN {
@@ -327,6 +365,17 @@ mod imp {
         _mm256_broadcastss_ps(v)
     }
 
+    /// `|a|` of four activation vectors.
+    #[inline(always)]
+    pub(super) unsafe fn abs4(a: [__m256i; 4]) -> [__m256i; 4] {
+        [
+            _mm256_abs_epi8(a[0]),
+            _mm256_abs_epi8(a[1]),
+            _mm256_abs_epi8(a[2]),
+            _mm256_abs_epi8(a[3]),
+        ]
+    }
+
     /// The four 8-byte broadcasts of one activation block.
     #[inline(always)]
     unsafe fn act_broadcasts(ab: &BlockQ8_0) -> [__m256i; 4] {
@@ -358,12 +407,14 @@ mod imp {
                         crate::layout::prefetch_ahead(b0, 2 * nb);
                         crate::layout::prefetch_ahead(b1, 2 * nb);
                         let av = act_broadcasts(ab);
+                        // Dropped by the compiler where `$sums` does not read it.
+                        let abs = abs4(av);
                         let da = f16_splat(ab.d);
-                        let s0 = $sums(&b0.$decode(), av);
+                        let s0 = $sums(&b0.$decode(), av, abs);
                         let d0 =
                             _mm256_mul_ps(_mm256_permutevar8x32_ps(f16x8(b0.scales()), order), da);
                         acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s0), d0, acc0);
-                        let s1 = $sums(&b1.$decode(), av);
+                        let s1 = $sums(&b1.$decode(), av, abs);
                         let d1 =
                             _mm256_mul_ps(_mm256_permutevar8x32_ps(f16x8(b1.scales()), order), da);
                         acc1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s1), d1, acc1);
@@ -372,7 +423,8 @@ mod imp {
                     _mm256_storeu_ps(o1.as_mut_ptr(), _mm256_permutevar8x32_ps(acc1, order));
                 } else {
                     for (b0, ab) in w0.iter().zip($a) {
-                        let s0 = $sums(&b0.$decode(), act_broadcasts(ab));
+                        let av = act_broadcasts(ab);
+                        let s0 = $sums(&b0.$decode(), av, abs4(av));
                         let d0 = _mm256_mul_ps(
                             _mm256_permutevar8x32_ps(f16x8(b0.scales()), order),
                             f16_splat(ab.d),
@@ -427,7 +479,7 @@ mod imp {
                             broadcast8(&qa[64 + 8 * $m..72 + 8 * $m]),
                             broadcast8(&qa[96 + 8 * $m..104 + 8 * $m]),
                         ];
-                        let sums = $sums(&wq, av);
+                        let sums = $sums(&wq, av, ab.abs_broadcasts($m, av));
                         let da_m = _mm256_broadcastss_ps(_mm_shuffle_ps::<$lane>(da, da));
                         $acc = _mm256_fmadd_ps(
                             _mm256_cvtepi32_ps(sums),
@@ -525,7 +577,11 @@ mod imp {
     /// `row_sums_unsigned` with the offset taken off: `8 x` the activation block sum, which
     /// every lane of `lane_sums` holds for four broadcasts of one row.
     #[inline(always)]
-    unsafe fn row_sums_offset8(w: &[[__m256i; 2]; 4], a: [__m256i; 4]) -> __m256i {
+    unsafe fn row_sums_offset8(
+        w: &[[__m256i; 2]; 4],
+        a: [__m256i; 4],
+        _abs: [__m256i; 4],
+    ) -> __m256i {
         _mm256_sub_epi32(row_sums_unsigned(w, a), _mm256_slli_epi32(lane_sums(a), 3))
     }
 
@@ -684,13 +740,17 @@ mod imp {
     /// Row sums with `vpdpbusd`: biased weights (w + 128) times activations, minus 128 x the
     /// activation sum, which each row pair of lanes receives once. Lanes in `row_order`.
     #[inline(always)]
-    unsafe fn row_sums_vnni(w: &[[__m256i; 2]; 4], a: [__m256i; 4]) -> __m256i {
+    unsafe fn row_sums_vnni(w: &[[__m256i; 2]; 4], a: [__m256i; 4], _abs: [__m256i; 4]) -> __m256i {
         row_sums_vnni_with::<false>(w, a)
     }
 
     /// The same with the EVEX (AVX-512 VL) encoding, which can use 32 vector registers.
     #[inline(always)]
-    unsafe fn row_sums_vnni512(w: &[[__m256i; 2]; 4], a: [__m256i; 4]) -> __m256i {
+    unsafe fn row_sums_vnni512(
+        w: &[[__m256i; 2]; 4],
+        a: [__m256i; 4],
+        _abs: [__m256i; 4],
+    ) -> __m256i {
         row_sums_vnni_with::<true>(w, a)
     }
 

@@ -3,8 +3,8 @@
 
 use bytemuck::Zeroable;
 
-use crate::activation::Q8_0Interleaved;
-use crate::blocks::{BlockIq4Nl, BlockIq4Nlx4, BlockIq4Nlx8, BlockQ8_0, BlockQ8_0x4};
+use crate::activation::{Q8_0AbsInterleaved, Q8_0Interleaved};
+use crate::blocks::{BlockIq4Nl, BlockIq4Nlx4, BlockIq4Nlx8, BlockQ8_0, BlockQ8_0x4Abs};
 use crate::cpu::CpuFeatures;
 use crate::layout::avx2_nibble;
 use crate::layout::nibble::{self, IQ4NL_NIBBLE};
@@ -13,7 +13,7 @@ use crate::layout::{deinterleave_quants, interleave_quants, Kernels, Layout, Pac
 use crate::types::GgmlType;
 
 macro_rules! iq4_nl_layout {
-    ($name:ident, $layout:ident, $packed:ty, $rows:expr, $il:expr, $pref:expr, $simd:expr) => {
+    ($name:ident, $layout:ident, $packed:ty, $act:ty, $rows:expr, $il:expr, $pref:expr, $simd:expr) => {
         #[doc = concat!("The `", stringify!($layout), "` layout.")]
         pub struct $name;
 
@@ -30,7 +30,7 @@ macro_rules! iq4_nl_layout {
             const INTERLEAVE: usize = $il;
             type Weight = BlockIq4Nl;
             type Packed = $packed;
-            type Act = Q8_0Interleaved<$il>;
+            type Act = $act;
 
             fn pack(rows: &[BlockIq4Nl]) -> $packed {
                 let mut out = <$packed>::zeroed();
@@ -69,6 +69,7 @@ iq4_nl_layout!(
     Iq4Nl4x4,
     IQ4_NL_4x4,
     BlockIq4Nlx4,
+    Q8_0Interleaved<4>,
     4,
     4,
     |_: &CpuFeatures| None,
@@ -78,8 +79,9 @@ iq4_nl_layout!(
     Iq4Nl8x8,
     IQ4_NL_8x8,
     BlockIq4Nlx8,
+    Q8_0AbsInterleaved,
     8,
     8,
     |_: &CpuFeatures| Some(10),
-    |cpu: &CpuFeatures| avx2_nibble::kernels::<BlockIq4Nlx8, BlockQ8_0x4>(cpu)
+    |cpu: &CpuFeatures| avx2_nibble::kernels::<BlockIq4Nlx8, BlockQ8_0x4Abs>(cpu)
 );
