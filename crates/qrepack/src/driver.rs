@@ -201,10 +201,12 @@ impl<L: PackedLayout> PackedEngine<L> {
         let per_task = self.groups_per_task(n);
 
         if n == 1 {
-            // y is one row: row groups own disjoint slices of it directly.
+            // y is one row: row groups own disjoint slices of it directly. Rayon's own split
+            // (pieces of about two tasks here) measured faster than one job per task for a
+            // streaming GEMV: iq4_nl 4096x4096, 2 threads, weights cold, 0.32 -> 0.26 ms.
+            // The tasks are few and large, so the pieces stay balanced.
             y.par_chunks_mut(per_task * r)
                 .zip(self.packed.blocks().par_chunks(per_task * nb))
-                .with_max_len(1)
                 .for_each(|(y_chunk, w_chunk)| (kernels.gemv)(w_chunk, tail, y_chunk));
             return;
         }
