@@ -195,12 +195,10 @@ impl<L: PackedLayout> PackedEngine<L> {
     fn run(&self, quads: &[Quad<L>], tail: &[Row<L>], n: usize, y: &mut [f32], y_t: &mut [f32]) {
         let r = L::ROWS;
         let nb = self.nb;
-        let quad_len = L::Act::quad_len(nb);
-        let n_quads = quads.len() / quad_len.max(1);
         let kernels = self.kernels;
-        let per_task = self.groups_per_task(n);
 
         if n == 1 {
+            let per_task = self.groups_per_task(n);
             // y is one row: row groups own disjoint slices of it directly. Rayon's own split
             // (pieces of about two tasks here) measured faster than one job per task for a
             // streaming GEMV: iq4_nl 4096x4096, 2 threads, weights cold, 0.32 -> 0.26 ms.
@@ -212,7 +210,7 @@ impl<L: PackedLayout> PackedEngine<L> {
         }
 
         // Weight tiles pay off once they serve two or more groups of activation rows.
-        let tiled = kernels.tiled.filter(|_| n_quads >= 2);
+        let tiled = kernels.tiled.filter(|_| n / 4 >= 2);
         let groups_total = self.rows / r;
         let wave = self.wave_groups(n);
         let blocks = self.packed.blocks();

@@ -64,17 +64,27 @@ impl Q8Quad for BlockQ8_0x4 {
     }
 }
 
-impl Q8Quad for crate::blocks::BlockQ8_0x4Abs {
-    #[inline(always)]
-    fn quants(&self) -> &[i8; 128] {
-        &self.qs
-    }
-    #[cfg(target_arch = "x86_64")]
-    #[inline(always)]
-    unsafe fn scales(&self) -> __m128 {
-        // SAFETY: four floats are 16 bytes; the caller guarantees SSE.
-        _mm_loadu_ps(self.d.as_ptr())
-    }
+/// `quants` and `scales` of a quad block with `qs` and f32 scales `d`; `$extra` adds methods.
+macro_rules! f32_scale_quad {
+    ($t:ty { $($extra:item)* }) => {
+        impl Q8Quad for $t {
+            #[inline(always)]
+            fn quants(&self) -> &[i8; 128] {
+                &self.qs
+            }
+            #[cfg(target_arch = "x86_64")]
+            #[inline(always)]
+            unsafe fn scales(&self) -> __m128 {
+                // SAFETY: four floats are 16 bytes; the caller guarantees SSE.
+                _mm_loadu_ps(self.d.as_ptr())
+            }
+            $($extra)*
+        }
+    };
+}
+
+f32_scale_quad!(BlockQ8_0x4Sums {});
+f32_scale_quad!(crate::blocks::BlockQ8_0x4Abs {
     #[cfg(target_arch = "x86_64")]
     #[inline(always)]
     unsafe fn abs_broadcasts(&self, m: usize, _a: [__m256i; 4]) -> [__m256i; 4] {
@@ -88,20 +98,7 @@ impl Q8Quad for crate::blocks::BlockQ8_0x4Abs {
         }
         out
     }
-}
-
-impl Q8Quad for BlockQ8_0x4Sums {
-    #[inline(always)]
-    fn quants(&self) -> &[i8; 128] {
-        &self.qs
-    }
-    #[cfg(target_arch = "x86_64")]
-    #[inline(always)]
-    unsafe fn scales(&self) -> __m128 {
-        // SAFETY: four floats are 16 bytes; the caller guarantees SSE.
-        _mm_loadu_ps(self.d.as_ptr())
-    }
-}
+});
 
 const fn has_min_i8(table: [i8; 16]) -> bool {
     let mut i = 0;
