@@ -267,14 +267,32 @@ impl<const OFFSET: i32> ActFormat for Q8_0SumsInterleaved<OFFSET> {
     }
 
     fn quantize_quad(x: [&[f32]; 4], out: &mut [BlockQ8_0x4Sums]) {
-        for (i, quad) in out.iter_mut().enumerate() {
-            let blocks = x.map(|row| quantize_block_q8_0(&row[i * 32..i * 32 + 32]));
-            *quad = with_offsets::<OFFSET>(&interleave_q8_0(&blocks, 8));
-        }
+        extend_q8_0_quads(
+            x,
+            out,
+            Q8_0Interleaved::<8>::quantize_quad,
+            with_offsets::<OFFSET>,
+        )
     }
 
     fn quantizer(cpu: &CpuFeatures) -> ActQuantizer<Self> {
         avx2::q8_0_sums_interleaved::<Self, OFFSET>(cpu).unwrap_or_else(ActQuantizer::scalar)
+    }
+}
+
+/// Quads of a format that extends ggml's Q8_0 quads (interleaved in chunks of 8 bytes): each
+/// block column quantized by `plain` (the portable or the AVX2 quantizer, which agree byte for
+/// byte), then `extend`ed.
+pub(crate) fn extend_q8_0_quads<Q>(
+    x: [&[f32]; 4],
+    out: &mut [Q],
+    plain: fn([&[f32]; 4], &mut [BlockQ8_0x4]),
+    extend: fn(&BlockQ8_0x4) -> Q,
+) {
+    for (i, quad) in out.iter_mut().enumerate() {
+        let mut block = [BlockQ8_0x4::zeroed()];
+        plain(x.map(|row| &row[i * 32..(i + 1) * 32]), &mut block);
+        *quad = extend(&block[0]);
     }
 }
 
@@ -326,10 +344,7 @@ impl ActFormat for Q8_0AbsInterleaved {
     }
 
     fn quantize_quad(x: [&[f32]; 4], out: &mut [BlockQ8_0x4Abs]) {
-        for (i, quad) in out.iter_mut().enumerate() {
-            let blocks = x.map(|row| quantize_block_q8_0(&row[i * 32..i * 32 + 32]));
-            *quad = with_abs(&interleave_q8_0(&blocks, 8));
-        }
+        extend_q8_0_quads(x, out, Q8_0Interleaved::<8>::quantize_quad, with_abs)
     }
 
     fn quantizer(cpu: &CpuFeatures) -> ActQuantizer<Self> {
@@ -425,25 +440,25 @@ impl<const IL: usize> InterleavedAct for Q8_0Interleaved<IL> {
     }
 }
 
+/// The four Q8_0 rows of an extended quad (f32 scales `d`, quants `qs` in ggml's order).
+fn split_extended_quad(d: &[f32; 4], qs: &[i8; 128]) -> [BlockQ8_0; 4] {
+    // The scales were widened from f16, so narrowing them back is exact.
+    let plain = BlockQ8_0x4 {
+        d: d.map(F16Bits::from_f32),
+        qs: *qs,
+    };
+    Q8_0Interleaved::<8>::split_quad(&plain)
+}
+
 impl<const OFFSET: i32> InterleavedAct for Q8_0SumsInterleaved<OFFSET> {
     fn split_quad(quad: &BlockQ8_0x4Sums) -> [BlockQ8_0; 4] {
-        // The scales were widened from f16, so narrowing them back is exact.
-        let plain = BlockQ8_0x4 {
-            d: quad.d.map(F16Bits::from_f32),
-            qs: quad.qs,
-        };
-        Q8_0Interleaved::<8>::split_quad(&plain)
+        split_extended_quad(&quad.d, &quad.qs)
     }
 }
 
 impl InterleavedAct for Q8_0AbsInterleaved {
     fn split_quad(quad: &BlockQ8_0x4Abs) -> [BlockQ8_0; 4] {
-        // The scales were widened from f16, so narrowing them back is exact.
-        let plain = BlockQ8_0x4 {
-            d: quad.d.map(F16Bits::from_f32),
-            qs: quad.qs,
-        };
-        Q8_0Interleaved::<8>::split_quad(&plain)
+        split_extended_quad(&quad.d, &quad.qs)
     }
 }
 

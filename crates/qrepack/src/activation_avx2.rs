@@ -138,6 +138,7 @@ selector!(
 #[cfg(target_arch = "x86_64")]
 mod entry {
     use super::imp;
+    use crate::activation::{extend_q8_0_quads, with_abs, with_offsets};
     use crate::blocks::{
         BlockQ8K, BlockQ8Kx4, BlockQ8_0, BlockQ8_0x4, BlockQ8_0x4Abs, BlockQ8_0x4Sums, BlockQ8_1,
         BlockQ8_1x4,
@@ -166,7 +167,6 @@ mod entry {
         q8_0_row(&[f32], BlockQ8_0) => imp::q8_0_row;
         q8_0_quad_il4([&[f32]; 4], BlockQ8_0x4) => imp::q8_0_quad::<4>;
         q8_0_quad_il8([&[f32]; 4], BlockQ8_0x4) => imp::q8_0_quad::<8>;
-        q8_0_abs_quad([&[f32]; 4], BlockQ8_0x4Abs) => imp::q8_0_abs_quad;
         q8_1_row(&[f32], BlockQ8_1) => imp::q8_1_row;
         q8_1_quad([&[f32]; 4], BlockQ8_1x4) => imp::q8_1_quad;
         q8_k_row(&[f32], BlockQ8K) => imp::q8_k_row;
@@ -174,8 +174,10 @@ mod entry {
     }
 
     pub(super) fn q8_0_sums_quad<const OFFSET: i32>(x: [&[f32]; 4], out: &mut [BlockQ8_0x4Sums]) {
-        // SAFETY: only handed out after `CpuFeatures::avx2()` (AVX2+FMA+F16C) was checked.
-        unsafe { imp::q8_0_sums_quad::<OFFSET>(x, out) }
+        extend_q8_0_quads(x, out, q8_0_quad_il8, with_offsets::<OFFSET>)
+    }
+    pub(super) fn q8_0_abs_quad(x: [&[f32]; 4], out: &mut [BlockQ8_0x4Abs]) {
+        extend_q8_0_quads(x, out, q8_0_quad_il8, with_abs)
     }
     pub(super) fn q8_0_rows4(x: [&[f32]; 4], out: &mut [BlockQ8_0]) {
         rows4(x, out, q8_0_row)
@@ -200,11 +202,10 @@ mod imp {
 
     use crate::activation::{
         interleave_q8_0, interleave_q8_k, quantize_block_q8_0, quantize_block_q8_1,
-        quantize_block_q8_k, quantize_block_q8_k_quad_row, with_abs, with_offsets,
+        quantize_block_q8_k, quantize_block_q8_k_quad_row,
     };
     use crate::blocks::{
-        BlockQ8K, BlockQ8Kx4, BlockQ8_0, BlockQ8_0x4, BlockQ8_0x4Abs, BlockQ8_0x4Sums, BlockQ8_1,
-        BlockQ8_1x4, F16Bits,
+        BlockQ8K, BlockQ8Kx4, BlockQ8_0, BlockQ8_0x4, BlockQ8_1, BlockQ8_1x4, F16Bits,
     };
     use crate::types::QK_K;
 
@@ -524,24 +525,6 @@ mod imp {
                     *quad = interleave_q8_0(&rows, IL);
                 }
             }
-        }
-    }
-
-    #[target_feature(enable = "avx2,fma,f16c")]
-    pub(super) fn q8_0_abs_quad(x: [&[f32]; 4], out: &mut [BlockQ8_0x4Abs]) {
-        for (i, quad) in out.iter_mut().enumerate() {
-            let mut plain = [BlockQ8_0x4::zeroed()];
-            q8_0_quad::<8>(x.map(|row| &block::<32>(row, i)[..]), &mut plain);
-            *quad = with_abs(&plain[0]);
-        }
-    }
-
-    #[target_feature(enable = "avx2,fma,f16c")]
-    pub(super) fn q8_0_sums_quad<const OFFSET: i32>(x: [&[f32]; 4], out: &mut [BlockQ8_0x4Sums]) {
-        for (i, quad) in out.iter_mut().enumerate() {
-            let mut plain = [BlockQ8_0x4::zeroed()];
-            q8_0_quad::<8>(x.map(|row| &block::<32>(row, i)[..]), &mut plain);
-            *quad = with_offsets::<OFFSET>(&plain[0]);
         }
     }
 
