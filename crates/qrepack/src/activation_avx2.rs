@@ -773,7 +773,7 @@ mod tests {
         cpu.avx2().then_some(cpu)
     }
 
-    use crate::test_rng::SplitMix;
+    use crate::rng::SplitMix64;
 
     fn first_difference(want: &[u8], got: &[u8]) -> Option<usize> {
         want.iter().zip(got).position(|(a, b)| a != b)
@@ -868,8 +868,8 @@ mod tests {
         for seed in 0..4u64 {
             for scale in [1e-3f32, 1.0, 1e3, 1e30, 1e-30] {
                 for len in [32usize, 64, 96, 128, 160, 256, 512, 4096, 4096 + 32] {
-                    let mut g = SplitMix(seed * 1000 + len as u64);
-                    let data: Vec<f32> = (0..4 * len).map(|_| g.signed_unit() * scale).collect();
+                    let mut g = SplitMix64::new(seed * 1000 + len as u64);
+                    let data: Vec<f32> = (0..4 * len).map(|_| g.uniform_pm1() * scale).collect();
                     check_all(
                         cpu,
                         quad_rows(&data),
@@ -888,8 +888,8 @@ mod tests {
             let n = block.len();
             assert!(n == 32 || n == 256);
             for placement in 0..4 {
-                let mut g = SplitMix(placement as u64 + 77);
-                let mut data: Vec<f32> = (0..4 * 512).map(|_| g.signed_unit()).collect();
+                let mut g = SplitMix64::new(placement as u64 + 77);
+                let mut data: Vec<f32> = (0..4 * 512).map(|_| g.uniform_pm1()).collect();
                 // Which rows and which block positions get the special block.
                 for m in 0..4 {
                     if placement == 0 && m != 2 {
@@ -1100,9 +1100,9 @@ mod tests {
         }
         check_block_kinds(cpu, &kinds);
         // Every amax whose scaled values pass near ties: many scales, exhaustive over a pattern.
-        let mut g = SplitMix(5);
+        let mut g = SplitMix64::new(5);
         for _ in 0..300 {
-            let amax = (g.signed_unit().abs() + 0.01) * 2f32.powi(g.below(60) as i32 - 30);
+            let amax = (g.uniform_pm1().abs() + 0.01) * 2f32.powi(g.below(60) as i32 - 30);
             let mut data = Vec::with_capacity(4 * 256);
             for _ in 0..4 * 256 {
                 let k = g.below(255) as f32 - 127.0;
@@ -1133,7 +1133,7 @@ mod tests {
             -1.0,
             0.5,
         ];
-        let mut g = SplitMix(99);
+        let mut g = SplitMix64::new(99);
         for round in 0..400 {
             let len = [256usize, 512, 1024][round % 3];
             let scale = 2f32.powi(g.below(200) as i32 - 100);
@@ -1146,7 +1146,7 @@ mod tests {
                     } else if g.below(50) == 0 {
                         0.0
                     } else {
-                        g.signed_unit() * scale
+                        g.uniform_pm1() * scale
                     }
                 })
                 .collect();
@@ -1158,8 +1158,8 @@ mod tests {
     #[test]
     fn avx2_activation_row_lengths_match_scalar() {
         let Some(cpu) = avx2_cpu() else { return };
-        let mut g = SplitMix(3);
-        let x: Vec<f32> = (0..4096 + 32 * 7).map(|_| g.signed_unit()).collect();
+        let mut g = SplitMix64::new(3);
+        let x: Vec<f32> = (0..4096 + 32 * 7).map(|_| g.uniform_pm1()).collect();
         let q = <Q8_0Interleaved<4> as ActFormat>::quantizer(cpu);
         let qk = <Q8KInterleaved as ActFormat>::quantizer(cpu);
         for (xl, nb) in [

@@ -28,10 +28,9 @@ mod matrix;
 pub mod model;
 pub mod quant;
 pub mod reference;
+pub mod rng;
 mod scratch;
 mod shared;
-#[cfg(test)]
-mod test_rng;
 pub mod types;
 pub mod vecdot;
 mod vecdot_avx2;

@@ -723,14 +723,14 @@ mod tests {
 
     const COUNTS: &[usize] = &[1, 2, 3, 5, 16, 128];
 
-    use crate::test_rng::SplitMix as Rng;
+    use crate::rng::SplitMix64 as Rng;
 
     /// Random scales and blocks on top of the shared generator.
     impl Rng {
         /// Random sign times a magnitude in [0.001, 0.05).
         fn scale(&mut self) -> f32 {
             let m = 0.001 + 0.049 * self.unit();
-            if self.next() & 1 == 1 {
+            if self.next_u64() & 1 == 1 {
                 -m
             } else {
                 m
@@ -743,7 +743,7 @@ mod tests {
         fn block<B: Pod>(&mut self) -> B {
             let mut b = B::zeroed();
             for byte in bytemuck::bytes_of_mut(&mut b) {
-                *byte = self.next() as u8;
+                *byte = self.next_u64() as u8;
             }
             b
         }
@@ -812,7 +812,7 @@ mod tests {
     ) {
         let Some(cpu) = avx2() else { return };
         let simd = select(cpu).expect("AVX2 kernel on an AVX2 CPU");
-        let mut rng = Rng(ty as u64 + 1);
+        let mut rng = Rng::new(ty as u64 + 1);
         for &n in COUNTS {
             for _ in 0..20 {
                 let w: Vec<W> = (0..n).map(|_| weight(&mut rng)).collect();
@@ -837,7 +837,7 @@ mod tests {
     ) {
         let Some(cpu) = avx2() else { return };
         let simd = select(cpu).expect("AVX2 kernel on an AVX2 CPU");
-        let mut rng = Rng(ty as u64 + 100);
+        let mut rng = Rng::new(ty as u64 + 100);
         for &n in COUNTS {
             for _ in 0..10 {
                 let w: Vec<W> = (0..n).map(|_| weight(&mut rng)).collect();
@@ -992,7 +992,7 @@ mod tests {
         // The portable Q6_K kernel does not read `bsums`; neither may this one.
         let Some(cpu) = avx2() else { return };
         let simd = q6_k_q8_k(cpu).unwrap();
-        let mut rng = Rng(7);
+        let mut rng = Rng::new(7);
         let w: Vec<BlockQ6K> = (0..4).map(|_| rng.block()).collect();
         let mut a: Vec<BlockQ8K> = (0..4).map(|_| random_q8_k(&mut rng)).collect();
         let before = simd(&w, &a);
@@ -1117,7 +1117,7 @@ mod tests {
     fn floats() {
         let Some(cpu) = avx2() else { return };
         let (f32_simd, f16_simd) = (f32(cpu).unwrap(), f16(cpu).unwrap());
-        let mut rng = Rng(3);
+        let mut rng = Rng::new(3);
         let lens = [0, 1, 7, 8, 9, 31, 32, 33, 64, 96, 100, 160, 512, 4095, 4096];
         for &len in lens
             .iter()
