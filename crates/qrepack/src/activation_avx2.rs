@@ -66,7 +66,7 @@ fn on_avx2<A: ActFormat>(
     row: fn(&[f32], &mut [A::Row]),
     quad: fn([&[f32]; 4], &mut [A::Quad]),
 ) -> Option<ActQuantizer<A>> {
-    cpu.avx2().then_some(ActQuantizer { row, quad })
+    cpu.has(crate::cpu::KernelSet::Avx2).then_some(ActQuantizer { row, quad })
 }
 
 /// Defines a selector handing out one pair of `entry` functions on AVX2 CPUs.
@@ -770,7 +770,7 @@ mod tests {
     /// The CPU, when it can run the AVX2 quantizers (the tests pass vacuously otherwise).
     fn avx2_cpu() -> Option<&'static CpuFeatures> {
         let cpu = CpuFeatures::get();
-        cpu.avx2().then_some(cpu)
+        cpu.has(crate::cpu::KernelSet::Avx2).then_some(cpu)
     }
 
     use crate::rng::SplitMix64;

@@ -666,7 +666,7 @@ macro_rules! selectors {
         #[allow(unused_variables, dead_code)]
         pub(crate) fn $name(cpu: &CpuFeatures) -> Option<Dot<$w, $a>> {
             #[cfg(target_arch = "x86_64")]
-            if cpu.avx2() {
+            if cpu.has(crate::cpu::KernelSet::Avx2) {
                 return Some($kernel);
             }
             None
@@ -675,7 +675,7 @@ macro_rules! selectors {
         #[allow(unused_variables)]
         pub(crate) fn $rows(cpu: &CpuFeatures) -> Option<RowKernels<$w, $a>> {
             #[cfg(target_arch = "x86_64")]
-            if cpu.avx2() {
+            if cpu.has(crate::cpu::KernelSet::Avx2) {
                 return Some(RowKernels { gemv: $gemv, gemm: $gemm });
             }
             None
@@ -800,7 +800,7 @@ mod tests {
 
     fn avx2() -> Option<&'static CpuFeatures> {
         let cpu = CpuFeatures::get();
-        cpu.avx2().then_some(cpu)
+        cpu.has(crate::cpu::KernelSet::Avx2).then_some(cpu)
     }
 
     /// Random rows of `W` against Q8_0 rows, `reps` times per block count.

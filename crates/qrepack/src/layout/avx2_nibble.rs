@@ -834,13 +834,13 @@ pub(crate) fn kernels<P: Nibble8x8, Q: Q8Quad>(
 ) -> Option<(&'static str, Gemv<P>, Gemm<P, Q>)> {
     #[cfg(target_arch = "x86_64")]
     {
-        if cpu.avx2() && cpu.avx512vnni() {
+        if cpu.has(crate::cpu::KernelSet::Avx2) && cpu.has(crate::cpu::KernelSet::Avx512) {
             return Some(("avx512vnni", gemv_vnni512::<P>, gemm_vnni512::<P, Q>));
         }
-        if cpu.avx2() && cpu.avxvnni() {
+        if cpu.has(crate::cpu::KernelSet::Avx2) && cpu.has(crate::cpu::KernelSet::AvxVnni) {
             return Some(("avxvnni", gemv_vnni::<P>, gemm_vnni::<P, Q>));
         }
-        if cpu.avx2() {
+        if cpu.has(crate::cpu::KernelSet::Avx2) {
             return Some(("avx2", gemv::<P>, gemm::<P, Q>));
         }
     }
@@ -859,7 +859,7 @@ pub(crate) fn q4_0_kernels(
 )> {
     #[cfg(target_arch = "x86_64")]
     {
-        if cpu.avx2() && !cpu.avx512vnni() && !cpu.avxvnni() {
+        if cpu.has(crate::cpu::KernelSet::Avx2) && !cpu.has(crate::cpu::KernelSet::Avx512) && !cpu.has(crate::cpu::KernelSet::AvxVnni) {
             return Some(("avx2", gemv_unsigned, gemm_unsigned));
         }
     }

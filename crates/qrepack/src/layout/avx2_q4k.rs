@@ -555,8 +555,8 @@ where
 {
     #[cfg(target_arch = "x86_64")]
     {
-        if cpu.avx2() {
-            let gemm: crate::layout::TiledGemmFn<L> = if cpu.avx512vnni() {
+        if cpu.has(crate::cpu::KernelSet::Avx2) {
+            let gemm: crate::layout::TiledGemmFn<L> = if cpu.has(crate::cpu::KernelSet::Avx512) {
                 gemm_tiled512::<L::Packed>
             } else {
                 gemm_tiled::<L::Packed>
@@ -606,11 +606,11 @@ pub(crate) fn kernels<P: K8x8>(
 ) -> Option<(&'static str, Gemv<P>, Gemm<P>)> {
     #[cfg(target_arch = "x86_64")]
     {
-        if cpu.avx2() && cpu.avx512vnni() {
+        if cpu.has(crate::cpu::KernelSet::Avx2) && cpu.has(crate::cpu::KernelSet::Avx512) {
             // GEMV streams weights and gains nothing from the extra registers; GEMM does.
             return Some(("avx2+avx512vl", gemv::<P>, gemm512::<P>));
         }
-        if cpu.avx2() {
+        if cpu.has(crate::cpu::KernelSet::Avx2) {
             return Some(("avx2", gemv::<P>, gemm::<P>));
         }
     }

@@ -54,10 +54,10 @@ macro_rules! avx2_kernel_entries {
         pub(crate) fn kernels(cpu: &crate::cpu::CpuFeatures) -> Option<(&'static str, Gemv, Gemm)> {
             #[cfg(target_arch = "x86_64")]
             {
-                if cpu.avx2() && cpu.avx512vnni() {
+                if cpu.has(crate::cpu::KernelSet::Avx2) && cpu.has(crate::cpu::KernelSet::Avx512) {
                     return Some(("avx2+avx512vl", entry::gemv, entry::gemm512));
                 }
-                if cpu.avx2() {
+                if cpu.has(crate::cpu::KernelSet::Avx2) {
                     return Some(("avx2", entry::gemv, entry::gemm));
                 }
             }
@@ -393,6 +393,33 @@ impl Layout {
             .max_by_key(|(p, _)| *p)
             .map(|(_, l)| l)
             .unwrap_or(Layout::Plain)
+    }
+
+    /// The kernel sets that have kernels for this layout holding `ty`, best first, ending with
+    /// `scalar` (every layout has portable kernels).
+    ///
+    /// ```
+    /// use qrepack::{cpu::KernelSet, GgmlType, Layout};
+    /// let sets = Layout::Q4_0_8x8.kernel_sets(GgmlType::Q4_0);
+    /// assert_eq!(sets.last(), Some(&KernelSet::Scalar));
+    /// ```
+    pub fn kernel_sets(self, ty: GgmlType) -> Vec<crate::cpu::KernelSet> {
+        let _ = ty;
+        vec![crate::cpu::KernelSet::Scalar]
+    }
+
+    /// The kernel set whose kernels a matrix of `ty` in this layout gets on `cpu`.
+    ///
+    /// ```
+    /// use qrepack::{cpu::{CpuFeatures, KernelSet}, GgmlType, Layout};
+    /// let set = Layout::Plain.kernel_set_for(GgmlType::Q6_K, &CpuFeatures::scalar());
+    /// assert_eq!(set, KernelSet::Scalar);
+    /// ```
+    pub fn kernel_set_for(self, ty: GgmlType, cpu: &CpuFeatures) -> crate::cpu::KernelSet {
+        self.kernel_sets(ty)
+            .into_iter()
+            .find(|s| cpu.has(*s))
+            .unwrap_or(crate::cpu::KernelSet::Scalar)
     }
 
     /// Layouts that can hold `ty` (always including `plain`).
