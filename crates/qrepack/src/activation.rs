@@ -8,16 +8,15 @@
 //! Q8_K follows ggml's reference quantizer for single rows and the x86 4-row routine for quads
 //! (they agree except when `+amax` and `-amax` both occur in a block).
 //!
-//! The functions here are the portable reference. [`ActFormat::quantizer`] hands out faster
-//! versions for the CPU (AVX2 ones in `activation_avx2.rs`) that write the same bytes, NaN and
-//! infinity cases included.
+//! The functions here are the portable reference. [`ChooseQuantizer::quantizer`] hands out the
+//! fastest versions for the CPU (from the kernel sets, through the selection table), which write
+//! the same bytes, NaN and infinity cases included.
 
 use bytemuck::{Pod, Zeroable};
 
-use crate::activation_avx2 as avx2;
 use crate::blocks::{
     BlockQ8K, BlockQ8Kx4, BlockQ8_0, BlockQ8_0x4, BlockQ8_0x4Abs, BlockQ8_0x4Sums, BlockQ8_1,
-    BlockQ8_1x4, F16Bits,
+    F16Bits,
 };
 use crate::cpu::CpuFeatures;
 use crate::types::QK_K;
@@ -30,7 +29,7 @@ use crate::types::QK_K;
 ///
 /// ```
 /// use bytemuck::Zeroable;
-/// use qrepack::activation::{ActFormat, Q8_0Interleaved};
+/// use qrepack::activation::{ActFormat, ChooseQuantizer, Q8_0Interleaved};
 /// use qrepack::blocks::BlockQ8_0;
 /// use qrepack::cpu::CpuFeatures;
 ///
@@ -67,6 +66,13 @@ impl<A: ActFormat> ActQuantizer<A> {
     }
 }
 
+/// An activation format whose quantizers the selection table knows (every format of the crate).
+pub trait ChooseQuantizer: ActFormat + Sized {
+    /// The fastest quantizers of this format for `cpu`, bit-identical to `quantize_row` and
+    /// `quantize_quad`. Call once (e.g. when a matrix is built), not per row.
+    fn quantizer(cpu: &CpuFeatures) -> ActQuantizer<Self>;
+}
+
 /// How one activation row (and a group of four rows) is quantized for a kernel.
 ///
 /// `Row` is one block of one row; `Quad` is one block of four rows. Kernels of interleaved
@@ -85,15 +91,6 @@ pub trait ActFormat: Send + Sync + 'static {
     fn quantize_row(x: &[f32], out: &mut [Self::Row]);
     /// Quantizes four rows into `out`: `nb` quads, or `4 * nb` rows when `QUAD_IS_ROWS`.
     fn quantize_quad(x: [&[f32]; 4], out: &mut [Self::Quad]);
-    /// The fastest quantizers of this format for `cpu`, bit-identical to `quantize_row` and
-    /// `quantize_quad`. Call once (e.g. when a matrix is built), not per row.
-    fn quantizer(cpu: &CpuFeatures) -> ActQuantizer<Self>
-    where
-        Self: Sized,
-    {
-        let _ = cpu;
-        ActQuantizer::scalar()
-    }
     /// Number of `Quad` items holding four rows of `nb` blocks.
     fn quad_len(nb: usize) -> usize {
         if Self::QUAD_IS_ROWS {
@@ -228,10 +225,6 @@ impl<const IL: usize> ActFormat for Q8_0Interleaved<IL> {
             *quad = interleave_q8_0(&blocks, IL);
         }
     }
-
-    fn quantizer(cpu: &CpuFeatures) -> ActQuantizer<Self> {
-        avx2::q8_0_interleaved::<Self, IL>(cpu).unwrap_or_else(ActQuantizer::scalar)
-    }
 }
 
 /// Q8_0 activations as [`Q8_0Interleaved<8>`], each quad block carrying its rows' scales as f32
@@ -273,10 +266,6 @@ impl<const OFFSET: i32> ActFormat for Q8_0SumsInterleaved<OFFSET> {
             Q8_0Interleaved::<8>::quantize_quad,
             with_offsets::<OFFSET>,
         )
-    }
-
-    fn quantizer(cpu: &CpuFeatures) -> ActQuantizer<Self> {
-        avx2::q8_0_sums_interleaved::<Self, OFFSET>(cpu).unwrap_or_else(ActQuantizer::scalar)
     }
 }
 
@@ -346,10 +335,6 @@ impl ActFormat for Q8_0AbsInterleaved {
     fn quantize_quad(x: [&[f32]; 4], out: &mut [BlockQ8_0x4Abs]) {
         extend_q8_0_quads(x, out, Q8_0Interleaved::<8>::quantize_quad, with_abs)
     }
-
-    fn quantizer(cpu: &CpuFeatures) -> ActQuantizer<Self> {
-        avx2::q8_0_abs_interleaved(cpu).unwrap_or_else(ActQuantizer::scalar)
-    }
 }
 
 /// A Q8_0 quad interleaved in chunks of 8 bytes, with its rows' f32 scales and `|q|`.
@@ -391,10 +376,6 @@ impl ActFormat for Q8KInterleaved {
             let blocks = x.map(|row| quantize_block_q8_k_quad_row(&row[i * QK_K..(i + 1) * QK_K]));
             *quad = interleave_q8_k(&blocks);
         }
-    }
-
-    fn quantizer(cpu: &CpuFeatures) -> ActQuantizer<Self> {
-        avx2::q8_k_interleaved(cpu).unwrap_or_else(ActQuantizer::scalar)
     }
 }
 
@@ -479,19 +460,9 @@ impl InterleavedAct for Q8KInterleaved {
     }
 }
 
-/// The quantizers of a format of Q8_1 rows interleaved four at a time in chunks of 8 bytes
-/// (`layout::q4_1::Q8_1Interleaved`), for its `ActFormat::quantizer`.
-pub(crate) fn q8_1_interleaved_quantizer<A>(cpu: &CpuFeatures) -> ActQuantizer<A>
-where
-    A: ActFormat<Row = BlockQ8_1, Quad = BlockQ8_1x4>,
-{
-    avx2::q8_1_interleaved(cpu).unwrap_or_else(ActQuantizer::scalar)
-}
-
 macro_rules! plain_format {
     (
         $(#[$m:meta])* $name:ident, $row:ty, $block:expr, |$x:ident, $out:ident| $body:block
-        $(, simd = $simd:path)?
     ) => {
         $(#[$m])*
         pub struct $name;
@@ -507,11 +478,6 @@ macro_rules! plain_format {
                     Self::quantize_row(row, dst);
                 }
             }
-            $(
-                fn quantizer(cpu: &CpuFeatures) -> ActQuantizer<Self> {
-                    $simd(cpu).unwrap_or_else(ActQuantizer::scalar)
-                }
-            )?
         }
     };
 }
@@ -522,21 +488,21 @@ plain_format!(
     for (b, xs) in out.iter_mut().zip(x.chunks_exact(32)) {
         *b = quantize_block_q8_0(xs);
     }
-}, simd = avx2::q8_0_plain);
+});
 plain_format!(
     /// Plain Q8_1 rows (the vec_dot type of Q4_1 and Q5_1).
     PlainQ8_1, BlockQ8_1, 32, |x, out| {
     for (b, xs) in out.iter_mut().zip(x.chunks_exact(32)) {
         *b = quantize_block_q8_1(xs);
     }
-}, simd = avx2::q8_1_plain);
+});
 plain_format!(
     /// Plain Q8_K rows (the vec_dot type of the K-quants and IQ4_XS).
     PlainQ8K, BlockQ8K, QK_K, |x, out| {
     for (b, xs) in out.iter_mut().zip(x.chunks_exact(QK_K)) {
         *b = quantize_block_q8_k(xs);
     }
-}, simd = avx2::q8_k_plain);
+});
 plain_format!(
     /// Activations rounded to f16 (the vec_dot type of F16).
     PlainF16, F16Bits, 1, |x, out| {

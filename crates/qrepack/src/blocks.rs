@@ -57,6 +57,10 @@ pub const IQ4NL_LEVELS: [i8; 16] = [
     -127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113,
 ];
 
+/// Q4_0 nibbles after the xor 8 of ggml's interleaved layouts: the nibble read as signed 4-bit
+/// is the weight `q - 8`.
+pub(crate) const SIGNED_NIBBLE: [i8; 16] = [0, 1, 2, 3, 4, 5, 6, 7, -8, -7, -6, -5, -4, -3, -2, -1];
+
 macro_rules! blocks {
     ($( $(#[$m:meta])* $name:ident [$size:expr] { $($field:ident : $fty:ty),* $(,)? } )*) => {$(
         $(#[$m])*

@@ -205,7 +205,11 @@ impl CpuFeatures {
     /// The sets this CPU may run, in the order kernels are looked for: best first, `scalar`
     /// last.
     pub fn sets(&self) -> impl Iterator<Item = KernelSet> + '_ {
-        let mut v: Vec<KernelSet> = KernelSet::ALL.iter().copied().filter(|k| self.has(*k)).collect();
+        let mut v: Vec<KernelSet> = KernelSet::ALL
+            .iter()
+            .copied()
+            .filter(|k| self.has(*k))
+            .collect();
         v.sort_by_key(|k| std::cmp::Reverse(k.rank()));
         v.into_iter()
     }
@@ -328,7 +332,10 @@ mod tests {
     fn names_round_trip() {
         for &k in KernelSet::ALL {
             assert_eq!(k.name().parse::<KernelSet>().unwrap(), k);
-            assert_eq!(k.to_string().to_uppercase().parse::<KernelSet>().unwrap(), k);
+            assert_eq!(
+                k.to_string().to_uppercase().parse::<KernelSet>().unwrap(),
+                k
+            );
         }
         let err = "bogus".parse::<KernelSet>().unwrap_err().to_string();
         assert!(err.contains("bogus") && err.contains("avx2"), "{err}");

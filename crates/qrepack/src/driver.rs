@@ -4,11 +4,12 @@
 use bytemuck::Zeroable;
 use rayon::prelude::*;
 
-use crate::activation::{ActFormat, ActQuantizer};
+use crate::activation::{ActFormat, ActQuantizer, ChooseQuantizer};
 use crate::blocks::collect_blocks;
 use crate::cpu::CpuFeatures;
 use crate::error::Error;
-use crate::layout::{Kernels, Layout, PackedLayout, TiledGemm};
+use crate::kernel_api::TiledGemm;
+use crate::layout::{ChooseKernels, Kernels, Layout, LayoutVisitor, PackedLayout, Quad, Row};
 use crate::scratch;
 use crate::shared::SharedBytes;
 use crate::types::GgmlType;
@@ -24,9 +25,6 @@ pub(crate) trait Engine: Send + Sync {
     /// The blocks exactly as stored in the layout.
     fn packed_bytes(&self) -> &[u8];
 }
-
-type Row<L> = <<L as PackedLayout>::Act as ActFormat>::Row;
-type Quad<L> = <<L as PackedLayout>::Act as ActFormat>::Quad;
 
 /// The GEMM of row group `g` of a task with one quad, into a 4 x ROWS tile.
 type GroupGemm<'a, L> = dyn FnMut(usize, &[Quad<L>], &mut [f32]) + 'a;
@@ -55,7 +53,7 @@ impl<P: bytemuck::Pod> Storage<P> {
     }
 }
 
-pub(crate) struct PackedEngine<L: PackedLayout> {
+pub(crate) struct PackedEngine<L: ChooseKernels> {
     packed: Storage<L::Packed>,
     rows: usize,
     cols: usize,
@@ -66,7 +64,7 @@ pub(crate) struct PackedEngine<L: PackedLayout> {
     quantizer: ActQuantizer<L::Act>,
 }
 
-impl<L: PackedLayout> PackedEngine<L> {
+impl<L: ChooseKernels> PackedEngine<L> {
     /// Packs `data` (ggml row layout of `L::WEIGHT_TYPE`, already length-checked).
     pub(crate) fn new(
         rows: usize,
@@ -233,7 +231,7 @@ impl<L: PackedLayout> PackedEngine<L> {
         quads: &[Quad<L>],
         tail: &[Row<L>],
         n: usize,
-        tiled: Option<TiledGemm<L>>,
+        tiled: Option<TiledGemm<L::Packed, Quad<L>>>,
         y_t: &mut [f32],
     ) {
         let r = L::ROWS;
@@ -379,13 +377,13 @@ const MIN_GEMV_TASK_BYTES: usize = 256 * 1024;
 /// faster than 192 KiB at batch 512 on the 2-vCPU Zen 3 VM, 48 KiB the same as 96 KiB).
 const L2_WEIGHT_BUDGET: usize = 96 * 1024;
 
-impl<L: PackedLayout> Engine for PackedEngine<L> {
+impl<L: ChooseKernels> Engine for PackedEngine<L> {
     fn layout(&self) -> Layout {
         L::LAYOUT
     }
 
     fn kernel_name(&self) -> &'static str {
-        self.kernels.name
+        self.kernels.set.name()
     }
 
     fn matmul(&self, x: &[f32], n: usize, y: &mut [f32]) {
@@ -438,4 +436,76 @@ impl<L: PackedLayout> Engine for PackedEngine<L> {
     fn stored_bytes(&self) -> usize {
         std::mem::size_of_val(self.packed.blocks())
     }
+}
+
+/// Builds the engine of `layout` for a `rows x cols` matrix of `ty` from ggml row-layout bytes,
+/// with the kernels the selection table gives `cpu`.
+pub(crate) fn build(
+    layout: Layout,
+    ty: GgmlType,
+    (rows, cols): (usize, usize),
+    data: &[u8],
+    cpu: &CpuFeatures,
+    release: Option<&Release<'_>>,
+) -> Result<Box<dyn Engine>, Error> {
+    struct Build<'a, 'r> {
+        rows: usize,
+        cols: usize,
+        data: &'a [u8],
+        cpu: &'a CpuFeatures,
+        release: Option<&'a Release<'r>>,
+    }
+    impl LayoutVisitor for Build<'_, '_> {
+        type Output = Result<Box<dyn Engine>, Error>;
+        fn visit<L: ChooseKernels>(self) -> Self::Output {
+            let engine =
+                PackedEngine::<L>::new(self.rows, self.cols, self.data, self.cpu, self.release)?;
+            Ok(Box::new(engine))
+        }
+    }
+    layout.check_fits(ty, rows)?;
+    layout.visit(
+        ty,
+        Build {
+            rows,
+            cols,
+            data,
+            cpu,
+            release,
+        },
+    )
+}
+
+/// As [`build`], from bytes already in `layout`, used in place when possible.
+pub(crate) fn build_packed(
+    layout: Layout,
+    ty: GgmlType,
+    (rows, cols): (usize, usize),
+    bytes: SharedBytes,
+    cpu: &CpuFeatures,
+) -> Result<Box<dyn Engine>, Error> {
+    struct BuildPacked<'a> {
+        rows: usize,
+        cols: usize,
+        bytes: SharedBytes,
+        cpu: &'a CpuFeatures,
+    }
+    impl LayoutVisitor for BuildPacked<'_> {
+        type Output = Result<Box<dyn Engine>, Error>;
+        fn visit<L: ChooseKernels>(self) -> Self::Output {
+            let engine =
+                PackedEngine::<L>::from_packed(self.rows, self.cols, self.bytes, self.cpu)?;
+            Ok(Box::new(engine))
+        }
+    }
+    layout.check_fits(ty, rows)?;
+    layout.visit(
+        ty,
+        BuildPacked {
+            rows,
+            cols,
+            bytes,
+            cpu,
+        },
+    )
 }

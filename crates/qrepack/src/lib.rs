@@ -17,12 +17,13 @@
 //! ```
 
 pub mod activation;
-mod activation_avx2;
 pub mod blocks;
 pub mod cpu;
 mod driver;
 pub mod error;
 pub mod gguf;
+pub mod kernel_api;
+mod kernels;
 pub mod layout;
 mod matrix;
 pub mod model;
@@ -30,10 +31,10 @@ pub mod quant;
 pub mod reference;
 pub mod rng;
 mod scratch;
+mod select;
 mod shared;
 pub mod types;
 pub mod vecdot;
-mod vecdot_avx2;
 
 pub use error::{Error, Result};
 pub use layout::Layout;

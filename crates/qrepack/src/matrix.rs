@@ -5,7 +5,7 @@ use std::fmt;
 use rayon::prelude::*;
 
 use crate::cpu::CpuFeatures;
-use crate::driver::{Engine, Release};
+use crate::driver::{self, Engine, Release};
 use crate::error::Error;
 use crate::layout::Layout;
 use crate::scratch;
@@ -115,7 +115,7 @@ impl QMatrix {
         bytes: SharedBytes,
     ) -> Result<QMatrix, Error> {
         check_matrix(ty, rows, cols, bytes.as_ref())?;
-        let engine = layout.build_packed(ty, rows, cols, bytes, CpuFeatures::get())?;
+        let engine = driver::build_packed(layout, ty, (rows, cols), bytes, CpuFeatures::get())?;
         Ok(QMatrix {
             ty,
             rows,
@@ -153,7 +153,7 @@ impl QMatrix {
         release: Option<&Release<'_>>,
     ) -> Result<QMatrix, Error> {
         check_matrix(ty, rows, cols, data)?;
-        let engine = layout.build(ty, rows, cols, data, cpu, release)?;
+        let engine = driver::build(layout, ty, (rows, cols), data, cpu, release)?;
         Ok(QMatrix {
             ty,
             rows,

@@ -1,188 +1,67 @@
 //! Weight layouts: the plain ggml row layout and the interleaved ("repacked") ones.
 //!
 //! A layout is one type implementing [`PackedLayout`]: which ggml block it packs, how many rows
-//! it interleaves, how it packs and unpacks one block column, which activation format it
-//! consumes, and its GEMV/GEMM kernels. The generic driver (`driver.rs`) runs any of them. Adding
-//! a layout means writing one file with such a type and naming it once in the `layouts!` table
-//! below.
+//! it interleaves, how it packs and unpacks one block column, and which activation format it
+//! consumes. Layouts hold no kernels: the selection table (`select.rs`) gives each layout its
+//! kernels from the kernel sets (`kernels/`), and the generic driver (`driver.rs`) runs any of
+//! them. Adding a layout means writing one file with such a type, naming it once in the
+//! `layouts!` table below and giving it a row in the selection table.
 
 use std::fmt;
 use std::str::FromStr;
 
 use bytemuck::Pod;
 
-use crate::activation::ActFormat;
-use crate::cpu::CpuFeatures;
-use crate::driver::{Engine, PackedEngine, Release};
+use crate::activation::{ActFormat, ChooseQuantizer};
+use crate::cpu::{CpuFeatures, KernelSet};
 use crate::error::Error;
-use crate::shared::SharedBytes;
 use crate::types::GgmlType;
 
-/// Asks for the block `blocks_ahead` blocks after `block` (in the same matrix) to be brought
-/// into L1, every cache line of it, ahead of a GEMV that streams the weights.
-///
-/// GEMVs that stream two row groups side by side ask for the next pair (`2 nb` blocks ahead):
-/// their two streams restart at every pair of groups, too short for the hardware prefetcher
-/// when rows are short (640 columns of Q8_0: 85 lines per stream), which then retrains at
-/// every pair. Measured on the Zen 3 VM, 2 threads, batch 1: Q8_0 65536x640 1.74 -> 1.28 ms,
-/// Q5_0 2048x640 0.059 -> 0.032 ms, Q4_0 4096x4096 0.30 -> 0.22 ms.
-#[cfg(target_arch = "x86_64")]
-#[inline(always)]
-pub(crate) fn prefetch_ahead<T>(block: &T, blocks_ahead: usize) {
-    use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-    let size = std::mem::size_of::<T>();
-    // Only an address to prefetch, never dereferenced, so past the end of the matrix is fine.
-    let ahead = (block as *const T as *const i8).wrapping_add(blocks_ahead * size);
-    let mut line = 0;
-    while line < size {
-        // SAFETY: a prefetch does not access memory architecturally and never faults.
-        unsafe { _mm_prefetch::<_MM_HINT_T0>(ahead.wrapping_add(line)) };
-        line += 64;
-    }
-}
-
-/// The selector and safe entry points of a kernel file whose GEMV and GEMM are written once as
-/// `#[inline(always)]` bodies `imp::gemv_body` / `imp::gemm_body` over AVX2 intrinsics: an
-/// AVX2+FMA+F16C build, and for GEMM the same code built with AVX-512 VL, which gives the
-/// compiler 32 vector registers (no accumulator spills) on CPUs that have it.
-macro_rules! avx2_kernel_entries {
-    ($packed:ty, $row:ty, $quad:ty) => {
-        type Gemv = fn(&[$packed], &[$row], &mut [f32]);
-        type Gemm = fn(&[$packed], &[$quad], &mut [f32]);
-
-        /// The fastest kernels for `cpu` and their name, if it has AVX2+FMA+F16C.
-        pub(crate) fn kernels(cpu: &crate::cpu::CpuFeatures) -> Option<(&'static str, Gemv, Gemm)> {
-            #[cfg(target_arch = "x86_64")]
-            {
-                if cpu.has(crate::cpu::KernelSet::Avx2) && cpu.has(crate::cpu::KernelSet::Avx512) {
-                    return Some(("avx2+avx512vl", entry::gemv, entry::gemm512));
-                }
-                if cpu.has(crate::cpu::KernelSet::Avx2) {
-                    return Some(("avx2", entry::gemv, entry::gemm));
-                }
-            }
-            let _ = cpu;
-            None
-        }
-
-        #[cfg(target_arch = "x86_64")]
-        mod entry {
-            use super::*;
-
-            #[target_feature(enable = "avx2,fma,f16c")]
-            unsafe fn gemv_avx2(w: &[$packed], a: &[$row], out: &mut [f32]) {
-                imp::gemv_body(w, a, out)
-            }
-
-            #[target_feature(enable = "avx2,fma,f16c")]
-            unsafe fn gemm_avx2(w: &[$packed], a: &[$quad], out: &mut [f32]) {
-                imp::gemm_body(w, a, out)
-            }
-
-            #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl")]
-            unsafe fn gemm_avx512vl(w: &[$packed], a: &[$quad], out: &mut [f32]) {
-                imp::gemm_body(w, a, out)
-            }
-
-            pub(super) fn gemv(w: &[$packed], a: &[$row], out: &mut [f32]) {
-                // SAFETY: only handed out by `kernels`, which checked AVX2+FMA+F16C.
-                unsafe { gemv_avx2(w, a, out) }
-            }
-
-            pub(super) fn gemm(w: &[$packed], a: &[$quad], out: &mut [f32]) {
-                // SAFETY: only handed out by `kernels`, which checked AVX2+FMA+F16C.
-                unsafe { gemm_avx2(w, a, out) }
-            }
-
-            pub(super) fn gemm512(w: &[$packed], a: &[$quad], out: &mut [f32]) {
-                // SAFETY: only handed out by `kernels`, which checked AVX2+FMA+F16C and
-                // AVX-512 F/BW/VL (with VNNI).
-                unsafe { gemm_avx512vl(w, a, out) }
-            }
-        }
-    };
-}
-
-mod avx2_nibble;
-mod avx2_q4_1;
-mod avx2_q4k;
-mod avx2_q5_0;
-mod avx2_q6k;
-mod iq4_nl;
-mod nibble;
-mod plain;
-mod q4_0;
-mod q4_1;
+pub(crate) mod iq4_nl;
+pub(crate) mod plain;
+pub(crate) mod q4_0;
+pub(crate) mod q4_1;
 #[cfg(test)]
 pub(crate) use q4_1::Q8_1Interleaved;
-mod q4_k;
-mod q5_0;
-mod q5_k;
-mod q6_k;
-mod q8_0;
-mod scalar;
+pub(crate) mod q4_k;
+pub(crate) mod q5_0;
+pub(crate) mod q5_k;
+pub(crate) mod q6_k;
+pub(crate) mod q8_0;
 
-/// The kernels of one layout, chosen once when a matrix is built.
-///
-/// `gemv` multiplies one or more interleaved row groups (`ROWS` weight rows each, `a.len()`
-/// blocks per row) with one quantized activation row and writes `ROWS` outputs per group. `gemm` does the same for a group of four
-/// activation rows and writes `4 * ROWS` outputs, activation row major (`out[m * ROWS + j]`).
-pub struct Kernels<L: PackedLayout> {
-    /// Kernel family for reports, e.g. `"scalar"` or `"avx2"`.
-    pub name: &'static str,
-    /// One activation row.
-    pub gemv: GemvFn<L>,
-    /// Four activation rows.
-    pub gemm: GemmFn<L>,
-    /// A GEMM over per-call weight tiles, for layouts that have one on this CPU.
-    pub tiled: Option<TiledGemm<L>>,
+/// The activation row block of layout `L`.
+pub type Row<L> = <<L as PackedLayout>::Act as ActFormat>::Row;
+/// The activation quad block (four rows) of layout `L`.
+pub type Quad<L> = <<L as PackedLayout>::Act as ActFormat>::Quad;
+
+/// The kernels of layout `L` from one kernel set.
+pub type Kernels<L> = crate::kernel_api::Kernels<<L as PackedLayout>::Packed, Row<L>, Quad<L>>;
+
+/// A layout whose kernels the selection table (`select.rs`) knows: which kernel sets have
+/// kernels for it, and the best of them for a CPU. Implemented there, for every row of the
+/// `layouts!` table and every plain type, so a layout without a table row does not compile.
+pub(crate) trait ChooseKernels: PackedLayout<Act: ChooseQuantizer> {
+    /// The sets with kernels for this layout, best first, `scalar` last.
+    const SETS: &'static [KernelSet];
+    /// The kernels of the best set `cpu` has.
+    fn kernels(cpu: &CpuFeatures) -> Kernels<Self>;
 }
 
-/// A GEMM that first turns each row group's packed blocks into a kernel-ready *tile* (decoded
-/// scales, say), once per call, and then reuses the tile for every group of four activation
-/// rows; the driver uses it when a call has at least two such groups.
-///
-/// Tiles are arrays of `u64` words (8-byte aligned); kernels read them with unaligned loads.
-pub struct TiledGemm<L: PackedLayout> {
-    /// Words of the tile of one row group of `nb` blocks.
-    pub tile_words: fn(nb: usize) -> usize,
-    /// Fills the tile of one row group (`tile.len() == tile_words(blocks.len())`).
-    pub make_tile: fn(blocks: &[L::Packed], tile: &mut [u64]),
-    /// As [`Kernels::gemm`], with the group's tile.
-    pub gemm: TiledGemmFn<L>,
+/// Something that runs generic code for the layout type behind a [`Layout`] value (the
+/// `layouts!` table generates the dispatch, [`Layout::visit`]).
+pub(crate) trait LayoutVisitor {
+    type Output;
+    fn visit<L: ChooseKernels>(self) -> Self::Output;
 }
 
-/// The kernel of a [`TiledGemm`].
-pub type TiledGemmFn<L> = fn(
-    &[<L as PackedLayout>::Packed],
-    &[u64],
-    &[<<L as PackedLayout>::Act as ActFormat>::Quad],
-    &mut [f32],
-);
-
-impl<L: PackedLayout> Clone for TiledGemm<L> {
-    fn clone(&self) -> Self {
-        *self
+/// The sets of a layout type (see [`Layout::kernel_sets`]).
+struct SetsOf;
+impl LayoutVisitor for SetsOf {
+    type Output = &'static [KernelSet];
+    fn visit<L: ChooseKernels>(self) -> &'static [KernelSet] {
+        L::SETS
     }
 }
-impl<L: PackedLayout> Copy for TiledGemm<L> {}
-
-/// A GEMV kernel of layout `L`.
-pub type GemvFn<L> =
-    fn(&[<L as PackedLayout>::Packed], &[<<L as PackedLayout>::Act as ActFormat>::Row], &mut [f32]);
-/// A GEMM kernel of layout `L`.
-pub type GemmFn<L> = fn(
-    &[<L as PackedLayout>::Packed],
-    &[<<L as PackedLayout>::Act as ActFormat>::Quad],
-    &mut [f32],
-);
-
-impl<L: PackedLayout> Clone for Kernels<L> {
-    fn clone(&self) -> Self {
-        *self
-    }
-}
-impl<L: PackedLayout> Copy for Kernels<L> {}
 
 /// Everything that describes one weight layout (see the module docs).
 pub trait PackedLayout: Sized + Send + Sync + 'static {
@@ -205,19 +84,6 @@ pub trait PackedLayout: Sized + Send + Sync + 'static {
     fn pack(rows: &[Self::Weight]) -> Self::Packed;
     /// Exact inverse of [`PackedLayout::pack`].
     fn unpack(packed: &Self::Packed, rows: &mut [Self::Weight]);
-    /// The portable kernels: the reference and the fallback on every CPU.
-    fn scalar_kernels() -> Kernels<Self>;
-    /// The fastest kernels for `cpu`.
-    fn kernels(cpu: &CpuFeatures) -> Kernels<Self> {
-        let _ = cpu;
-        Self::scalar_kernels()
-    }
-    /// How much this layout is preferred on `cpu` among the layouts of its type (higher wins;
-    /// `None`: never chosen automatically).
-    fn preference(cpu: &CpuFeatures) -> Option<u32> {
-        let _ = cpu;
-        None
-    }
 }
 
 macro_rules! layouts {
@@ -277,42 +143,12 @@ macro_rules! layouts {
                 }
             }
 
-            fn preference(self, cpu: &CpuFeatures) -> Option<u32> {
+            /// Runs `v` with the layout type behind this value (for `plain`, the plain layout of
+            /// `ty`; for the others `ty` is their weight type, checked by the callers).
+            pub(crate) fn visit<V: LayoutVisitor>(self, ty: GgmlType, v: V) -> V::Output {
                 match self {
-                    Layout::Plain => None,
-                    $(Layout::$variant => <$imp as PackedLayout>::preference(cpu),)*
-                }
-            }
-
-            pub(crate) fn build(
-                self,
-                ty: GgmlType,
-                rows: usize,
-                cols: usize,
-                data: &[u8],
-                cpu: &CpuFeatures,
-                release: Option<&Release<'_>>,
-            ) -> Result<Box<dyn Engine>, Error> {
-                self.check_fits(ty, rows)?;
-                match self {
-                    Layout::Plain => plain::build(ty, rows, cols, data, cpu),
-                    $(Layout::$variant => Ok(Box::new(PackedEngine::<$imp>::new(rows, cols, data, cpu, release)?)),)*
-                }
-            }
-
-            /// Like `build`, but `bytes` are already in this layout; used in place when possible.
-            pub(crate) fn build_packed(
-                self,
-                ty: GgmlType,
-                rows: usize,
-                cols: usize,
-                bytes: SharedBytes,
-                cpu: &CpuFeatures,
-            ) -> Result<Box<dyn Engine>, Error> {
-                self.check_fits(ty, rows)?;
-                match self {
-                    Layout::Plain => plain::build_packed(ty, rows, cols, bytes, cpu),
-                    $(Layout::$variant => Ok(Box::new(PackedEngine::<$imp>::from_packed(rows, cols, bytes, cpu)?)),)*
+                    Layout::Plain => plain::visit(ty, v),
+                    $(Layout::$variant => v.visit::<$imp>(),)*
                 }
             }
         }
@@ -358,7 +194,7 @@ impl Layout {
         self.check_fits(ty, rows).is_ok()
     }
 
-    fn check_fits(self, ty: GgmlType, rows: usize) -> Result<(), Error> {
+    pub(crate) fn check_fits(self, ty: GgmlType, rows: usize) -> Result<(), Error> {
         if let Some(wt) = self.weight_type() {
             if wt != ty {
                 return Err(Error::Invalid(format!(
@@ -389,10 +225,23 @@ impl Layout {
             .iter()
             .copied()
             .filter(|l| l.weight_type() == Some(ty) && l.fits(ty, rows))
-            .filter_map(|l| l.preference(cpu).map(|p| (p, l)))
+            .filter_map(|l| l.preference(ty, cpu).map(|p| (p, l)))
             .max_by_key(|(p, _)| *p)
             .map(|(_, l)| l)
             .unwrap_or(Layout::Plain)
+    }
+
+    /// How much the layout is preferred on `cpu`: the rank of the best SIMD set that has
+    /// kernels for it (`None` when only the portable kernels would run, which the plain layout
+    /// does as well without repacking). ggml's order follows: 8x8 on AVX2/AVX-512, 4x8 with
+    /// i8mm, 4x4 with dotprod.
+    fn preference(self, ty: GgmlType, cpu: &CpuFeatures) -> Option<u8> {
+        self.visit(ty, SetsOf)
+            .iter()
+            .copied()
+            .filter(|s| *s != KernelSet::Scalar && cpu.has(*s))
+            .map(KernelSet::rank)
+            .max()
     }
 
     /// The kernel sets that have kernels for this layout holding `ty`, best first, ending with
@@ -403,9 +252,11 @@ impl Layout {
     /// let sets = Layout::Q4_0_8x8.kernel_sets(GgmlType::Q4_0);
     /// assert_eq!(sets.last(), Some(&KernelSet::Scalar));
     /// ```
-    pub fn kernel_sets(self, ty: GgmlType) -> Vec<crate::cpu::KernelSet> {
-        let _ = ty;
-        vec![crate::cpu::KernelSet::Scalar]
+    pub fn kernel_sets(self, ty: GgmlType) -> Vec<KernelSet> {
+        match self.weight_type() {
+            Some(t) if t != ty => Vec::new(),
+            _ => self.visit(ty, SetsOf).to_vec(),
+        }
     }
 
     /// The kernel set whose kernels a matrix of `ty` in this layout gets on `cpu`.
@@ -415,11 +266,11 @@ impl Layout {
     /// let set = Layout::Plain.kernel_set_for(GgmlType::Q6_K, &CpuFeatures::scalar());
     /// assert_eq!(set, KernelSet::Scalar);
     /// ```
-    pub fn kernel_set_for(self, ty: GgmlType, cpu: &CpuFeatures) -> crate::cpu::KernelSet {
+    pub fn kernel_set_for(self, ty: GgmlType, cpu: &CpuFeatures) -> KernelSet {
         self.kernel_sets(ty)
             .into_iter()
             .find(|s| cpu.has(*s))
-            .unwrap_or(crate::cpu::KernelSet::Scalar)
+            .unwrap_or(KernelSet::Scalar)
     }
 
     /// Layouts that can hold `ty` (always including `plain`).

@@ -7,24 +7,14 @@
 use bytemuck::Zeroable;
 
 use crate::activation::{Q8_0Interleaved, Q8_0SumsInterleaved};
-use crate::blocks::{BlockQ4_0, BlockQ4_0x4, BlockQ4_0x8, BlockQ8_0};
-use crate::cpu::CpuFeatures;
-use crate::layout::avx2_nibble;
-use crate::layout::nibble::{self, SIGNED_NIBBLE};
-use crate::layout::scalar::{self, BlockDot};
-use crate::layout::{deinterleave_quants, interleave_quants, Kernels, Layout, PackedLayout};
+use crate::blocks::{BlockQ4_0, BlockQ4_0x4, BlockQ4_0x8};
+use crate::layout::{deinterleave_quants, interleave_quants, Layout, PackedLayout};
 use crate::types::GgmlType;
 
 macro_rules! q4_0_layout {
-    ($name:ident, $layout:ident, $packed:ty, $act:ty, $rows:expr, $il:expr, $pref:expr, $simd:expr) => {
+    ($name:ident, $layout:ident, $packed:ty, $act:ty, $rows:expr, $il:expr) => {
         #[doc = concat!("The `", stringify!($layout), "` layout.")]
         pub struct $name;
-
-        impl BlockDot for $name {
-            fn block_dot(w: &$packed, a: &BlockQ8_0, acc: &mut [f32]) {
-                nibble::block_dot::<$rows, $il>(&SIGNED_NIBBLE, &w.d, &w.qs, a, acc)
-            }
-        }
 
         impl PackedLayout for $name {
             const LAYOUT: Layout = Layout::$layout;
@@ -52,49 +42,17 @@ macro_rules! q4_0_layout {
                 let mut qs: Vec<&mut [u8]> = rows.iter_mut().map(|r| &mut r.qs[..]).collect();
                 deinterleave_quants(&p.qs, $il, 0x88, &mut qs);
             }
-
-            fn scalar_kernels() -> Kernels<Self> {
-                scalar::kernels()
-            }
-
-            fn kernels(cpu: &CpuFeatures) -> Kernels<Self> {
-                scalar::simd_or_scalar($simd(cpu))
-            }
-
-            fn preference(cpu: &CpuFeatures) -> Option<u32> {
-                $pref(cpu)
-            }
         }
     };
 }
 
-q4_0_layout!(
-    Q4_0_4x4,
-    Q4_0_4x4,
-    BlockQ4_0x4,
-    Q8_0Interleaved<4>,
-    4,
-    4,
-    |_: &CpuFeatures| None,
-    |_: &CpuFeatures| None
-);
-q4_0_layout!(
-    Q4_0_4x8,
-    Q4_0_4x8,
-    BlockQ4_0x4,
-    Q8_0Interleaved<8>,
-    4,
-    8,
-    |_: &CpuFeatures| None,
-    |_: &CpuFeatures| None
-);
+q4_0_layout!(Q4_0_4x4, Q4_0_4x4, BlockQ4_0x4, Q8_0Interleaved<4>, 4, 4);
+q4_0_layout!(Q4_0_4x8, Q4_0_4x8, BlockQ4_0x4, Q8_0Interleaved<8>, 4, 8);
 q4_0_layout!(
     Q4_0_8x8,
     Q4_0_8x8,
     BlockQ4_0x8,
     Q8_0SumsInterleaved<8>,
     8,
-    8,
-    |_: &CpuFeatures| Some(10),
-    |cpu: &CpuFeatures| avx2_nibble::q4_0_kernels(cpu)
+    8
 );

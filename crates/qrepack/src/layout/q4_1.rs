@@ -11,12 +11,9 @@
 
 use bytemuck::Zeroable;
 
-use crate::activation::{quantize_block_q8_1, ActFormat, ActQuantizer, InterleavedAct};
+use crate::activation::{quantize_block_q8_1, ActFormat, InterleavedAct};
 use crate::blocks::{BlockQ4_1, BlockQ4_1x8, BlockQ8_1, BlockQ8_1x4};
-use crate::cpu::CpuFeatures;
-use crate::layout::avx2_q4_1;
-use crate::layout::scalar::{self, BlockDot};
-use crate::layout::{deinterleave_quants, interleave_quants, Kernels, Layout, PackedLayout};
+use crate::layout::{deinterleave_quants, interleave_quants, Layout, PackedLayout};
 use crate::types::GgmlType;
 
 /// The `q4_1_8x8` layout.
@@ -34,10 +31,6 @@ impl ActFormat for Q8_1Interleaved {
     type Quad = BlockQ8_1x4;
     const BLOCK: usize = 32;
     const QUAD_IS_ROWS: bool = false;
-
-    fn quantizer(cpu: &CpuFeatures) -> ActQuantizer<Self> {
-        crate::activation::q8_1_interleaved_quantizer(cpu)
-    }
 
     fn quantize_row(x: &[f32], out: &mut [BlockQ8_1]) {
         for (b, xs) in out.iter_mut().zip(x.chunks_exact(32)) {
@@ -76,23 +69,6 @@ impl InterleavedAct for Q8_1Interleaved {
     }
 }
 
-impl BlockDot for Q4_1_8x8 {
-    fn block_dot(w: &BlockQ4_1x8, a: &BlockQ8_1, acc: &mut [f32]) {
-        let mut sumi = [0i32; ROWS];
-        for (c, chunk) in w.qs.chunks_exact(CHUNK).enumerate() {
-            let base = (c / ROWS) * CHUNK;
-            for (i, &byte) in chunk.iter().enumerate() {
-                sumi[c % ROWS] += (byte & 0x0f) as i32 * a.qs[base + i] as i32
-                    + (byte >> 4) as i32 * a.qs[base + i + 16] as i32;
-            }
-        }
-        let (da, sa) = (a.d.to_f32(), a.s.to_f32());
-        for (r, (o, s)) in acc.iter_mut().zip(sumi).enumerate() {
-            *o += w.d[r].to_f32() * da * s as f32 + w.m[r].to_f32() * sa;
-        }
-    }
-}
-
 impl PackedLayout for Q4_1_8x8 {
     const LAYOUT: Layout = Layout::Q4_1_8x8;
     const WEIGHT_TYPE: GgmlType = GgmlType::Q4_1;
@@ -121,25 +97,13 @@ impl PackedLayout for Q4_1_8x8 {
         let mut qs: Vec<&mut [u8]> = rows.iter_mut().map(|r| &mut r.qs[..]).collect();
         deinterleave_quants(&p.qs, CHUNK, 0, &mut qs);
     }
-
-    fn scalar_kernels() -> Kernels<Self> {
-        scalar::kernels()
-    }
-
-    fn kernels(cpu: &CpuFeatures) -> Kernels<Self> {
-        scalar::simd_or_scalar(avx2_q4_1::kernels(cpu))
-    }
-
-    /// Its AVX2 kernels beat the plain path, which has no SIMD Q4_1 kernel (9-14x at batch 1,
-    /// 16-40x at batch >= 4 measured).
-    fn preference(_cpu: &CpuFeatures) -> Option<u32> {
-        Some(10)
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::activation::ChooseQuantizer;
+    use crate::cpu::CpuFeatures;
 
     #[test]
     fn quads_hold_the_rows_blocks() {

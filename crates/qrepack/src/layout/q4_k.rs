@@ -7,11 +7,8 @@
 use bytemuck::Zeroable;
 
 use crate::activation::Q8KInterleaved;
-use crate::blocks::{k4_pack_scales, k4_scale_min, BlockQ4K, BlockQ4Kx8, BlockQ8K};
-use crate::cpu::CpuFeatures;
-use crate::layout::avx2_q4k;
-use crate::layout::scalar::{self, BlockDot};
-use crate::layout::{deinterleave_quants, interleave_quants, Kernels, Layout, PackedLayout};
+use crate::blocks::{k4_pack_scales, k4_scale_min, BlockQ4K, BlockQ4Kx8};
+use crate::layout::{deinterleave_quants, interleave_quants, Layout, PackedLayout};
 use crate::types::GgmlType;
 
 /// The `q4_K_8x8` layout.
@@ -49,30 +46,6 @@ pub(crate) fn row_scales(scales: &[u8; 96], r: usize) -> [u8; 12] {
     k4_pack_scales(&s, &m)
 }
 
-impl BlockDot for Q4K8x8 {
-    fn block_dot(w: &BlockQ4Kx8, a: &BlockQ8K, acc: &mut [f32]) {
-        for (r, o) in acc.iter_mut().enumerate().take(8) {
-            let mut sumi = 0i32;
-            let mut summ = 0i32;
-            for sb in 0..8 {
-                let (sc, mn) = packed_scale_min(&w.scales, sb, r);
-                // sub-block sb: bytes 32*(sb/2).. of the row, low nibbles for even sb.
-                let mut dot = 0i32;
-                for e in 0..32 {
-                    let byte_idx = 32 * (sb / 2) + e;
-                    let c = byte_idx / 8;
-                    let byte = w.qs[c * 64 + r * 8 + byte_idx % 8];
-                    let q = if sb % 2 == 0 { byte & 0x0f } else { byte >> 4 };
-                    dot += q as i32 * a.qs[sb * 32 + e] as i32;
-                }
-                sumi += sc as i32 * dot;
-                summ += mn as i32 * (a.bsums[2 * sb] as i32 + a.bsums[2 * sb + 1] as i32);
-            }
-            *o += w.d[r].to_f32() * a.d * sumi as f32 - w.dmin[r].to_f32() * a.d * summ as f32;
-        }
-    }
-}
-
 impl PackedLayout for Q4K8x8 {
     const LAYOUT: Layout = Layout::Q4_K_8x8;
     const WEIGHT_TYPE: GgmlType = GgmlType::Q4_K;
@@ -103,20 +76,5 @@ impl PackedLayout for Q4K8x8 {
         }
         let mut qs: Vec<&mut [u8]> = rows.iter_mut().map(|r| &mut r.qs[..]).collect();
         deinterleave_quants(&p.qs, 8, 0, &mut qs);
-    }
-
-    fn scalar_kernels() -> Kernels<Self> {
-        scalar::kernels()
-    }
-
-    fn kernels(cpu: &CpuFeatures) -> Kernels<Self> {
-        Kernels {
-            tiled: avx2_q4k::tiled::<Self>(cpu),
-            ..scalar::simd_or_scalar(avx2_q4k::kernels::<BlockQ4Kx8>(cpu))
-        }
-    }
-
-    fn preference(_cpu: &CpuFeatures) -> Option<u32> {
-        Some(10)
     }
 }

@@ -22,11 +22,8 @@
 use bytemuck::Zeroable;
 
 use crate::activation::Q8_0SumsInterleaved;
-use crate::blocks::{BlockQ5_0, BlockQ5_0x8, BlockQ8_0};
-use crate::cpu::CpuFeatures;
-use crate::layout::avx2_q5_0;
-use crate::layout::scalar::{self, BlockDot};
-use crate::layout::{deinterleave_quants, interleave_quants, Kernels, Layout, PackedLayout};
+use crate::blocks::{BlockQ5_0, BlockQ5_0x8};
+use crate::layout::{deinterleave_quants, interleave_quants, Layout, PackedLayout};
 use crate::types::GgmlType;
 
 /// The `q5_0_8x8` layout.
@@ -52,19 +49,6 @@ pub(crate) fn packed_quant(w: &BlockQ5_0x8, r: usize, i: usize) -> u8 {
     let t = 2 * (2 * k + r / 4) + s;
     let p = 8 * (r % 4) + i % 8;
     nibble | (((w.qh[p] >> t) & 1) << 4)
-}
-
-impl BlockDot for Q5_0_8x8 {
-    fn block_dot(w: &BlockQ5_0x8, a: &BlockQ8_0, acc: &mut [f32]) {
-        let da = a.d.to_f32();
-        for (r, o) in acc.iter_mut().enumerate().take(ROWS) {
-            let mut sumi = 0i32;
-            for (i, &x) in a.qs.iter().enumerate() {
-                sumi += (packed_quant(w, r, i) as i32 - 16) * x as i32;
-            }
-            *o += sumi as f32 * (w.d[r].to_f32() * da);
-        }
-    }
 }
 
 impl PackedLayout for Q5_0_8x8 {
@@ -107,20 +91,6 @@ impl PackedLayout for Q5_0_8x8 {
         }
         let mut qs: Vec<&mut [u8]> = rows.iter_mut().map(|r| &mut r.qs[..]).collect();
         deinterleave_quants(&p.qs, CHUNK, 0, &mut qs);
-    }
-
-    fn scalar_kernels() -> Kernels<Self> {
-        scalar::kernels()
-    }
-
-    fn kernels(cpu: &CpuFeatures) -> Kernels<Self> {
-        scalar::simd_or_scalar(avx2_q5_0::kernels(cpu))
-    }
-
-    /// Its AVX2 kernels beat the plain AVX2 path (1.5-2.0x at batch 1, 1.8-3.1x at batch >= 4
-    /// measured).
-    fn preference(_cpu: &CpuFeatures) -> Option<u32> {
-        Some(10)
     }
 }
 

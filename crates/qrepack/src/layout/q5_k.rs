@@ -21,12 +21,9 @@
 use bytemuck::Zeroable;
 
 use crate::activation::Q8KInterleaved;
-use crate::blocks::{BlockQ5K, BlockQ5Kx8, BlockQ8K};
-use crate::cpu::CpuFeatures;
-use crate::layout::avx2_q4k;
-use crate::layout::q4_k::{packed_scale_min, regroup_scales, row_scales};
-use crate::layout::scalar::{self, BlockDot};
-use crate::layout::{deinterleave_quants, interleave_quants, Kernels, Layout, PackedLayout};
+use crate::blocks::{BlockQ5K, BlockQ5Kx8};
+use crate::layout::q4_k::{regroup_scales, row_scales};
+use crate::layout::{deinterleave_quants, interleave_quants, Layout, PackedLayout};
 use crate::types::GgmlType;
 
 /// The `q5_K_8x8` layout.
@@ -54,25 +51,6 @@ pub(crate) fn packed_quant(p: &BlockQ5Kx8, r: usize, w: usize) -> u8 {
     let d = 2 * (8 * g + 2 * k + r / 4) + s;
     let lane = 8 * (r % 4) + i;
     nibble | (((p.qh[32 * (d / 8) + lane] >> (d % 8)) & 1) << 4)
-}
-
-impl BlockDot for Q5K8x8 {
-    fn block_dot(w: &BlockQ5Kx8, a: &BlockQ8K, acc: &mut [f32]) {
-        for (r, o) in acc.iter_mut().enumerate().take(ROWS) {
-            let mut sumi = 0i32;
-            let mut summ = 0i32;
-            for sb in 0..8 {
-                let (sc, mn) = packed_scale_min(&w.scales, sb, r);
-                let mut dot = 0i32;
-                for e in 32 * sb..32 * sb + 32 {
-                    dot += packed_quant(w, r, e) as i32 * a.qs[e] as i32;
-                }
-                sumi += sc as i32 * dot;
-                summ += mn as i32 * (a.bsums[2 * sb] as i32 + a.bsums[2 * sb + 1] as i32);
-            }
-            *o += w.d[r].to_f32() * a.d * sumi as f32 - w.dmin[r].to_f32() * a.d * summ as f32;
-        }
-    }
 }
 
 impl PackedLayout for Q5K8x8 {
@@ -119,22 +97,6 @@ impl PackedLayout for Q5K8x8 {
         }
         let mut qs: Vec<&mut [u8]> = rows.iter_mut().map(|r| &mut r.qs[..]).collect();
         deinterleave_quants(&p.qs, 8, 0, &mut qs);
-    }
-
-    fn scalar_kernels() -> Kernels<Self> {
-        scalar::kernels()
-    }
-
-    fn kernels(cpu: &CpuFeatures) -> Kernels<Self> {
-        Kernels {
-            tiled: avx2_q4k::tiled::<Self>(cpu),
-            ..scalar::simd_or_scalar(avx2_q4k::kernels::<BlockQ5Kx8>(cpu))
-        }
-    }
-
-    /// Its AVX2 kernels beat the plain AVX2 path (1.06-1.14x at batch 1, 1.5-2.2x at batch >= 4 measured).
-    fn preference(_cpu: &CpuFeatures) -> Option<u32> {
-        Some(10)
     }
 }
 

@@ -22,11 +22,8 @@
 use bytemuck::Zeroable;
 
 use crate::activation::Q8KInterleaved;
-use crate::blocks::{BlockQ6K, BlockQ6Kx8, BlockQ8K};
-use crate::cpu::CpuFeatures;
-use crate::layout::avx2_q6k;
-use crate::layout::scalar::{self, BlockDot};
-use crate::layout::{Kernels, Layout, PackedLayout};
+use crate::blocks::{BlockQ6K, BlockQ6Kx8};
+use crate::layout::{Layout, PackedLayout};
 use crate::types::GgmlType;
 
 /// The `q6_K_8x8` layout.
@@ -77,22 +74,6 @@ pub(crate) fn packed_quant(p: &BlockQ6Kx8, r: usize, w: usize) -> u8 {
     }
 }
 
-impl BlockDot for Q6K8x8 {
-    fn block_dot(w: &BlockQ6Kx8, a: &BlockQ8K, acc: &mut [f32]) {
-        for (r, o) in acc.iter_mut().enumerate().take(ROWS) {
-            let mut sumi = 0i32;
-            for g in 0..16 {
-                let mut dot = 0i32;
-                for i in 16 * g..16 * g + 16 {
-                    dot += (packed_quant(w, r, i) as i32 - 32) * a.qs[i] as i32;
-                }
-                sumi += w.scales[8 * g + r] as i32 * dot;
-            }
-            *o += w.d[r].to_f32() * a.d * sumi as f32;
-        }
-    }
-}
-
 impl PackedLayout for Q6K8x8 {
     const LAYOUT: Layout = Layout::Q6_K_8x8;
     const WEIGHT_TYPE: GgmlType = GgmlType::Q6_K;
@@ -134,19 +115,6 @@ impl PackedLayout for Q6K8x8 {
             }
             split_quants(&u, b);
         }
-    }
-
-    fn scalar_kernels() -> Kernels<Self> {
-        scalar::kernels()
-    }
-
-    fn kernels(cpu: &CpuFeatures) -> Kernels<Self> {
-        scalar::simd_or_scalar(avx2_q6k::kernels(cpu))
-    }
-
-    /// Its AVX2 kernels beat the plain AVX2 path (1.2-1.3x at batch 1, 1.6-2.1x at batch >= 4 measured).
-    fn preference(_cpu: &CpuFeatures) -> Option<u32> {
-        Some(10)
     }
 }
 

@@ -1,7 +1,7 @@
 //! AVX2 (+FMA+F16C) versions of the plain-path dot products of [`crate::vecdot`].
 //!
-//! Each public-in-crate selector (`q4_0_q8_0`, ..., `f32`) returns the kernel only when the CPU
-//! has AVX2, FMA and F16C; the kernels take the same arguments as their portable counterparts
+//! Each constructor (`q4_0_q8_0`, ..., `f32`, and their `_rows` forms for the plain layout) hands
+//! out its kernel in exchange for an [`Avx2`] token; the kernels take the same arguments as their portable counterparts
 //! and pair the rows block by block in the same way (extra blocks of the longer row are
 //! ignored).
 //!
@@ -29,12 +29,13 @@
 
 use crate::blocks::{BlockIq4Nl, BlockQ4K, BlockQ4_0, BlockQ5K, BlockQ5_0, BlockQ6K, BlockQ8K};
 use crate::blocks::{BlockQ8_0, F16Bits};
-use crate::cpu::CpuFeatures;
+use crate::cpu::KernelSet;
+use crate::kernel_api::Kernels;
+use crate::kernels::x86::Avx2;
 
 /// A plain dot product of a weight row with an activation row.
 type Dot<W, A> = fn(&[W], &[A]) -> f32;
 
-#[cfg(target_arch = "x86_64")]
 mod imp {
     use std::arch::x86_64::*;
 
@@ -614,13 +615,11 @@ mod imp {
 
 macro_rules! safe_wrappers {
     ($($name:ident, $gemv:ident, $gemm:ident ($w:ty, $a:ty) => $call:expr;)*) => {$(
-        #[cfg(target_arch = "x86_64")]
         fn $name(w: &[$w], a: &[$a]) -> f32 {
-            // SAFETY: this function is only handed out by its selector, which checked that the
-            // CPU has AVX2, FMA and F16C (`CpuFeatures::avx2`).
+            // SAFETY: this function is only handed out by its constructor, in exchange for an
+            // `Avx2` token.
             unsafe { $call(w, a) }
         }
-        #[cfg(target_arch = "x86_64")]
         /// One output per weight row in `w` (`a.len()` blocks each).
         fn $gemv(w: &[$w], a: &[$a], out: &mut [f32]) {
             for (o, row) in out.iter_mut().zip(w.chunks_exact(a.len().max(1))) {
@@ -628,7 +627,6 @@ macro_rules! safe_wrappers {
             }
         }
         /// Four activation rows stored one after the other.
-        #[cfg(target_arch = "x86_64")]
         fn $gemm(w: &[$w], a: &[$a], out: &mut [f32]) {
             for (o, row) in out.iter_mut().zip(a.chunks_exact(w.len().max(1))) {
                 *o = $name(w, row);
@@ -649,58 +647,39 @@ safe_wrappers! {
     f32_avx2, f32_gemv, f32_gemm (f32, f32) => imp::f32_dot;
 }
 
-/// A plain-layout kernel pair: `gemv` writes one output, `gemm` four (activation rows back to
-/// back).
-pub(crate) struct RowKernels<W, A> {
-    pub gemv: fn(&[W], &[A], &mut [f32]),
-    pub gemm: fn(&[W], &[A], &mut [f32]),
-}
-
-// -------------------------------------------------------------------------------------------
-// Selectors
-// -------------------------------------------------------------------------------------------
-
-macro_rules! selectors {
+macro_rules! constructors {
     ($($(#[$m:meta])* $name:ident, $rows:ident ($w:ty, $a:ty) => $kernel:ident, $gemv:ident, $gemm:ident;)*) => {$(
         $(#[$m])*
-        #[allow(unused_variables, dead_code)]
-        pub(crate) fn $name(cpu: &CpuFeatures) -> Option<Dot<$w, $a>> {
-            #[cfg(target_arch = "x86_64")]
-            if cpu.has(crate::cpu::KernelSet::Avx2) {
-                return Some($kernel);
-            }
-            None
+        #[allow(dead_code)] // the plain layout uses the `_rows` form; tests use this one
+        pub(crate) fn $name(_: Avx2) -> Dot<$w, $a> {
+            $kernel
         }
-        /// The same kernel as a plain-layout GEMV/GEMM pair.
-        #[allow(unused_variables)]
-        pub(crate) fn $rows(cpu: &CpuFeatures) -> Option<RowKernels<$w, $a>> {
-            #[cfg(target_arch = "x86_64")]
-            if cpu.has(crate::cpu::KernelSet::Avx2) {
-                return Some(RowKernels { gemv: $gemv, gemm: $gemm });
-            }
-            None
+        /// The same kernel as the plain layout's GEMV/GEMM pair (`gemv` writes one output per
+        /// weight row, `gemm` one per activation row, the rows back to back).
+        pub(crate) fn $rows(_: Avx2) -> Kernels<$w, $a, $a> {
+            Kernels::pair(KernelSet::Avx2, $gemv, $gemm)
         }
     )*};
 }
 
-selectors! {
-    /// AVX2 Q4_0 · Q8_0, if this CPU has AVX2+FMA+F16C.
+constructors! {
+    /// AVX2 Q4_0 · Q8_0.
     q4_0_q8_0, q4_0_q8_0_rows (BlockQ4_0, BlockQ8_0) => q4_0_q8_0_avx2, q4_0_gemv, q4_0_gemm;
-    /// AVX2 Q5_0 · Q8_0, if this CPU has AVX2+FMA+F16C.
+    /// AVX2 Q5_0 · Q8_0.
     q5_0_q8_0, q5_0_q8_0_rows (BlockQ5_0, BlockQ8_0) => q5_0_q8_0_avx2, q5_0_gemv, q5_0_gemm;
-    /// AVX2 Q8_0 · Q8_0, if this CPU has AVX2+FMA+F16C.
+    /// AVX2 Q8_0 · Q8_0.
     q8_0_q8_0, q8_0_q8_0_rows (BlockQ8_0, BlockQ8_0) => q8_0_q8_0_avx2, q8_0_gemv, q8_0_gemm;
-    /// AVX2 IQ4_NL · Q8_0, if this CPU has AVX2+FMA+F16C.
+    /// AVX2 IQ4_NL · Q8_0.
     iq4_nl_q8_0, iq4_nl_q8_0_rows (BlockIq4Nl, BlockQ8_0) => iq4_nl_q8_0_avx2, iq4_nl_gemv, iq4_nl_gemm;
-    /// AVX2 Q4_K · Q8_K, if this CPU has AVX2+FMA+F16C.
+    /// AVX2 Q4_K · Q8_K.
     q4_k_q8_k, q4_k_q8_k_rows (BlockQ4K, BlockQ8K) => q4_k_q8_k_avx2, q4_k_gemv, q4_k_gemm;
-    /// AVX2 Q5_K · Q8_K, if this CPU has AVX2+FMA+F16C.
+    /// AVX2 Q5_K · Q8_K.
     q5_k_q8_k, q5_k_q8_k_rows (BlockQ5K, BlockQ8K) => q5_k_q8_k_avx2, q5_k_gemv, q5_k_gemm;
-    /// AVX2 Q6_K · Q8_K, if this CPU has AVX2+FMA+F16C.
+    /// AVX2 Q6_K · Q8_K.
     q6_k_q8_k, q6_k_q8_k_rows (BlockQ6K, BlockQ8K) => q6_k_q8_k_avx2, q6_k_gemv, q6_k_gemm;
-    /// AVX2 F16 · F16 (f32 accumulation), if this CPU has AVX2+FMA+F16C.
+    /// AVX2 F16 · F16 (f32 accumulation).
     f16, f16_rows (F16Bits, F16Bits) => f16_avx2, f16_gemv, f16_gemm;
-    /// AVX2 F32 · F32 (f32 accumulation), if this CPU has AVX2+FMA+F16C.
+    /// AVX2 F32 · F32 (f32 accumulation).
     f32, f32_rows (f32, f32) => f32_avx2, f32_gemv, f32_gemm;
 }
 
@@ -716,6 +695,7 @@ mod tests {
 
     use super::*;
     use crate::blocks::{F16Bits, IQ4NL_LEVELS};
+    use crate::cpu::CpuFeatures;
     use crate::quant::dequantize_f64;
     use crate::types::GgmlType;
     use crate::vecdot;
@@ -798,20 +778,19 @@ mod tests {
         );
     }
 
-    fn avx2() -> Option<&'static CpuFeatures> {
-        let cpu = CpuFeatures::get();
-        cpu.has(crate::cpu::KernelSet::Avx2).then_some(cpu)
+    fn avx2() -> Option<Avx2> {
+        crate::kernel_api::SetToken::new(CpuFeatures::get())
     }
 
     /// Random rows of `W` against Q8_0 rows, `reps` times per block count.
     fn check_32<W: Pod>(
         ty: GgmlType,
-        select: fn(&CpuFeatures) -> Option<Dot<W, BlockQ8_0>>,
+        select: fn(Avx2) -> Dot<W, BlockQ8_0>,
         scalar: Dot<W, BlockQ8_0>,
         weight: impl Fn(&mut Rng) -> W,
     ) {
         let Some(cpu) = avx2() else { return };
-        let simd = select(cpu).expect("AVX2 kernel on an AVX2 CPU");
+        let simd = select(cpu);
         let mut rng = Rng::new(ty as u64 + 1);
         for &n in COUNTS {
             for _ in 0..20 {
@@ -830,13 +809,13 @@ mod tests {
     /// Random rows of `W` against Q8_K rows.
     fn check_256<W: Pod>(
         ty: GgmlType,
-        select: fn(&CpuFeatures) -> Option<Dot<W, BlockQ8K>>,
+        select: fn(Avx2) -> Dot<W, BlockQ8K>,
         scalar: Dot<W, BlockQ8K>,
         weight: impl Fn(&mut Rng) -> W,
         magnitude: impl Fn(&[W], &[f64]) -> f64,
     ) {
         let Some(cpu) = avx2() else { return };
-        let simd = select(cpu).expect("AVX2 kernel on an AVX2 CPU");
+        let simd = select(cpu);
         let mut rng = Rng::new(ty as u64 + 100);
         for &n in COUNTS {
             for _ in 0..10 {
@@ -991,7 +970,7 @@ mod tests {
     fn q6_k_ignores_bsums() {
         // The portable Q6_K kernel does not read `bsums`; neither may this one.
         let Some(cpu) = avx2() else { return };
-        let simd = q6_k_q8_k(cpu).unwrap();
+        let simd = q6_k_q8_k(cpu);
         let mut rng = Rng::new(7);
         let w: Vec<BlockQ6K> = (0..4).map(|_| rng.block()).collect();
         let mut a: Vec<BlockQ8K> = (0..4).map(|_| random_q8_k(&mut rng)).collect();
@@ -1032,7 +1011,7 @@ mod tests {
                 }; 3];
                 eq(
                     "q4_0",
-                    q4_0_q8_0(cpu).unwrap()(&w, &a0),
+                    q4_0_q8_0(cpu)(&w, &a0),
                     vecdot::vec_dot_q4_0_q8_0(&w, &a0),
                 );
                 let w = [BlockQ5_0 {
@@ -1042,7 +1021,7 @@ mod tests {
                 }; 3];
                 eq(
                     "q5_0",
-                    q5_0_q8_0(cpu).unwrap()(&w, &a0),
+                    q5_0_q8_0(cpu)(&w, &a0),
                     vecdot::vec_dot_q5_0_q8_0(&w, &a0),
                 );
                 let w = [BlockQ8_0 {
@@ -1051,7 +1030,7 @@ mod tests {
                 }; 3];
                 eq(
                     "q8_0",
-                    q8_0_q8_0(cpu).unwrap()(&w, &a0),
+                    q8_0_q8_0(cpu)(&w, &a0),
                     vecdot::vec_dot_q8_0_q8_0(&w, &a0),
                 );
                 let w = [BlockIq4Nl {
@@ -1060,7 +1039,7 @@ mod tests {
                 }; 3];
                 eq(
                     "iq4_nl",
-                    iq4_nl_q8_0(cpu).unwrap()(&w, &a0),
+                    iq4_nl_q8_0(cpu)(&w, &a0),
                     vecdot::vec_dot_iq4_nl_q8_0(&w, &a0),
                 );
                 let w = [BlockQ4K {
@@ -1071,7 +1050,7 @@ mod tests {
                 }; 3];
                 eq(
                     "q4_k",
-                    q4_k_q8_k(cpu).unwrap()(&w, &ak),
+                    q4_k_q8_k(cpu)(&w, &ak),
                     vecdot::vec_dot_q4_k_q8_k(&w, &ak),
                 );
                 let w = [BlockQ5K {
@@ -1083,7 +1062,7 @@ mod tests {
                 }; 3];
                 eq(
                     "q5_k",
-                    q5_k_q8_k(cpu).unwrap()(&w, &ak),
+                    q5_k_q8_k(cpu)(&w, &ak),
                     vecdot::vec_dot_q5_k_q8_k(&w, &ak),
                 );
                 let w = [BlockQ6K {
@@ -1094,7 +1073,7 @@ mod tests {
                 }; 3];
                 eq(
                     "q6_k",
-                    q6_k_q8_k(cpu).unwrap()(&w, &ak),
+                    q6_k_q8_k(cpu)(&w, &ak),
                     vecdot::vec_dot_q6_k_q8_k(&w, &ak),
                 );
             }
@@ -1109,14 +1088,14 @@ mod tests {
                 d: one,
                 qs: [1; 32],
             }];
-            assert_eq!(iq4_nl_q8_0(cpu).unwrap()(&w, &a), 32.0 * level as f32);
+            assert_eq!(iq4_nl_q8_0(cpu)(&w, &a), 32.0 * level as f32);
         }
     }
 
     #[test]
     fn floats() {
         let Some(cpu) = avx2() else { return };
-        let (f32_simd, f16_simd) = (f32(cpu).unwrap(), f16(cpu).unwrap());
+        let (f32_simd, f16_simd) = (f32(cpu), f16(cpu));
         let mut rng = Rng::new(3);
         let lens = [0, 1, 7, 8, 9, 31, 32, 33, 64, 96, 100, 160, 512, 4095, 4096];
         for &len in lens
@@ -1163,16 +1142,10 @@ mod tests {
     }
 
     #[test]
-    fn scalar_cpu_gets_no_kernel() {
-        let cpu = CpuFeatures::scalar();
-        assert!(q4_0_q8_0(&cpu).is_none());
-        assert!(q5_0_q8_0(&cpu).is_none());
-        assert!(q8_0_q8_0(&cpu).is_none());
-        assert!(iq4_nl_q8_0(&cpu).is_none());
-        assert!(q4_k_q8_k(&cpu).is_none());
-        assert!(q5_k_q8_k(&cpu).is_none());
-        assert!(q6_k_q8_k(&cpu).is_none());
-        assert!(f16(&cpu).is_none());
-        assert!(f32(&cpu).is_none());
+    fn scalar_cpu_gets_no_token() {
+        let token: Option<Avx2> = crate::kernel_api::SetToken::new(&CpuFeatures::scalar());
+        assert!(token.is_none());
+        let capped = CpuFeatures::get().capped(crate::cpu::KernelSet::Scalar);
+        assert!(<Avx2 as crate::kernel_api::SetToken>::new(&capped).is_none());
     }
 }

@@ -12,10 +12,12 @@
 //! Integer sums per row and block are exact; each block's sum is scaled by `d_w * d_a` and added
 //! in f32, so results equal the scalar kernel up to float summation order.
 
-#[cfg(target_arch = "x86_64")]
 use std::arch::x86_64::*;
 
 use crate::blocks::{BlockQ4_0x8, BlockQ8_0, BlockQ8_0x4, BlockQ8_0x4Sums, F16Bits};
+use crate::cpu::KernelSet;
+use crate::kernel_api::Kernels;
+use crate::kernels::x86::Avx2;
 
 /// One 8-row packed block with 32 weights per row and one f16 scale per row, as the kernels see
 /// it: nibbles through a table (`TABLE`), or plain signed bytes (`q8_0_8x8`).
@@ -26,10 +28,8 @@ pub(crate) trait Nibble8x8: Copy + Send + Sync + 'static {
     const NEVER_MIN_I8: bool;
     fn scales(&self) -> &[F16Bits; 8];
     /// The weights as signed bytes in the four-vector order documented above.
-    #[cfg(target_arch = "x86_64")]
     unsafe fn decode(&self) -> [[__m256i; 2]; 4];
     /// The weights plus 128 as unsigned bytes (for `vpdpbusd`, which multiplies u8 by i8).
-    #[cfg(target_arch = "x86_64")]
     unsafe fn decode_biased(&self) -> [[__m256i; 2]; 4];
 }
 
@@ -39,11 +39,9 @@ pub(crate) trait Q8Quad: Copy + Send + Sync + 'static {
     /// The four rows' quants, row `m`'s bytes `8k..8k + 8` at `32k + 8m`.
     fn quants(&self) -> &[i8; 128];
     /// The four rows' scales.
-    #[cfg(target_arch = "x86_64")]
     unsafe fn scales(&self) -> __m128;
     /// `|a|` for row `m`'s four 8-byte broadcasts `a` (bytes 0-7, 8-15, 16-23, 24-31): computed
     /// here, or loaded where the quad carries it.
-    #[cfg(target_arch = "x86_64")]
     #[inline(always)]
     unsafe fn abs_broadcasts(&self, m: usize, a: [__m256i; 4]) -> [__m256i; 4] {
         let _ = m;
@@ -56,7 +54,6 @@ impl Q8Quad for BlockQ8_0x4 {
     fn quants(&self) -> &[i8; 128] {
         &self.qs
     }
-    #[cfg(target_arch = "x86_64")]
     #[inline(always)]
     unsafe fn scales(&self) -> __m128 {
         // SAFETY: four halves are 8 bytes; the caller guarantees F16C.
@@ -72,7 +69,6 @@ macro_rules! f32_scale_quad {
             fn quants(&self) -> &[i8; 128] {
                 &self.qs
             }
-            #[cfg(target_arch = "x86_64")]
             #[inline(always)]
             unsafe fn scales(&self) -> __m128 {
                 // SAFETY: four floats are 16 bytes; the caller guarantees SSE.
@@ -85,7 +81,6 @@ macro_rules! f32_scale_quad {
 
 f32_scale_quad!(BlockQ8_0x4Sums {});
 f32_scale_quad!(crate::blocks::BlockQ8_0x4Abs {
-    #[cfg(target_arch = "x86_64")]
     #[inline(always)]
     unsafe fn abs_broadcasts(&self, m: usize, _a: [__m256i; 4]) -> [__m256i; 4] {
         // Row m's bytes 8k..8k + 8 sit at 32k + 8m, as in `qs`.
@@ -129,7 +124,6 @@ macro_rules! nibble8x8 {
             const NEVER_MIN_I8: bool = !has_min_i8($table);
             #[inline(always)]
             fn scales(&self) -> &[F16Bits; 8] { &self.d }
-            #[cfg(target_arch = "x86_64")]
             #[inline(always)]
             unsafe fn decode(&self) -> [[__m256i; 2]; 4] {
                 // SAFETY: the table is 16 bytes; the caller guarantees AVX2.
@@ -138,7 +132,6 @@ macro_rules! nibble8x8 {
                 ));
                 imp::decode(lut, &self.qs)
             }
-            #[cfg(target_arch = "x86_64")]
             #[inline(always)]
             unsafe fn decode_biased(&self) -> [[__m256i; 2]; 4] {
                 const BIASED: [u8; 16] = biased($table);
@@ -162,7 +155,6 @@ impl Nibble8x8 for crate::blocks::BlockQ8_0x8 {
     fn scales(&self) -> &[F16Bits; 8] {
         &self.d
     }
-    #[cfg(target_arch = "x86_64")]
     #[inline(always)]
     unsafe fn decode(&self) -> [[__m256i; 2]; 4] {
         // No closures here: they would not inherit the caller's target features.
@@ -175,7 +167,6 @@ impl Nibble8x8 for crate::blocks::BlockQ8_0x8 {
             [_mm256_loadu_si256(p.add(3)), _mm256_loadu_si256(p.add(7))],
         ]
     }
-    #[cfg(target_arch = "x86_64")]
     #[inline(always)]
     unsafe fn decode_biased(&self) -> [[__m256i; 2]; 4] {
         let flip = _mm256_set1_epi8(-128);
@@ -188,12 +179,11 @@ impl Nibble8x8 for crate::blocks::BlockQ8_0x8 {
     }
 }
 nibble8x8!(
-    crate::blocks::BlockQ4_0x8 => crate::layout::nibble::SIGNED_NIBBLE,
-    crate::blocks::BlockIq4Nlx8 => crate::layout::nibble::IQ4NL_NIBBLE
+    crate::blocks::BlockQ4_0x8 => crate::blocks::SIGNED_NIBBLE,
+    crate::blocks::BlockIq4Nlx8 => crate::blocks::IQ4NL_LEVELS
 );
 
-#[cfg(target_arch = "x86_64")]
-mod imp {
+pub(in crate::kernels::x86) mod imp {
     use super::*;
 
     /// Signed byte products summed to i32 lanes: each i32 holds 4 adjacent products.
@@ -218,7 +208,7 @@ mod imp {
     }
 
     #[inline(always)]
-    unsafe fn broadcast8(bytes: &[i8]) -> __m256i {
+    pub(in crate::kernels::x86) unsafe fn broadcast8(bytes: &[i8]) -> __m256i {
         // SAFETY: callers pass slices of at least 8 bytes; read_unaligned has no alignment need.
         _mm256_set1_epi64x(std::ptr::read_unaligned(bytes.as_ptr() as *const i64))
     }
@@ -230,7 +220,7 @@ mod imp {
     }
 
     #[inline(always)]
-    unsafe fn f16x8(h: &[F16Bits; 8]) -> __m256 {
+    pub(in crate::kernels::x86) unsafe fn f16x8(h: &[F16Bits; 8]) -> __m256 {
         // SAFETY: 8 halves are 16 bytes.
         _mm256_cvtph_ps(_mm_loadu_si128(h.as_ptr() as *const __m128i))
     }
@@ -351,20 +341,20 @@ mod imp {
 
     /// Lane order produced by `row_sums` (and its own inverse).
     #[inline(always)]
-    unsafe fn row_order() -> __m256i {
+    pub(in crate::kernels::x86) unsafe fn row_order() -> __m256i {
         _mm256_setr_epi32(0, 1, 4, 5, 2, 3, 6, 7)
     }
 
     /// An f16 scale broadcast to all lanes (F16C, not the integer widening).
     #[inline(always)]
-    unsafe fn f16_splat(h: F16Bits) -> __m256 {
+    pub(in crate::kernels::x86) unsafe fn f16_splat(h: F16Bits) -> __m256 {
         let v = _mm_cvtph_ps(_mm_cvtsi32_si128(u16::from_le_bytes(h.0) as i32));
         _mm256_broadcastss_ps(v)
     }
 
     /// `|a|` of four activation vectors.
     #[inline(always)]
-    pub(super) unsafe fn abs4(a: [__m256i; 4]) -> [__m256i; 4] {
+    pub(in crate::kernels::x86) unsafe fn abs4(a: [__m256i; 4]) -> [__m256i; 4] {
         [
             _mm256_abs_epi8(a[0]),
             _mm256_abs_epi8(a[1]),
@@ -375,7 +365,7 @@ mod imp {
 
     /// The four 8-byte broadcasts of one activation block.
     #[inline(always)]
-    unsafe fn act_broadcasts(ab: &BlockQ8_0) -> [__m256i; 4] {
+    pub(in crate::kernels::x86) unsafe fn act_broadcasts(ab: &BlockQ8_0) -> [__m256i; 4] {
         [
             broadcast8(&ab.qs[0..8]),
             broadcast8(&ab.qs[8..16]),
@@ -401,8 +391,8 @@ mod imp {
                 if let Some((w1, o1)) = groups.next() {
                     let mut acc1 = _mm256_setzero_ps();
                     for ((b0, b1), ab) in w0.iter().zip(w1).zip($a) {
-                        crate::layout::prefetch_ahead(b0, 2 * nb);
-                        crate::layout::prefetch_ahead(b1, 2 * nb);
+                        crate::kernel_api::prefetch_ahead(b0, 2 * nb);
+                        crate::kernel_api::prefetch_ahead(b1, 2 * nb);
                         let av = act_broadcasts(ab);
                         // Dropped by the compiler where `$sums` does not read it.
                         let abs = abs4(av);
@@ -500,6 +490,8 @@ mod imp {
             }
         }};
     }
+
+    pub(in crate::kernels::x86) use {gemm_quad, gemv_groups};
 
     #[target_feature(enable = "avx2,fma,f16c")]
     pub(super) unsafe fn gemm<P: Nibble8x8, Q: Q8Quad>(w: &[P], a: &[Q], out: &mut [f32]) {
@@ -733,185 +725,35 @@ mod imp {
         );
         (s03, s47)
     }
-
-    /// Row sums with `vpdpbusd`: biased weights (w + 128) times activations, minus 128 x the
-    /// activation sum, which each row pair of lanes receives once. Lanes in `row_order`.
-    #[inline(always)]
-    unsafe fn row_sums_vnni(w: &[[__m256i; 2]; 4], a: [__m256i; 4], _abs: [__m256i; 4]) -> __m256i {
-        row_sums_vnni_with::<false>(w, a)
-    }
-
-    /// The same with the EVEX (AVX-512 VL) encoding, which can use 32 vector registers.
-    #[inline(always)]
-    unsafe fn row_sums_vnni512(
-        w: &[[__m256i; 2]; 4],
-        a: [__m256i; 4],
-        _abs: [__m256i; 4],
-    ) -> __m256i {
-        row_sums_vnni_with::<true>(w, a)
-    }
-
-    /// `vpdpbusd` in the VEX (AVX-VNNI) or EVEX (AVX-512 VNNI + VL) encoding.
-    #[inline(always)]
-    unsafe fn dp<const EVEX: bool>(acc: __m256i, u: __m256i, s: __m256i) -> __m256i {
-        if EVEX {
-            _mm256_dpbusd_epi32(acc, u, s)
-        } else {
-            _mm256_dpbusd_avx_epi32(acc, u, s)
-        }
-    }
-
-    #[inline(always)]
-    unsafe fn row_sums_vnni_with<const EVEX: bool>(
-        w: &[[__m256i; 2]; 4],
-        a: [__m256i; 4],
-    ) -> __m256i {
-        let z = _mm256_setzero_si256();
-        let s03 = dp::<EVEX>(
-            dp::<EVEX>(
-                dp::<EVEX>(dp::<EVEX>(z, w[0][0], a[0]), w[0][1], a[2]),
-                w[2][0],
-                a[1],
-            ),
-            w[2][1],
-            a[3],
-        );
-        let s47 = dp::<EVEX>(
-            dp::<EVEX>(
-                dp::<EVEX>(dp::<EVEX>(z, w[1][0], a[0]), w[1][1], a[2]),
-                w[3][0],
-                a[1],
-            ),
-            w[3][1],
-            a[3],
-        );
-        let ones = _mm256_set1_epi8(1);
-        let sum_a = dp::<EVEX>(
-            dp::<EVEX>(
-                dp::<EVEX>(dp::<EVEX>(z, ones, a[0]), ones, a[1]),
-                ones,
-                a[2],
-            ),
-            ones,
-            a[3],
-        );
-        let bias = _mm256_slli_epi32(sum_a, 7);
-        _mm256_hadd_epi32(_mm256_sub_epi32(s03, bias), _mm256_sub_epi32(s47, bias))
-    }
-
-    #[target_feature(enable = "avx2,fma,f16c,avxvnni")]
-    pub(super) unsafe fn gemv_vnni<P: Nibble8x8>(w: &[P], a: &[BlockQ8_0], out: &mut [f32]) {
-        // SAFETY (whole fn): as in `gemv`.
-        gemv_groups!(w, a, out, decode_biased, row_sums_vnni)
-    }
-
-    #[target_feature(enable = "avx2,fma,f16c,avxvnni")]
-    pub(super) unsafe fn gemm_vnni<P: Nibble8x8, Q: Q8Quad>(w: &[P], a: &[Q], out: &mut [f32]) {
-        // SAFETY (whole fn): as in `gemm`.
-        gemm_quad!(w, a, out, decode_biased, row_sums_vnni)
-    }
-
-    #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-    pub(super) unsafe fn gemv_vnni512<P: Nibble8x8>(w: &[P], a: &[BlockQ8_0], out: &mut [f32]) {
-        // SAFETY (whole fn): as in `gemv`.
-        gemv_groups!(w, a, out, decode_biased, row_sums_vnni512)
-    }
-
-    #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-    pub(super) unsafe fn gemm_vnni512<P: Nibble8x8, Q: Q8Quad>(w: &[P], a: &[Q], out: &mut [f32]) {
-        // SAFETY (whole fn): as in `gemm`.
-        gemm_quad!(w, a, out, decode_biased, row_sums_vnni512)
-    }
 }
 
-type Gemv<P> = fn(&[P], &[BlockQ8_0], &mut [f32]);
-type Gemm<P, Q = BlockQ8_0x4> = fn(&[P], &[Q], &mut [f32]);
-
-/// The fastest GEMV/GEMM for `P` on this CPU with the kernel family's name: AVX-VNNI when
-/// present, else AVX2+FMA+F16C, else none.
-pub(crate) fn kernels<P: Nibble8x8, Q: Q8Quad>(
-    cpu: &crate::cpu::CpuFeatures,
-) -> Option<(&'static str, Gemv<P>, Gemm<P, Q>)> {
-    #[cfg(target_arch = "x86_64")]
-    {
-        if cpu.has(crate::cpu::KernelSet::Avx2) && cpu.has(crate::cpu::KernelSet::Avx512) {
-            return Some(("avx512vnni", gemv_vnni512::<P>, gemm_vnni512::<P, Q>));
-        }
-        if cpu.has(crate::cpu::KernelSet::Avx2) && cpu.has(crate::cpu::KernelSet::AvxVnni) {
-            return Some(("avxvnni", gemv_vnni::<P>, gemm_vnni::<P, Q>));
-        }
-        if cpu.has(crate::cpu::KernelSet::Avx2) {
-            return Some(("avx2", gemv::<P>, gemm::<P, Q>));
-        }
-    }
-    let _ = cpu;
-    None
+/// The AVX2 GEMV/GEMM of an 8x8 nibble (or byte) layout: signed bytes through the table.
+pub(crate) fn kernels<P: Nibble8x8, Q: Q8Quad>(_: Avx2) -> Kernels<P, BlockQ8_0, Q> {
+    Kernels::pair(KernelSet::Avx2, gemv::<P>, gemm::<P, Q>)
 }
 
-/// Q4_0's kernels for this CPU: the VNNI ones where present, else the AVX2 kernels that read
-/// the nibbles as unsigned bytes (no sign fix-ups, i16 accumulation), else none.
-pub(crate) fn q4_0_kernels(
-    cpu: &crate::cpu::CpuFeatures,
-) -> Option<(
-    &'static str,
-    Gemv<BlockQ4_0x8>,
-    Gemm<BlockQ4_0x8, BlockQ8_0x4Sums>,
-)> {
-    #[cfg(target_arch = "x86_64")]
-    {
-        if cpu.has(crate::cpu::KernelSet::Avx2) && !cpu.has(crate::cpu::KernelSet::Avx512) && !cpu.has(crate::cpu::KernelSet::AvxVnni) {
-            return Some(("avx2", gemv_unsigned, gemm_unsigned));
-        }
-    }
-    kernels::<BlockQ4_0x8, BlockQ8_0x4Sums>(cpu)
+/// Q4_0's AVX2 kernels, which read the nibbles as unsigned bytes (no sign fix-ups, i16
+/// accumulation; the activations carry the offset, `Q8_0SumsInterleaved<8>`).
+pub(crate) fn q4_0_kernels(_: Avx2) -> Kernels<BlockQ4_0x8, BlockQ8_0, BlockQ8_0x4Sums> {
+    Kernels::pair(KernelSet::Avx2, gemv_unsigned, gemm_unsigned)
 }
 
-#[cfg(target_arch = "x86_64")]
 fn gemv_unsigned(w: &[BlockQ4_0x8], a: &[BlockQ8_0], out: &mut [f32]) {
-    // SAFETY: only reachable through `q4_0_kernels`, which checked AVX2+FMA+F16C.
+    // SAFETY: only handed out by `q4_0_kernels`, in exchange for an `Avx2` token.
     unsafe { imp::gemv_unsigned(w, a, out) }
 }
 
-#[cfg(target_arch = "x86_64")]
 fn gemm_unsigned(w: &[BlockQ4_0x8], a: &[BlockQ8_0x4Sums], out: &mut [f32]) {
-    // SAFETY: only reachable through `q4_0_kernels`, which checked AVX2+FMA+F16C.
+    // SAFETY: only handed out by `q4_0_kernels`, in exchange for an `Avx2` token.
     unsafe { imp::gemm_unsigned(w, a, out) }
 }
 
-#[cfg(target_arch = "x86_64")]
-fn gemv_vnni512<P: Nibble8x8>(w: &[P], a: &[BlockQ8_0], out: &mut [f32]) {
-    // SAFETY: only reachable through `kernels`, which checked AVX2+FMA+F16C and AVX-512
-    // F/BW/VL/VNNI.
-    unsafe { imp::gemv_vnni512(w, a, out) }
-}
-
-#[cfg(target_arch = "x86_64")]
-fn gemm_vnni512<P: Nibble8x8, Q: Q8Quad>(w: &[P], a: &[Q], out: &mut [f32]) {
-    // SAFETY: only reachable through `kernels`, which checked AVX2+FMA+F16C and AVX-512
-    // F/BW/VL/VNNI.
-    unsafe { imp::gemm_vnni512(w, a, out) }
-}
-
-#[cfg(target_arch = "x86_64")]
-fn gemv_vnni<P: Nibble8x8>(w: &[P], a: &[BlockQ8_0], out: &mut [f32]) {
-    // SAFETY: only reachable through `kernels`, which checked AVX2+FMA+F16C+AVX-VNNI.
-    unsafe { imp::gemv_vnni(w, a, out) }
-}
-
-#[cfg(target_arch = "x86_64")]
-fn gemm_vnni<P: Nibble8x8, Q: Q8Quad>(w: &[P], a: &[Q], out: &mut [f32]) {
-    // SAFETY: only reachable through `kernels`, which checked AVX2+FMA+F16C+AVX-VNNI.
-    unsafe { imp::gemm_vnni(w, a, out) }
-}
-
-#[cfg(target_arch = "x86_64")]
 fn gemv<P: Nibble8x8>(w: &[P], a: &[BlockQ8_0], out: &mut [f32]) {
-    // SAFETY: only reachable through `kernels`, which checked AVX2+FMA+F16C on this CPU.
+    // SAFETY: only handed out by `kernels`, in exchange for an `Avx2` token.
     unsafe { imp::gemv(w, a, out) }
 }
 
-#[cfg(target_arch = "x86_64")]
 fn gemm<P: Nibble8x8, Q: Q8Quad>(w: &[P], a: &[Q], out: &mut [f32]) {
-    // SAFETY: only reachable through `kernels`, which checked AVX2+FMA+F16C on this CPU.
+    // SAFETY: only handed out by `kernels`, in exchange for an `Avx2` token.
     unsafe { imp::gemm(w, a, out) }
 }

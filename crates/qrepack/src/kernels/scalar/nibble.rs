@@ -1,13 +1,7 @@
 //! Scalar block product for the 32-weight nibble layouts (Q4_0 and IQ4_NL interleaved): each
 //! nibble indexes a 16-entry table of integer weights, one f16 scale per row and block.
 
-use crate::blocks::{BlockQ8_0, F16Bits, IQ4NL_LEVELS};
-
-/// Q4_0 nibbles after ggml's xor 8: the nibble read as signed 4-bit is `q - 8`.
-pub(crate) const SIGNED_NIBBLE: [i8; 16] = [0, 1, 2, 3, 4, 5, 6, 7, -8, -7, -6, -5, -4, -3, -2, -1];
-
-/// IQ4_NL nibbles index the non-linear levels directly.
-pub(crate) const IQ4NL_NIBBLE: [i8; 16] = IQ4NL_LEVELS;
+use crate::blocks::{BlockQ8_0, F16Bits};
 
 /// Adds one block column (`R` rows interleaved in `IL`-byte chunks) times one Q8_0 block to `acc`.
 ///

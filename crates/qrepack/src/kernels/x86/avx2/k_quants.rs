@@ -10,10 +10,12 @@
 //! scales multiply the i16 sums through `madd`, and the mins term `sum_sb min * bsum` uses `madd`
 //! on interleaved (min of sub-block s, min of s + 1) pairs.
 
-#[cfg(target_arch = "x86_64")]
 use std::arch::x86_64::*;
 
 use crate::blocks::{BlockQ4Kx8, BlockQ5Kx8, BlockQ8K, BlockQ8Kx4, F16Bits};
+use crate::cpu::KernelSet;
+use crate::kernel_api::{Kernels, TiledGemm, TiledGemmFn};
+use crate::kernels::x86::Avx2;
 
 /// An 8-row K-quant packed block as the kernels see it: Q4_K's scales/mins encoding, f16 `d`
 /// and `dmin` per row, and a way to decode one group of quants.
@@ -23,7 +25,6 @@ pub(crate) trait K8x8: Copy + Send + Sync + 'static {
     /// The 8 sub-blocks' 12-byte (scale, min) groups.
     fn scales(&self) -> &[u8; 96];
     /// Quants of the 8 quant vectors of group `g` as unsigned bytes: `[k][h][lo/hi]`.
-    #[cfg(target_arch = "x86_64")]
     unsafe fn decode_group(&self, g: usize) -> [[[__m256i; 2]; 2]; 4];
 }
 
@@ -44,7 +45,6 @@ macro_rules! k8x8_fields {
 /// Q4_K: unsigned nibbles.
 impl K8x8 for BlockQ4Kx8 {
     k8x8_fields!();
-    #[cfg(target_arch = "x86_64")]
     #[inline(always)]
     unsafe fn decode_group(&self, g: usize) -> [[[__m256i; 2]; 2]; 4] {
         let m4 = _mm256_set1_epi8(0x0f);
@@ -66,7 +66,6 @@ impl K8x8 for BlockQ4Kx8 {
 /// `qh[32 (D / 8)..]`, shifted into bit 4.
 impl K8x8 for BlockQ5Kx8 {
     k8x8_fields!();
-    #[cfg(target_arch = "x86_64")]
     #[inline(always)]
     unsafe fn decode_group(&self, g: usize) -> [[[__m256i; 2]; 2]; 4] {
         let m4 = _mm256_set1_epi8(0x0f);
@@ -106,8 +105,7 @@ impl K8x8 for BlockQ5Kx8 {
     }
 }
 
-#[cfg(target_arch = "x86_64")]
-mod imp {
+pub(in crate::kernels::x86) mod imp {
     use super::*;
 
     #[inline(always)]
@@ -413,7 +411,7 @@ mod imp {
     unsafe fn gemv_group<P: K8x8>(w: &[P], a: &[BlockQ8K], out: &mut [f32]) {
         let mut acc = _mm256_setzero_ps();
         for (wb, ab) in w.iter().zip(a) {
-            crate::layout::prefetch_ahead(wb, PREFETCH_AHEAD);
+            crate::kernel_api::prefetch_ahead(wb, PREFETCH_AHEAD);
             let sc = block_scales(wb);
             let mut s = [_mm256_setzero_si256(); 2];
             for g in 0..4 {
@@ -434,12 +432,6 @@ mod imp {
 
     #[target_feature(enable = "avx2,fma,f16c")]
     pub(super) unsafe fn gemm<P: K8x8>(w: &[P], a: &[BlockQ8Kx4], out: &mut [f32]) {
-        gemm_body(w, a, out)
-    }
-
-    /// The same code with AVX-512 VL enabled (32 vector registers).
-    #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl")]
-    pub(super) unsafe fn gemm512<P: K8x8>(w: &[P], a: &[BlockQ8Kx4], out: &mut [f32]) {
         gemm_body(w, a, out)
     }
 
@@ -472,21 +464,27 @@ mod imp {
         a: &[BlockQ8Kx4],
         out: &mut [f32],
     ) {
-        gemm_body_with::<P, true>(w, tile, a, out)
+        gemm_tiled_body(w, tile, a, out)
     }
 
-    #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl")]
-    pub(super) unsafe fn gemm_tiled512<P: K8x8>(
+    /// The tiled GEMM: the tile must cover every block it reads (asserted).
+    #[inline(always)]
+    pub(in crate::kernels::x86) unsafe fn gemm_tiled_body<P: K8x8>(
         w: &[P],
         tile: &[u64],
         a: &[BlockQ8Kx4],
         out: &mut [f32],
     ) {
+        assert!(tile.len() >= w.len().min(a.len()) * 4 * TILE_VECTORS);
         gemm_body_with::<P, true>(w, tile, a, out)
     }
 
     #[inline(always)]
-    unsafe fn gemm_body<P: K8x8>(w: &[P], a: &[BlockQ8Kx4], out: &mut [f32]) {
+    pub(in crate::kernels::x86) unsafe fn gemm_body<P: K8x8>(
+        w: &[P],
+        a: &[BlockQ8Kx4],
+        out: &mut [f32],
+    ) {
         gemm_body_with::<P, false>(w, &[], a, out)
     }
 
@@ -547,96 +545,52 @@ mod imp {
     }
 }
 
-/// The tiled GEMM (scales decoded once per call) for layout `L`, if this CPU has AVX2.
-pub(crate) fn tiled<L>(cpu: &crate::cpu::CpuFeatures) -> Option<crate::layout::TiledGemm<L>>
-where
-    L: crate::layout::PackedLayout<Act = crate::activation::Q8KInterleaved>,
-    L::Packed: K8x8,
-{
-    #[cfg(target_arch = "x86_64")]
-    {
-        if cpu.has(crate::cpu::KernelSet::Avx2) {
-            let gemm: crate::layout::TiledGemmFn<L> = if cpu.has(crate::cpu::KernelSet::Avx512) {
-                gemm_tiled512::<L::Packed>
-            } else {
-                gemm_tiled::<L::Packed>
-            };
-            return Some(crate::layout::TiledGemm {
-                tile_words: |nb| nb * 4 * imp::TILE_VECTORS,
-                make_tile: make_tile::<L::Packed>,
-                gemm,
-            });
-        }
+/// The AVX2 kernels of a K-quant 8x8 layout, with the tiled GEMM (scales decoded once per
+/// call).
+pub(crate) fn kernels<P: K8x8>(_: Avx2) -> Kernels<P, BlockQ8K, BlockQ8Kx4> {
+    Kernels {
+        set: KernelSet::Avx2,
+        gemv: gemv::<P>,
+        gemm: gemm::<P>,
+        tiled: Some(tiled(gemm_tiled::<P>)),
     }
-    let _ = cpu;
-    None
 }
 
-#[cfg(target_arch = "x86_64")]
+/// The tiled GEMM around `gemm` (a build of `imp::gemm_tiled_body`), with AVX2 tiles.
+pub(in crate::kernels::x86) fn tiled<P: K8x8>(
+    gemm: TiledGemmFn<P, BlockQ8Kx4>,
+) -> TiledGemm<P, BlockQ8Kx4> {
+    TiledGemm {
+        tile_words: |nb| nb * 4 * imp::TILE_VECTORS,
+        make_tile: make_tile::<P>,
+        gemm,
+    }
+}
+
 fn make_tile<P: K8x8>(w: &[P], tile: &mut [u64]) {
     assert!(tile.len() >= w.len() * 4 * imp::TILE_VECTORS);
-    // SAFETY: only reachable through `tiled`, which checked AVX2+FMA+F16C; the tile is large
-    // enough (asserted above).
+    // SAFETY: only reachable through `kernels`, in exchange for an `Avx2` token (the AVX-512
+    // set's tokens imply AVX2); the tile is large enough (asserted above).
     unsafe { imp::make_tile(w, tile) }
 }
 
-#[cfg(target_arch = "x86_64")]
 fn gemm_tiled<P: K8x8>(w: &[P], tile: &[u64], a: &[BlockQ8Kx4], out: &mut [f32]) {
-    assert!(tile.len() >= w.len().min(a.len()) * 4 * imp::TILE_VECTORS);
-    // SAFETY: only reachable through `tiled`, which checked AVX2+FMA+F16C; the tile covers
-    // every block the kernel reads (asserted above).
+    // SAFETY: only reachable through `kernels`, in exchange for an `Avx2` token; the body
+    // checks the tile length.
     unsafe { imp::gemm_tiled(w, tile, a, out) }
 }
 
-#[cfg(target_arch = "x86_64")]
-fn gemm_tiled512<P: K8x8>(w: &[P], tile: &[u64], a: &[BlockQ8Kx4], out: &mut [f32]) {
-    assert!(tile.len() >= w.len().min(a.len()) * 4 * imp::TILE_VECTORS);
-    // SAFETY: only reachable through `tiled`, which checked AVX2+FMA+F16C and AVX-512 F/BW/VL;
-    // the tile covers every block the kernel reads (asserted above).
-    unsafe { imp::gemm_tiled512(w, tile, a, out) }
-}
-
-type Gemv<P> = fn(&[P], &[BlockQ8K], &mut [f32]);
-type Gemm<P> = fn(&[P], &[BlockQ8Kx4], &mut [f32]);
-
-/// The fastest GEMV/GEMM for this CPU with its name: the AVX2 GEMM compiled for AVX-512 VL
-/// (32 registers) when present, else plain AVX2+FMA+F16C, else none.
-pub(crate) fn kernels<P: K8x8>(
-    cpu: &crate::cpu::CpuFeatures,
-) -> Option<(&'static str, Gemv<P>, Gemm<P>)> {
-    #[cfg(target_arch = "x86_64")]
-    {
-        if cpu.has(crate::cpu::KernelSet::Avx2) && cpu.has(crate::cpu::KernelSet::Avx512) {
-            // GEMV streams weights and gains nothing from the extra registers; GEMM does.
-            return Some(("avx2+avx512vl", gemv::<P>, gemm512::<P>));
-        }
-        if cpu.has(crate::cpu::KernelSet::Avx2) {
-            return Some(("avx2", gemv::<P>, gemm::<P>));
-        }
-    }
-    let _ = cpu;
-    None
-}
-
-#[cfg(target_arch = "x86_64")]
-fn gemm512<P: K8x8>(w: &[P], a: &[BlockQ8Kx4], out: &mut [f32]) {
-    // SAFETY: only reachable through `kernels`, which checked AVX2+FMA+F16C and AVX-512 F/BW/VL.
-    unsafe { imp::gemm512(w, a, out) }
-}
-
-#[cfg(target_arch = "x86_64")]
 fn gemv<P: K8x8>(w: &[P], a: &[BlockQ8K], out: &mut [f32]) {
-    // SAFETY: only reachable through `kernels`, which checked AVX2+FMA+F16C on this CPU.
+    // SAFETY: only reachable through `kernels`, in exchange for an `Avx2` token.
     unsafe { imp::gemv(w, a, out) }
 }
 
-#[cfg(target_arch = "x86_64")]
 fn gemm<P: K8x8>(w: &[P], a: &[BlockQ8Kx4], out: &mut [f32]) {
-    // SAFETY: only reachable through `kernels`, which checked AVX2+FMA+F16C on this CPU.
+    // SAFETY: only reachable through `kernels`, in exchange for an `Avx2` token.
     unsafe { imp::gemm(w, a, out) }
 }
 
-#[cfg(all(test, target_arch = "x86_64"))]
+#[cfg(test)]
 mod tests {
     use super::*;
     use crate::blocks::{k4_pack_scales, k4_scale_min};

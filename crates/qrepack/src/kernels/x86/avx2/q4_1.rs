@@ -6,13 +6,14 @@
 //! each block then adds `d_w·d_a·Σ q·a + m_w·s_a` in f32. Results equal the scalar kernel up to
 //! f32 summation order.
 
-#[cfg(target_arch = "x86_64")]
 use std::arch::x86_64::*;
 
 use crate::blocks::{BlockQ4_1x8, BlockQ8_1, BlockQ8_1x4};
+use crate::cpu::KernelSet;
+use crate::kernel_api::Kernels;
+use crate::kernels::x86::{target_entries, Avx2};
 
-#[cfg(target_arch = "x86_64")]
-mod imp {
+pub(in crate::kernels::x86) mod imp {
     use super::*;
     use crate::blocks::F16Bits;
 
@@ -97,7 +98,11 @@ mod imp {
     /// GEMV over every row group in `w` (`a.len()` blocks each), two groups at a time so that
     /// the activation broadcasts and scales are prepared once for both.
     #[inline(always)]
-    pub(super) unsafe fn gemv_body(w: &[BlockQ4_1x8], a: &[BlockQ8_1], out: &mut [f32]) {
+    pub(in crate::kernels::x86) unsafe fn gemv_body(
+        w: &[BlockQ4_1x8],
+        a: &[BlockQ8_1],
+        out: &mut [f32],
+    ) {
         // SAFETY: the caller guarantees AVX2+FMA+F16C; every load below reads
         // inside a fixed-size array field and every store is length-checked.
         let order = row_order();
@@ -120,9 +125,9 @@ mod imp {
                 ];
                 let da = _mm256_set1_ps(ab.d.to_f32());
                 let sa = _mm256_set1_ps(ab.s.to_f32());
-                crate::layout::prefetch_ahead(&w0[i], 2 * nb);
+                crate::kernel_api::prefetch_ahead(&w0[i], 2 * nb);
                 if second.is_some() {
-                    crate::layout::prefetch_ahead(&w0[i], 3 * nb);
+                    crate::kernel_api::prefetch_ahead(&w0[i], 3 * nb);
                 }
                 acc0 = gemv_block(&w0[i], &av, da, sa, acc0);
                 if let Some((w1, _)) = &second {
@@ -139,7 +144,11 @@ mod imp {
     }
 
     #[inline(always)]
-    pub(super) unsafe fn gemm_body(w: &[BlockQ4_1x8], a: &[BlockQ8_1x4], out: &mut [f32]) {
+    pub(in crate::kernels::x86) unsafe fn gemm_body(
+        w: &[BlockQ4_1x8],
+        a: &[BlockQ8_1x4],
+        out: &mut [f32],
+    ) {
         let order = row_order();
         let mut acc = [_mm256_setzero_ps(); 4];
         for (wb, ab) in w.iter().zip(a) {
@@ -180,4 +189,12 @@ mod imp {
     }
 }
 
-avx2_kernel_entries!(BlockQ4_1x8, BlockQ8_1, BlockQ8_1x4);
+/// The AVX2 kernels of the layout.
+pub(crate) fn kernels(_: Avx2) -> Kernels<BlockQ4_1x8, BlockQ8_1, BlockQ8_1x4> {
+    Kernels::pair(KernelSet::Avx2, gemv, gemm)
+}
+
+target_entries! { "avx2,fma,f16c";
+    fn gemv(w: &[BlockQ4_1x8], a: &[BlockQ8_1], out: &mut [f32]) => imp::gemv_body;
+    fn gemm(w: &[BlockQ4_1x8], a: &[BlockQ8_1x4], out: &mut [f32]) => imp::gemm_body;
+}

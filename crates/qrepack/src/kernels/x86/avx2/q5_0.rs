@@ -10,13 +10,14 @@
 //! sum from its activations instead (`Q8_0SumsInterleaved<16>`, prepared once per call).
 //! Results equal the scalar kernel up to f32 summation order.
 
-#[cfg(target_arch = "x86_64")]
 use std::arch::x86_64::*;
 
 use crate::blocks::{BlockQ5_0x8, BlockQ8_0, BlockQ8_0x4Sums};
+use crate::cpu::KernelSet;
+use crate::kernel_api::Kernels;
+use crate::kernels::x86::{target_entries, Avx2};
 
-#[cfg(target_arch = "x86_64")]
-mod imp {
+pub(in crate::kernels::x86) mod imp {
     use super::*;
     use crate::blocks::F16Bits;
 
@@ -137,7 +138,11 @@ mod imp {
     /// GEMV over every row group in `w` (`a.len()` blocks each), two groups at a time so that
     /// the activation broadcasts, bias and scales are prepared once for both.
     #[inline(always)]
-    pub(super) unsafe fn gemv_body(w: &[BlockQ5_0x8], a: &[BlockQ8_0], out: &mut [f32]) {
+    pub(in crate::kernels::x86) unsafe fn gemv_body(
+        w: &[BlockQ5_0x8],
+        a: &[BlockQ8_0],
+        out: &mut [f32],
+    ) {
         // SAFETY: the caller guarantees AVX2+FMA+F16C; every load below reads
         // inside a fixed-size array field and every store is length-checked.
         let order = row_order();
@@ -160,9 +165,9 @@ mod imp {
                 ];
                 let bias = bias(&av);
                 let da = _mm256_set1_ps(ab.d.to_f32());
-                crate::layout::prefetch_ahead(&w0[i], 2 * nb);
+                crate::kernel_api::prefetch_ahead(&w0[i], 2 * nb);
                 if second.is_some() {
-                    crate::layout::prefetch_ahead(&w0[i], 3 * nb);
+                    crate::kernel_api::prefetch_ahead(&w0[i], 3 * nb);
                 }
                 acc0 = gemv_block(&w0[i], &av, bias, da, acc0);
                 if let Some((w1, _)) = &second {
@@ -179,7 +184,11 @@ mod imp {
     }
 
     #[inline(always)]
-    pub(super) unsafe fn gemm_body(w: &[BlockQ5_0x8], a: &[BlockQ8_0x4Sums], out: &mut [f32]) {
+    pub(in crate::kernels::x86) unsafe fn gemm_body(
+        w: &[BlockQ5_0x8],
+        a: &[BlockQ8_0x4Sums],
+        out: &mut [f32],
+    ) {
         let order = row_order();
         let mut acc = [_mm256_setzero_ps(); 4];
         for (wb, ab) in w.iter().zip(a) {
@@ -212,4 +221,12 @@ mod imp {
     }
 }
 
-avx2_kernel_entries!(BlockQ5_0x8, BlockQ8_0, BlockQ8_0x4Sums);
+/// The AVX2 kernels of the layout.
+pub(crate) fn kernels(_: Avx2) -> Kernels<BlockQ5_0x8, BlockQ8_0, BlockQ8_0x4Sums> {
+    Kernels::pair(KernelSet::Avx2, gemv, gemm)
+}
+
+target_entries! { "avx2,fma,f16c";
+    fn gemv(w: &[BlockQ5_0x8], a: &[BlockQ8_0], out: &mut [f32]) => imp::gemv_body;
+    fn gemm(w: &[BlockQ5_0x8], a: &[BlockQ8_0x4Sums], out: &mut [f32]) => imp::gemm_body;
+}

@@ -9,13 +9,14 @@
 //! super-block as `32·Σ_g sc_g·bsum_g` with the activation's group sums (exact: Q8_K's `bsums`
 //! are the sums of its quants). Results equal the scalar kernel up to f32 summation order.
 
-#[cfg(target_arch = "x86_64")]
 use std::arch::x86_64::*;
 
 use crate::blocks::{BlockQ6Kx8, BlockQ8K, BlockQ8Kx4};
+use crate::cpu::KernelSet;
+use crate::kernel_api::Kernels;
+use crate::kernels::x86::{target_entries, Avx2};
 
-#[cfg(target_arch = "x86_64")]
-mod imp {
+pub(in crate::kernels::x86) mod imp {
     use super::*;
     use crate::blocks::F16Bits;
 
@@ -180,7 +181,11 @@ mod imp {
 
     /// GEMV over every row group in `w` (`a.len()` blocks each).
     #[inline(always)]
-    pub(super) unsafe fn gemv_body(w: &[BlockQ6Kx8], a: &[BlockQ8K], out: &mut [f32]) {
+    pub(in crate::kernels::x86) unsafe fn gemv_body(
+        w: &[BlockQ6Kx8],
+        a: &[BlockQ8K],
+        out: &mut [f32],
+    ) {
         // SAFETY: the caller guarantees AVX2+FMA+F16C; every load below reads
         // inside a fixed-size array field and every store is length-checked.
         let nb = a.len();
@@ -192,7 +197,7 @@ mod imp {
         for (group, o) in groups {
             let mut acc = _mm256_setzero_ps();
             for (wb, ab) in group.iter().zip(a) {
-                crate::layout::prefetch_ahead(wb, PREFETCH_AHEAD);
+                crate::kernel_api::prefetch_ahead(wb, PREFETCH_AHEAD);
                 let mut s = [[_mm256_setzero_si256(); 2]; 1];
                 block_sums::<1>(wb, &ab.qs, 8, &mut s);
                 let off = offset_term(&scale_pairs(&wb.scales), &ab.bsums, &ROW_BSUMS);
@@ -206,7 +211,11 @@ mod imp {
     }
 
     #[inline(always)]
-    pub(super) unsafe fn gemm_body(w: &[BlockQ6Kx8], a: &[BlockQ8Kx4], out: &mut [f32]) {
+    pub(in crate::kernels::x86) unsafe fn gemm_body(
+        w: &[BlockQ6Kx8],
+        a: &[BlockQ8Kx4],
+        out: &mut [f32],
+    ) {
         // SAFETY: the caller guarantees AVX2+FMA+F16C; every load below reads
         // inside a fixed-size array field and every store is length-checked.
         let mut acc = [_mm256_setzero_ps(); 4];
@@ -230,4 +239,12 @@ mod imp {
     }
 }
 
-avx2_kernel_entries!(BlockQ6Kx8, BlockQ8K, BlockQ8Kx4);
+/// The AVX2 kernels of the layout.
+pub(crate) fn kernels(_: Avx2) -> Kernels<BlockQ6Kx8, BlockQ8K, BlockQ8Kx4> {
+    Kernels::pair(KernelSet::Avx2, gemv, gemm)
+}
+
+target_entries! { "avx2,fma,f16c";
+    fn gemv(w: &[BlockQ6Kx8], a: &[BlockQ8K], out: &mut [f32]) => imp::gemv_body;
+    fn gemm(w: &[BlockQ6Kx8], a: &[BlockQ8Kx4], out: &mut [f32]) => imp::gemm_body;
+}

@@ -35,107 +35,81 @@ use crate::blocks::{
     BlockQ8K, BlockQ8Kx4, BlockQ8_0, BlockQ8_0x4, BlockQ8_0x4Abs, BlockQ8_0x4Sums, BlockQ8_1,
     BlockQ8_1x4,
 };
-use crate::cpu::CpuFeatures;
+use crate::kernels::x86::Avx2;
 
 /// The AVX2 quantizers of a Q8_0 format whose quads interleave four rows in chunks of `IL`
-/// bytes (4 or 8), if the CPU has AVX2+FMA+F16C.
-pub(crate) fn q8_0_interleaved<A, const IL: usize>(cpu: &CpuFeatures) -> Option<ActQuantizer<A>>
+/// bytes (4 or 8).
+pub(crate) fn q8_0_interleaved<A, const IL: usize>(_: Avx2) -> ActQuantizer<A>
 where
     A: ActFormat<Row = BlockQ8_0, Quad = BlockQ8_0x4>,
 {
-    #[cfg(target_arch = "x86_64")]
-    {
-        let quad: fn([&[f32]; 4], &mut [BlockQ8_0x4]) = match IL {
-            4 => entry::q8_0_quad_il4,
-            8 => entry::q8_0_quad_il8,
-            _ => return None,
-        };
-        on_avx2(cpu, entry::q8_0_row, quad)
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    {
-        let _ = cpu;
-        None
+    const { assert!(IL == 4 || IL == 8) };
+    let quad: fn([&[f32]; 4], &mut [BlockQ8_0x4]) = if IL == 4 {
+        entry::q8_0_quad_il4
+    } else {
+        entry::q8_0_quad_il8
+    };
+    ActQuantizer {
+        row: entry::q8_0_row,
+        quad,
     }
 }
 
-/// `row` and `quad` as the quantizers of format `A` when the CPU has AVX2+FMA+F16C.
-#[cfg(target_arch = "x86_64")]
-fn on_avx2<A: ActFormat>(
-    cpu: &CpuFeatures,
-    row: fn(&[f32], &mut [A::Row]),
-    quad: fn([&[f32]; 4], &mut [A::Quad]),
-) -> Option<ActQuantizer<A>> {
-    cpu.has(crate::cpu::KernelSet::Avx2).then_some(ActQuantizer { row, quad })
-}
-
-/// Defines a selector handing out one pair of `entry` functions on AVX2 CPUs.
-macro_rules! selector {
+/// Defines a constructor handing out one pair of `entry` functions for an AVX2 token.
+macro_rules! constructor {
     ($(#[$doc:meta])* $name:ident: $row_ty:ty, $quad_ty:ty => $row:ident, $quad:ident) => {
         $(#[$doc])*
-        pub(crate) fn $name<A>(cpu: &CpuFeatures) -> Option<ActQuantizer<A>>
+        pub(crate) fn $name<A>(_: Avx2) -> ActQuantizer<A>
         where
             A: ActFormat<Row = $row_ty, Quad = $quad_ty>,
         {
-            #[cfg(target_arch = "x86_64")]
-            {
-                on_avx2(cpu, entry::$row, entry::$quad)
-            }
-            #[cfg(not(target_arch = "x86_64"))]
-            {
-                let _ = cpu;
-                None
+            ActQuantizer {
+                row: entry::$row,
+                quad: entry::$quad,
             }
         }
     };
 }
 
-selector!(
+constructor!(
     /// The AVX2 quantizers of plain Q8_0 rows (quads are four rows back to back).
     q8_0_plain: BlockQ8_0, BlockQ8_0 => q8_0_row, q8_0_rows4
 );
+
 /// The AVX2 quantizers of Q8_0 quads with f32 scales and quant sums times `OFFSET`.
-pub(crate) fn q8_0_sums_interleaved<A, const OFFSET: i32>(
-    cpu: &CpuFeatures,
-) -> Option<ActQuantizer<A>>
+pub(crate) fn q8_0_sums_interleaved<A, const OFFSET: i32>(_: Avx2) -> ActQuantizer<A>
 where
     A: ActFormat<Row = BlockQ8_0, Quad = BlockQ8_0x4Sums>,
 {
-    #[cfg(target_arch = "x86_64")]
-    {
-        on_avx2(cpu, entry::q8_0_row, entry::q8_0_sums_quad::<OFFSET>)
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    {
-        let _ = cpu;
-        None
+    ActQuantizer {
+        row: entry::q8_0_row,
+        quad: entry::q8_0_sums_quad::<OFFSET>,
     }
 }
 
-selector!(
+constructor!(
     /// The AVX2 quantizers of Q8_0 quads with f32 scales and the quants' absolute values.
     q8_0_abs_interleaved: BlockQ8_0, BlockQ8_0x4Abs => q8_0_row, q8_0_abs_quad
 );
-selector!(
+constructor!(
     /// The AVX2 quantizers of plain Q8_1 rows (quads are four rows back to back).
     q8_1_plain: BlockQ8_1, BlockQ8_1 => q8_1_row, q8_1_rows4
 );
-selector!(
+constructor!(
     /// The AVX2 quantizers of Q8_1 with four rows interleaved in chunks of 8 bytes.
     q8_1_interleaved: BlockQ8_1, BlockQ8_1x4 => q8_1_row, q8_1_quad
 );
-selector!(
+constructor!(
     /// The AVX2 quantizers of Q8_K with four rows interleaved (ggml's x86 4-row scale choice).
     q8_k_interleaved: BlockQ8K, BlockQ8Kx4 => q8_k_row, q8_k_quad
 );
-selector!(
+constructor!(
     /// The AVX2 quantizers of plain Q8_K rows (quads are four rows back to back).
     q8_k_plain: BlockQ8K, BlockQ8K => q8_k_row, q8_k_rows4
 );
 
-/// Safe entry points. They are private and only handed out by the selectors above, which
-/// checked AVX2+FMA+F16C first.
-#[cfg(target_arch = "x86_64")]
+/// Safe entry points. They are private and only handed out by the constructors above, in
+/// exchange for an [`Avx2`] token.
 mod entry {
     use super::imp;
     use crate::activation::{extend_q8_0_quads, with_abs, with_offsets};
@@ -156,7 +130,7 @@ mod entry {
     macro_rules! entries {
         ($($name:ident($x:ty, $out:ty) => $kernel:path;)*) => {$(
             pub(super) fn $name(x: $x, out: &mut [$out]) {
-                // SAFETY: only handed out after `CpuFeatures::avx2()` (AVX2+FMA+F16C) was
+                // SAFETY: only handed out in exchange for an `Avx2` token (AVX2+FMA+F16C) was
                 // checked.
                 unsafe { $kernel(x, out) }
             }
@@ -194,7 +168,6 @@ mod entry {
 /// with the same features). The small helpers carry the same attribute with `#[inline]`, so they
 /// inline into the kernels and their intrinsics need no `unsafe`; memory is only touched through
 /// bounds-checked fixed-size arrays.
-#[cfg(target_arch = "x86_64")]
 mod imp {
     use std::arch::x86_64::*;
 
@@ -760,8 +733,8 @@ mod tests {
     use bytemuck::Zeroable;
 
     use crate::activation::{
-        ActFormat, PlainQ8K, PlainQ8_0, PlainQ8_1, Q8KInterleaved, Q8_0AbsInterleaved,
-        Q8_0Interleaved, Q8_0SumsInterleaved,
+        ActFormat, ChooseQuantizer, PlainQ8K, PlainQ8_0, PlainQ8_1, Q8KInterleaved,
+        Q8_0AbsInterleaved, Q8_0Interleaved, Q8_0SumsInterleaved,
     };
     use crate::cpu::CpuFeatures;
     // The Q8_1 quads of the `q4_1_8x8` layout.
@@ -780,7 +753,7 @@ mod tests {
     }
 
     /// Both quantizers of `A` against its portable ones on four rows, byte for byte.
-    fn check_format<A: ActFormat>(cpu: &CpuFeatures, rows: [&[f32]; 4], what: &str)
+    fn check_format<A: ChooseQuantizer>(cpu: &CpuFeatures, rows: [&[f32]; 4], what: &str)
     where
         A::Row: std::fmt::Debug,
         A::Quad: std::fmt::Debug,
@@ -840,7 +813,7 @@ mod tests {
 
     #[test]
     fn avx2_quantizers_are_selected_only_with_avx2() {
-        fn differs<A: ActFormat>(cpu: &CpuFeatures) -> bool {
+        fn differs<A: ChooseQuantizer>(cpu: &CpuFeatures) -> bool {
             let q = A::quantizer(cpu);
             q.row as *const () != A::quantize_row as *const ()
                 && q.quad as *const () != A::quantize_quad as *const ()
@@ -1160,8 +1133,8 @@ mod tests {
         let Some(cpu) = avx2_cpu() else { return };
         let mut g = SplitMix64::new(3);
         let x: Vec<f32> = (0..4096 + 32 * 7).map(|_| g.uniform_pm1()).collect();
-        let q = <Q8_0Interleaved<4> as ActFormat>::quantizer(cpu);
-        let qk = <Q8KInterleaved as ActFormat>::quantizer(cpu);
+        let q = <Q8_0Interleaved<4> as ChooseQuantizer>::quantizer(cpu);
+        let qk = <Q8KInterleaved as ChooseQuantizer>::quantizer(cpu);
         for (xl, nb) in [
             (4096 + 224, 128),
             (4096, 129),

@@ -1,11 +1,17 @@
-//! Portable kernels shared by the interleaved layouts: a layout supplies the product of one
-//! packed block with one activation block, and GEMV/GEMM follow from it.
+//! The portable kernel set: the reference every SIMD set is tested against and the fallback on
+//! every CPU. An interleaved layout supplies the product of one packed block with one
+//! activation block ([`BlockDot`], in `layouts.rs`), and GEMV/GEMM follow from it; a plain type
+//! supplies its `vec_dot` (`plain.rs`).
 
-use crate::activation::{ActFormat, InterleavedAct};
-use crate::layout::{GemmFn, GemvFn, Kernels, PackedLayout};
+mod layouts;
+mod nibble;
+mod plain;
 
-type Row<L> = <<L as PackedLayout>::Act as ActFormat>::Row;
-type Quad<L> = <<L as PackedLayout>::Act as ActFormat>::Quad;
+pub(crate) use plain::plain_kernels;
+
+use crate::activation::InterleavedAct;
+use crate::cpu::KernelSet;
+use crate::layout::{Kernels, PackedLayout, Quad, Row};
 
 /// A layout whose scalar kernel is "accumulate one block column into `ROWS` outputs".
 pub(crate) trait BlockDot: PackedLayout
@@ -21,34 +27,11 @@ pub(crate) fn kernels<L: BlockDot>() -> Kernels<L>
 where
     L::Act: InterleavedAct,
 {
-    Kernels {
-        name: "scalar",
-        gemv: gemv::<L>,
-        gemm: gemm::<L>,
-        tiled: None,
-    }
-}
-
-/// The SIMD kernels a selector found for this CPU (with their name), else the portable pair.
-pub(crate) fn simd_or_scalar<L: BlockDot>(
-    simd: Option<(&'static str, GemvFn<L>, GemmFn<L>)>,
-) -> Kernels<L>
-where
-    L::Act: InterleavedAct,
-{
-    match simd {
-        Some((name, gemv, gemm)) => Kernels {
-            name,
-            gemv,
-            gemm,
-            tiled: None,
-        },
-        None => kernels::<L>(),
-    }
+    crate::kernel_api::Kernels::pair(KernelSet::Scalar, gemv::<L>, gemm::<L>)
 }
 
 /// GEMV from [`BlockDot`], over every row group in `w` (`a.len()` blocks each).
-pub(crate) fn gemv<L: BlockDot>(w: &[L::Packed], a: &[Row<L>], out: &mut [f32])
+fn gemv<L: BlockDot>(w: &[L::Packed], a: &[Row<L>], out: &mut [f32])
 where
     L::Act: InterleavedAct,
 {
@@ -64,7 +47,7 @@ where
 }
 
 /// GEMM from [`BlockDot`]: each quad is split back into its four rows.
-pub(crate) fn gemm<L: BlockDot>(w: &[L::Packed], a: &[Quad<L>], out: &mut [f32])
+fn gemm<L: BlockDot>(w: &[L::Packed], a: &[Quad<L>], out: &mut [f32])
 where
     L::Act: InterleavedAct,
 {

@@ -1,0 +1,146 @@
+//! The scalar block products of the interleaved layouts: the arithmetic of each layout written
+//! plainly, one block column times one activation block.
+
+use crate::blocks::{
+    BlockIq4Nlx4, BlockIq4Nlx8, BlockQ4Kx8, BlockQ4_0x4, BlockQ4_0x8, BlockQ4_1x8, BlockQ5Kx8,
+    BlockQ5_0x8, BlockQ6Kx8, BlockQ8K, BlockQ8_0, BlockQ8_0x8, BlockQ8_1,
+};
+use crate::blocks::{IQ4NL_LEVELS, SIGNED_NIBBLE};
+use crate::kernels::scalar::nibble;
+use crate::kernels::scalar::BlockDot;
+use crate::layout::iq4_nl::{Iq4Nl4x4, Iq4Nl8x8};
+use crate::layout::q4_0::{Q4_0_4x4, Q4_0_4x8, Q4_0_8x8};
+use crate::layout::q4_1::Q4_1_8x8;
+use crate::layout::q4_k::{packed_scale_min, Q4K8x8};
+use crate::layout::q5_0::{self, Q5_0_8x8};
+use crate::layout::q5_k::{self, Q5K8x8};
+use crate::layout::q6_k::{self, Q6K8x8};
+use crate::layout::q8_0::Q8_0_8x8;
+use crate::layout::PackedLayout;
+
+macro_rules! nibble_block_dot {
+    ($($layout:ty: $packed:ty, $table:expr;)*) => {$(
+        impl BlockDot for $layout {
+            fn block_dot(w: &$packed, a: &BlockQ8_0, acc: &mut [f32]) {
+                nibble::block_dot::<{ <$layout>::ROWS }, { <$layout>::INTERLEAVE }>(
+                    &$table, &w.d, &w.qs, a, acc,
+                )
+            }
+        }
+    )*};
+}
+
+nibble_block_dot! {
+    Q4_0_4x4: BlockQ4_0x4, SIGNED_NIBBLE;
+    Q4_0_4x8: BlockQ4_0x4, SIGNED_NIBBLE;
+    Q4_0_8x8: BlockQ4_0x8, SIGNED_NIBBLE;
+    Iq4Nl4x4: BlockIq4Nlx4, IQ4NL_LEVELS;
+    Iq4Nl8x8: BlockIq4Nlx8, IQ4NL_LEVELS;
+}
+
+impl BlockDot for Q4K8x8 {
+    fn block_dot(w: &BlockQ4Kx8, a: &BlockQ8K, acc: &mut [f32]) {
+        for (r, o) in acc.iter_mut().enumerate().take(8) {
+            let mut sumi = 0i32;
+            let mut summ = 0i32;
+            for sb in 0..8 {
+                let (sc, mn) = packed_scale_min(&w.scales, sb, r);
+                // sub-block sb: bytes 32*(sb/2).. of the row, low nibbles for even sb.
+                let mut dot = 0i32;
+                for e in 0..32 {
+                    let byte_idx = 32 * (sb / 2) + e;
+                    let c = byte_idx / 8;
+                    let byte = w.qs[c * 64 + r * 8 + byte_idx % 8];
+                    let q = if sb % 2 == 0 { byte & 0x0f } else { byte >> 4 };
+                    dot += q as i32 * a.qs[sb * 32 + e] as i32;
+                }
+                sumi += sc as i32 * dot;
+                summ += mn as i32 * (a.bsums[2 * sb] as i32 + a.bsums[2 * sb + 1] as i32);
+            }
+            *o += w.d[r].to_f32() * a.d * sumi as f32 - w.dmin[r].to_f32() * a.d * summ as f32;
+        }
+    }
+}
+
+impl BlockDot for Q5K8x8 {
+    fn block_dot(w: &BlockQ5Kx8, a: &BlockQ8K, acc: &mut [f32]) {
+        for (r, o) in acc.iter_mut().enumerate().take(8) {
+            let mut sumi = 0i32;
+            let mut summ = 0i32;
+            for sb in 0..8 {
+                let (sc, mn) = packed_scale_min(&w.scales, sb, r);
+                let mut dot = 0i32;
+                for e in 32 * sb..32 * sb + 32 {
+                    dot += q5_k::packed_quant(w, r, e) as i32 * a.qs[e] as i32;
+                }
+                sumi += sc as i32 * dot;
+                summ += mn as i32 * (a.bsums[2 * sb] as i32 + a.bsums[2 * sb + 1] as i32);
+            }
+            *o += w.d[r].to_f32() * a.d * sumi as f32 - w.dmin[r].to_f32() * a.d * summ as f32;
+        }
+    }
+}
+
+impl BlockDot for Q6K8x8 {
+    fn block_dot(w: &BlockQ6Kx8, a: &BlockQ8K, acc: &mut [f32]) {
+        for (r, o) in acc.iter_mut().enumerate().take(8) {
+            let mut sumi = 0i32;
+            for g in 0..16 {
+                let mut dot = 0i32;
+                for i in 16 * g..16 * g + 16 {
+                    dot += (q6_k::packed_quant(w, r, i) as i32 - 32) * a.qs[i] as i32;
+                }
+                sumi += w.scales[8 * g + r] as i32 * dot;
+            }
+            *o += w.d[r].to_f32() * a.d * sumi as f32;
+        }
+    }
+}
+
+impl BlockDot for Q8_0_8x8 {
+    fn block_dot(w: &BlockQ8_0x8, a: &BlockQ8_0, acc: &mut [f32]) {
+        let mut sumi = [0i32; 8];
+        for (c, chunk) in w.qs.chunks_exact(8).enumerate() {
+            let base = (c / 8) * 8;
+            sumi[c % 8] += chunk
+                .iter()
+                .zip(&a.qs[base..base + 8])
+                .map(|(&q, &x)| q as i32 * x as i32)
+                .sum::<i32>();
+        }
+        let da = a.d.to_f32();
+        for ((o, s), d) in acc.iter_mut().zip(sumi).zip(&w.d) {
+            *o += s as f32 * d.to_f32() * da;
+        }
+    }
+}
+
+impl BlockDot for Q5_0_8x8 {
+    fn block_dot(w: &BlockQ5_0x8, a: &BlockQ8_0, acc: &mut [f32]) {
+        let da = a.d.to_f32();
+        for (r, o) in acc.iter_mut().enumerate().take(8) {
+            let mut sumi = 0i32;
+            for (i, &x) in a.qs.iter().enumerate() {
+                sumi += (q5_0::packed_quant(w, r, i) as i32 - 16) * x as i32;
+            }
+            *o += sumi as f32 * (w.d[r].to_f32() * da);
+        }
+    }
+}
+
+impl BlockDot for Q4_1_8x8 {
+    fn block_dot(w: &BlockQ4_1x8, a: &BlockQ8_1, acc: &mut [f32]) {
+        let mut sumi = [0i32; 8];
+        for (c, chunk) in w.qs.chunks_exact(8).enumerate() {
+            let base = (c / 8) * 8;
+            for (i, &byte) in chunk.iter().enumerate() {
+                sumi[c % 8] += (byte & 0x0f) as i32 * a.qs[base + i] as i32
+                    + (byte >> 4) as i32 * a.qs[base + i + 16] as i32;
+            }
+        }
+        let (da, sa) = (a.d.to_f32(), a.s.to_f32());
+        for (r, (o, s)) in acc.iter_mut().zip(sumi).enumerate() {
+            *o += w.d[r].to_f32() * da * s as f32 + w.m[r].to_f32() * sa;
+        }
+    }
+}
