@@ -2,7 +2,8 @@
 
 mod common;
 
-use common::{random_weights, SplitMix};
+use common::random_weights;
+use qrepack::rng::SplitMix64;
 use qrepack::{GgmlType, QExperts, QMatrix};
 use std::sync::Arc;
 
@@ -23,7 +24,7 @@ fn eight_threads_share_one_matrix() {
     let inputs: Vec<(usize, Vec<f32>)> = (0..8)
         .map(|i| {
             let n = 1 + i % 5;
-            (n, SplitMix(i as u64).vec(n * cols))
+            (n, SplitMix64::new(i as u64).pm1_vec(n * cols))
         })
         .collect();
     let expected: Vec<Vec<f32>> = inputs

@@ -2,7 +2,8 @@
 
 mod common;
 
-use common::{random_weights, SplitMix};
+use common::random_weights;
+use qrepack::rng::SplitMix64;
 use qrepack::{GgmlType, Layout, QExperts, QMatrix};
 
 fn routed_equals_per_token(
@@ -16,7 +17,7 @@ fn routed_equals_per_token(
     let w = random_weights(ty, n_expert * rows, cols, 31);
     let moe = QExperts::with_layout(ty, n_expert, rows, cols, &w, layout).unwrap();
     assert_eq!(moe.layout(), layout);
-    let mut rng = SplitMix(4);
+    let mut rng = SplitMix64::new(4);
     for (n_tokens, n_used) in [(1, 1), (3, 2), (9, 4), (16, 3)] {
         // random ids with deliberate duplicates inside a token
         let mut ids: Vec<i32> = (0..n_tokens * n_used)
@@ -26,7 +27,7 @@ fn routed_equals_per_token(
             ids[1] = ids[0];
         }
         for x_rows in [1, n_used] {
-            let x = rng.vec(n_tokens * x_rows * cols);
+            let x = rng.pm1_vec(n_tokens * x_rows * cols);
             let mut y = vec![f32::NAN; n_tokens * n_used * rows];
             moe.matmul_id(&x, x_rows, &ids, n_used, &mut y).unwrap();
             for t in 0..n_tokens {

@@ -3,8 +3,9 @@
 
 mod common;
 
-use common::{assert_close_rows, random_weights, reference_matmul, SplitMix};
+use common::{assert_close_rows, random_weights, reference_matmul};
 use qrepack::cpu::CpuFeatures;
+use qrepack::rng::SplitMix64;
 use qrepack::{Error, GgmlType, Layout, QMatrix};
 
 const BATCHES: &[usize] = &[1, 2, 3, 4, 5, 6, 7, 8, 9, 13, 33];
@@ -27,9 +28,9 @@ fn check_layout(layout: Layout, ty: GgmlType, rows: usize, cols: usize, seed: u6
             w,
             "{layout} {ty} {rows}x{cols}: unpack(repack(w)) != w"
         );
-        let mut rng = SplitMix(seed ^ 0x5eed);
+        let mut rng = SplitMix64::new(seed ^ 0x5eed);
         for &n in BATCHES {
-            let x = rng.vec(n * cols);
+            let x = rng.pm1_vec(n * cols);
             let mut y = vec![f32::NAN; n * rows];
             m.matmul(&x, n, &mut y).unwrap();
             let want = reference_matmul(ty, &w, rows, cols, &x, n);
@@ -89,10 +90,10 @@ fn every_kernel_family_matches_reference_on_awkward_shapes() {
             let rows = 3 * layout.rows_interleaved();
             let w = random_weights(ty, rows, cols, 404);
             let m = QMatrix::with_layout_for_cpu(ty, rows, cols, &w, layout, cpu).unwrap();
-            let mut rng = SplitMix(405);
+            let mut rng = SplitMix64::new(405);
             // 37: several 16-row gather blocks and a tail of one row after the last quad
             for n in [1, 3, 5, 9, 37] {
-                let x = rng.vec(n * cols);
+                let x = rng.pm1_vec(n * cols);
                 let mut y = vec![0.0; n * rows];
                 m.matmul(&x, n, &mut y).unwrap();
                 let want = reference_matmul(ty, &w, rows, cols, &x, n);
@@ -116,10 +117,10 @@ fn simd_equals_scalar(cpu: &CpuFeatures) {
             let slow =
                 QMatrix::with_layout_for_cpu(ty, rows, cols, &w, layout, &CpuFeatures::scalar())
                     .unwrap();
-            let mut rng = SplitMix(9);
+            let mut rng = SplitMix64::new(9);
             // n >= 8: two or more activation quads, so tiled GEMMs run too
             for n in [1, 4, 7, 9, 13] {
-                let x = rng.vec(n * cols);
+                let x = rng.pm1_vec(n * cols);
                 let (mut a, mut b) = (vec![0.0; n * rows], vec![0.0; n * rows]);
                 fast.matmul(&x, n, &mut a).unwrap();
                 slow.matmul(&x, n, &mut b).unwrap();
@@ -202,7 +203,7 @@ fn results_larger_than_one_wave_are_complete_and_right() {
     assert!(rows * n * 4 > 32 << 20);
     let w = random_weights(ty, rows, cols, 21);
     let m = QMatrix::new(ty, rows, cols, &w).unwrap();
-    let x = SplitMix(22).vec(n * cols);
+    let x = SplitMix64::new(22).pm1_vec(n * cols);
     let mut y = vec![f32::NAN; n * rows];
     m.matmul(&x, n, &mut y).unwrap();
     assert!(y.iter().all(|v| v.is_finite()), "every output written");

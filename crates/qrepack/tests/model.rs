@@ -7,22 +7,8 @@ use std::sync::{Arc, Mutex};
 
 use qrepack::gguf::{GgufFile, GgufValue, GgufValueType, GgufWriter};
 use qrepack::model::{Became, Checksums, LayoutPolicy, OpenOptions, Progress};
+use qrepack::rng::SplitMix64;
 use qrepack::{quantize, Error, GgmlType, Layout, Model, QExperts, QMatrix};
-
-struct Rng(u64);
-impl Rng {
-    fn f32(&mut self) -> f32 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^= z >> 31;
-        ((z >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
-    }
-    fn vec(&mut self, n: usize) -> Vec<f32> {
-        (0..n).map(|_| self.f32()).collect()
-    }
-}
 
 struct TempDir(PathBuf);
 impl TempDir {
@@ -68,7 +54,7 @@ struct Fixture {
 }
 
 fn write_fixture(path: &Path) -> Fixture {
-    let mut rng = Rng(42);
+    let mut rng = SplitMix64::new(42);
     let mut w = GgufWriter::new();
     w.add_kv("general.architecture", GgufValue::String("test".into()))
         .unwrap();
@@ -85,17 +71,21 @@ fn write_fixture(path: &Path) -> Fixture {
     w.add_kv("test.layers", GgufValue::U32(1)).unwrap();
     let mut weights = Vec::new();
     for &(name, ty, rows, cols) in MATRICES {
-        let bytes = quantize(ty, &rng.vec(rows * cols), rows, cols).unwrap();
+        let bytes = quantize(ty, &rng.pm1_vec(rows * cols), rows, cols).unwrap();
         weights.push((name.to_string(), ty, rows, cols, bytes));
     }
     for (name, ty, rows, cols, bytes) in &weights {
         w.add_tensor(name, &[*cols as u64, *rows as u64], ty.id(), bytes)
             .unwrap();
     }
-    let norm: Vec<u8> = rng.vec(640).iter().flat_map(|v| v.to_le_bytes()).collect();
+    let norm: Vec<u8> = rng
+        .pm1_vec(640)
+        .iter()
+        .flat_map(|v| v.to_le_bytes())
+        .collect();
     w.add_tensor_owned("blk.0.norm", &[640], 0, norm).unwrap();
     let (name, ty, n, rows, cols) = EXPERTS;
-    let experts = quantize(ty, &rng.vec(n * rows * cols), n * rows, cols).unwrap();
+    let experts = quantize(ty, &rng.pm1_vec(n * rows * cols), n * rows, cols).unwrap();
     w.add_tensor(
         name,
         &[cols as u64, rows as u64, n as u64],
@@ -111,7 +101,7 @@ fn write_fixture(path: &Path) -> Fixture {
 }
 
 fn product(m: &QMatrix, n: usize, seed: u64) -> Vec<f32> {
-    let x = Rng(seed).vec(n * m.cols());
+    let x = SplitMix64::new(seed).pm1_vec(n * m.cols());
     let mut y = vec![0.0; n * m.rows()];
     m.matmul(&x, n, &mut y).unwrap();
     y
@@ -142,7 +132,7 @@ fn check_matrices(
     assert_eq!(e.layout(), want, "{name}");
     let r = QExperts::with_layout(ty, n, rows, cols, &fx.experts, want).unwrap();
     assert_eq!((e.n_expert(), e.rows(), e.cols()), (n, rows, cols));
-    let x = Rng(9).vec(2 * cols);
+    let x = SplitMix64::new(9).pm1_vec(2 * cols);
     let ids = [2, 0, 1, 2];
     let (mut y1, mut y2) = (vec![0.0; 4 * rows], vec![0.0; 4 * rows]);
     e.matmul_id(&x, 1, &ids, 2, &mut y1).unwrap();
@@ -456,7 +446,7 @@ fn bench_open_100mb() {
     let path = dir.path("big.gguf");
     let cache = dir.path("big.cache.gguf");
     {
-        let mut rng = Rng(1);
+        let mut rng = SplitMix64::new(1);
         let mut w = GgufWriter::new();
         let shapes: &[(&str, GgmlType, usize, usize)] = &[
             ("a.q", GgmlType::Q4_0, 4096, 4096),
@@ -468,7 +458,7 @@ fn bench_open_100mb() {
             ("f.down", GgmlType::Q8_0, 4096, 4096),
         ];
         for &(name, ty, rows, cols) in shapes {
-            let bytes = quantize(ty, &rng.vec(rows * cols), rows, cols).unwrap();
+            let bytes = quantize(ty, &rng.pm1_vec(rows * cols), rows, cols).unwrap();
             w.add_tensor_owned(name, &[cols as u64, rows as u64], ty.id(), bytes)
                 .unwrap();
         }

@@ -5,8 +5,9 @@
 
 mod common;
 
-use common::{random_weights, SplitMix};
+use common::random_weights;
 use qrepack::blocks::F16Bits;
+use qrepack::rng::SplitMix64;
 use qrepack::{GgmlType, Layout, QMatrix};
 
 fn cols_for(ty: GgmlType) -> usize {
@@ -19,7 +20,7 @@ fn cols_for(ty: GgmlType) -> usize {
 
 #[test]
 fn non_finite_activations_poison_only_their_row() {
-    let mut rng = SplitMix(11);
+    let mut rng = SplitMix64::new(11);
     for &layout in Layout::ALL {
         for ty in GgmlType::ALL {
             let rows = 16;
@@ -31,7 +32,7 @@ fn non_finite_activations_poison_only_their_row() {
             let m = QMatrix::with_layout(ty, rows, cols, &w, layout).unwrap();
             for bad in [f32::NAN, f32::INFINITY, f32::NEG_INFINITY] {
                 let n = 6;
-                let mut x = rng.vec(n * cols);
+                let mut x = rng.pm1_vec(n * cols);
                 let poisoned = (rng.next_u64() % n as u64) as usize;
                 let at = (rng.next_u64() % cols as u64) as usize;
                 x[poisoned * cols + at] = bad;
@@ -84,7 +85,7 @@ fn nan_weight_scale_poisons_its_output_column() {
             w[at..at + 2].copy_from_slice(&F16Bits::from_f32(f32::NAN).0);
             let m = QMatrix::with_layout(ty, rows, cols, &w, layout).unwrap();
             let n = 5;
-            let x = SplitMix(2).vec(n * cols);
+            let x = SplitMix64::new(2).pm1_vec(n * cols);
             let mut y = vec![0.0; n * rows];
             m.matmul(&x, n, &mut y).unwrap();
             for t in 0..n {

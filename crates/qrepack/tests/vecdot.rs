@@ -26,6 +26,7 @@ use qrepack::activation::{
     quantize_block_q8_0, quantize_block_q8_1, quantize_block_q8_k, Bf16Bits,
 };
 use qrepack::blocks::*;
+use qrepack::rng::SplitMix64;
 use qrepack::vecdot::*;
 
 const EPS32: f64 = f32::EPSILON as f64; // 2u
@@ -34,15 +35,12 @@ const EPS32: f64 = f32::EPSILON as f64; // 2u
 // Random numbers
 // ---------------------------------------------------------------------------------------------
 
-struct Rng(u64);
+/// `qrepack::rng::SplitMix64` with the draws these tests need.
+struct Rng(SplitMix64);
 
 impl Rng {
     fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
+        self.0.next_u64()
     }
     /// Uniform in [0, 1).
     fn unit(&mut self) -> f64 {
@@ -393,7 +391,7 @@ impl<W: Pod, A: Pod> Spec<W, A> {
 
     /// Random rows of several lengths, plus mismatched lengths (only the common blocks count).
     fn run(&self, seed: u64) {
-        let mut rng = Rng(seed);
+        let mut rng = Rng(SplitMix64::new(seed));
         for nb in [1, 2, 3, 8] {
             for trial in 0..25 {
                 let (w, a) = self.blocks(&mut rng, nb);
@@ -421,7 +419,7 @@ impl<W: Pod, A: Pod> Spec<W, A> {
     /// must move the result by far more than the tolerance (so the tolerance can tell a wrong
     /// decoding from rounding).
     fn mutations(&self, seed: u64) {
-        let mut rng = Rng(seed);
+        let mut rng = Rng(SplitMix64::new(seed));
         let nb = 3;
         let trials = 60;
         let mut significant = 0;
@@ -712,7 +710,7 @@ fn check_float<T: Copy>(
     kernel: fn(&[T], &[T]) -> f32,
     seed: u64,
 ) {
-    let mut rng = Rng(seed);
+    let mut rng = Rng(SplitMix64::new(seed));
     for n in [0, 1, 2, 3, 8, 31, 100, 1000] {
         for _ in 0..10 {
             let w: Vec<T> = (0..n).map(|_| make(4.0 * rng.sym())).collect();

@@ -14,17 +14,15 @@ use qrepack::activation::{quantize_block_q8_0, quantize_block_q8_k};
 use qrepack::blocks::F16Bits;
 use qrepack::cpu::CpuFeatures;
 use qrepack::quant::dequantize_f64;
+use qrepack::rng::SplitMix64;
 use qrepack::{GgmlType, Layout, QMatrix};
 
-struct Rng(u64);
+/// `qrepack::rng::SplitMix64` with the draws these tests need.
+struct Rng(SplitMix64);
 
 impl Rng {
     fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
+        self.0.next_u64()
     }
     /// Uniform in [-1, 1).
     fn signed(&mut self) -> f32 {
@@ -133,7 +131,7 @@ fn weight_magnitudes(ty: GgmlType, w: &[u8], rows: usize, cols: usize) -> Vec<f6
 fn plain_layout_simd_equals_scalar() {
     let fast_cpu = CpuFeatures::get();
     let slow_cpu = CpuFeatures::scalar();
-    let mut rng = Rng(2024);
+    let mut rng = Rng(SplitMix64::new(2024));
     for &ty in TYPES {
         for cols in [256, 4096] {
             let rows = 6;

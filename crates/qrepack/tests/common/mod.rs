@@ -3,27 +3,8 @@
 
 use qrepack::activation::Bf16Bits;
 use qrepack::blocks::F16Bits;
+use qrepack::rng::SplitMix64;
 use qrepack::GgmlType;
-
-/// splitmix64, the generator the peer benchmark uses.
-pub struct SplitMix(pub u64);
-
-impl SplitMix {
-    pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-    /// Uniform in [-1, 1).
-    pub fn next_f32(&mut self) -> f32 {
-        ((self.next_u64() >> 40) as f32 * (1.0 / (1u64 << 24) as f32)) * 2.0 - 1.0
-    }
-    pub fn vec(&mut self, n: usize) -> Vec<f32> {
-        (0..n).map(|_| self.next_f32()).collect()
-    }
-}
 
 /// Byte offsets of the f16 scale fields inside one block of `ty` (for block types).
 fn f16_fields(ty: GgmlType) -> &'static [usize] {
@@ -44,26 +25,26 @@ fn f16_fields(ty: GgmlType) -> &'static [usize] {
 /// A `rows x cols` matrix of `ty` made of random bytes with sane, random scales: every quant
 /// bit pattern occurs, not only those a quantizer would produce.
 pub fn random_weights(ty: GgmlType, rows: usize, cols: usize, seed: u64) -> Vec<u8> {
-    let mut rng = SplitMix(seed);
+    let mut rng = SplitMix64::new(seed);
     let n = ty.matrix_bytes(rows, cols).unwrap();
     match ty {
         GgmlType::F32 => {
             return rng
-                .vec(rows * cols)
+                .pm1_vec(rows * cols)
                 .iter()
                 .flat_map(|v| v.to_le_bytes())
                 .collect()
         }
         GgmlType::F16 => {
             return rng
-                .vec(rows * cols)
+                .pm1_vec(rows * cols)
                 .iter()
                 .flat_map(|&v| F16Bits::from_f32(v).0)
                 .collect()
         }
         GgmlType::BF16 => {
             return rng
-                .vec(rows * cols)
+                .pm1_vec(rows * cols)
                 .iter()
                 .flat_map(|&v| Bf16Bits::from_f32(v).0)
                 .collect()
@@ -74,12 +55,12 @@ pub fn random_weights(ty: GgmlType, rows: usize, cols: usize, seed: u64) -> Vec<
     let bb = ty.block_bytes();
     for block in bytes.chunks_exact_mut(bb) {
         if ty == GgmlType::Q8_K {
-            let d = 0.001 + 0.01 * (rng.next_f32() * 0.5 + 0.5);
+            let d = 0.001 + 0.01 * (rng.uniform_pm1() * 0.5 + 0.5);
             block[0..4].copy_from_slice(&d.to_le_bytes());
         }
         for &off in f16_fields(ty) {
             // scales in ±[0.001, 0.05): positive for the main scale keeps the sign mix realistic
-            let mag = 0.001 + 0.049 * (rng.next_f32() * 0.5 + 0.5);
+            let mag = 0.001 + 0.049 * (rng.uniform_pm1() * 0.5 + 0.5);
             let v = if off == 0 || f16_fields(ty).len() == 1 {
                 mag
             } else {
