@@ -4,7 +4,7 @@
 mod common;
 
 use common::{assert_close_rows, random_weights, reference_matmul};
-use qrepack::cpu::CpuFeatures;
+use qrepack::cpu::{CpuFeatures, KernelSet};
 use qrepack::rng::SplitMix64;
 use qrepack::{Error, GgmlType, Layout, QMatrix};
 
@@ -141,8 +141,38 @@ fn chosen_layout_fits_and_falls_back_to_plain() {
             assert!(l.fits(ty, rows), "{l} chosen for {ty} with {rows} rows");
         }
     }
-    assert_eq!(Layout::best_for(GgmlType::Q4_0, 8, cpu), Layout::Q4_0_8x8);
     assert_eq!(Layout::best_for(GgmlType::Q4_0, 12, cpu), Layout::Plain);
+    // Repacking only pays where SIMD kernels run: never on the portable set.
+    for ty in GgmlType::ALL {
+        assert_eq!(
+            Layout::best_for(ty, 8, &CpuFeatures::scalar()),
+            Layout::Plain
+        );
+    }
+    // Otherwise the chosen layout has the best-ranked SIMD set among the layouts that fit.
+    for ty in GgmlType::ALL {
+        let simd_rank = |l: Layout| {
+            l.kernel_sets(ty)
+                .into_iter()
+                .filter(|s| *s != KernelSet::Scalar && cpu.has(*s))
+                .map(KernelSet::rank)
+                .max()
+        };
+        let chosen = Layout::best_for(ty, 8, cpu);
+        let best = Layout::candidates(ty)
+            .into_iter()
+            .filter(|l| *l != Layout::Plain && l.fits(ty, 8))
+            .filter_map(simd_rank)
+            .max();
+        match best {
+            None => assert_eq!(chosen, Layout::Plain, "{ty}"),
+            Some(rank) => assert_eq!(simd_rank(chosen), Some(rank), "{ty}: {chosen}"),
+        }
+    }
+    if cpu.has(KernelSet::Avx2) {
+        assert_eq!(Layout::best_for(GgmlType::Q4_0, 8, cpu), Layout::Q4_0_8x8);
+        assert_eq!(Layout::best_for(GgmlType::Q4_K, 8, cpu), Layout::Q4_K_8x8);
+    }
 }
 
 #[test]

@@ -21,8 +21,6 @@ pub(crate) mod iq4_nl;
 pub(crate) mod plain;
 pub(crate) mod q4_0;
 pub(crate) mod q4_1;
-#[cfg(test)]
-pub(crate) use q4_1::Q8_1Interleaved;
 pub(crate) mod q4_k;
 pub(crate) mod q5_0;
 pub(crate) mod q5_k;

@@ -47,18 +47,22 @@ impl K8x8 for BlockQ4Kx8 {
     k8x8_fields!();
     #[inline(always)]
     unsafe fn decode_group(&self, g: usize) -> [[[__m256i; 2]; 2]; 4] {
-        let m4 = _mm256_set1_epi8(0x0f);
-        let mut out = [[[_mm256_setzero_si256(); 2]; 2]; 4];
-        for (k, ok) in out.iter_mut().enumerate() {
-            for (h, oh) in ok.iter_mut().enumerate() {
-                let v = 8 * g + 2 * k + h;
-                // SAFETY: v < 32, so the 32 bytes at 32v lie inside the 1024-byte array.
-                let x = _mm256_loadu_si256(self.qs.as_ptr().add(32 * v) as *const __m256i);
-                oh[0] = _mm256_and_si256(x, m4);
-                oh[1] = _mm256_and_si256(_mm256_srli_epi16(x, 4), m4);
+        // SAFETY: callers meet this function's contract: the CPU has the features of the
+        // kernel set that calls it, and the slices are as long as the body reads.
+        unsafe {
+            let m4 = _mm256_set1_epi8(0x0f);
+            let mut out = [[[_mm256_setzero_si256(); 2]; 2]; 4];
+            for (k, ok) in out.iter_mut().enumerate() {
+                for (h, oh) in ok.iter_mut().enumerate() {
+                    let v = 8 * g + 2 * k + h;
+                    // SAFETY: v < 32, so the 32 bytes at 32v lie inside the 1024-byte array.
+                    let x = _mm256_loadu_si256(self.qs.as_ptr().add(32 * v) as *const __m256i);
+                    oh[0] = _mm256_and_si256(x, m4);
+                    oh[1] = _mm256_and_si256(_mm256_srli_epi16(x, 4), m4);
+                }
             }
+            out
         }
-        out
     }
 }
 
@@ -68,40 +72,44 @@ impl K8x8 for BlockQ5Kx8 {
     k8x8_fields!();
     #[inline(always)]
     unsafe fn decode_group(&self, g: usize) -> [[[__m256i; 2]; 2]; 4] {
-        let m4 = _mm256_set1_epi8(0x0f);
-        let m10 = _mm256_set1_epi8(0x10);
-        let mut out = [[[_mm256_setzero_si256(); 2]; 2]; 4];
-        for half in 0..2 {
-            // Plane vector 2g + half serves vectors V = 8g + 4 half + 0..4 (k = 2 half + k2):
-            // decoded vector D = 2V + s uses bit t = 2 (2 k2 + h) + s.
-            let pv = 2 * g + half;
-            // SAFETY: pv < 8, so the 32 bytes at 32 pv lie inside the 256-byte array.
-            let qh = _mm256_loadu_si256(self.qh.as_ptr().add(32 * pv) as *const __m256i);
-            let planes = [
-                _mm256_slli_epi16::<4>(qh),
-                _mm256_slli_epi16::<3>(qh),
-                _mm256_slli_epi16::<2>(qh),
-                _mm256_slli_epi16::<1>(qh),
-                qh,
-                _mm256_srli_epi16::<1>(qh),
-                _mm256_srli_epi16::<2>(qh),
-                _mm256_srli_epi16::<3>(qh),
-            ];
-            for k2 in 0..2 {
-                let k = 2 * half + k2;
-                for (h, oh) in out[k].iter_mut().enumerate() {
-                    let v = 8 * g + 2 * k + h;
-                    let t = 2 * (2 * k2 + h);
-                    // SAFETY: v < 32, so the 32 bytes at 32v lie inside the 1024-byte array.
-                    let x = _mm256_loadu_si256(self.qs.as_ptr().add(32 * v) as *const __m256i);
-                    let lo = _mm256_and_si256(x, m4);
-                    let hi = _mm256_and_si256(_mm256_srli_epi16::<4>(x), m4);
-                    oh[0] = _mm256_or_si256(lo, _mm256_and_si256(planes[t], m10));
-                    oh[1] = _mm256_or_si256(hi, _mm256_and_si256(planes[t + 1], m10));
+        // SAFETY: callers meet this function's contract: the CPU has the features of the
+        // kernel set that calls it, and the slices are as long as the body reads.
+        unsafe {
+            let m4 = _mm256_set1_epi8(0x0f);
+            let m10 = _mm256_set1_epi8(0x10);
+            let mut out = [[[_mm256_setzero_si256(); 2]; 2]; 4];
+            for half in 0..2 {
+                // Plane vector 2g + half serves vectors V = 8g + 4 half + 0..4 (k = 2 half + k2):
+                // decoded vector D = 2V + s uses bit t = 2 (2 k2 + h) + s.
+                let pv = 2 * g + half;
+                // SAFETY: pv < 8, so the 32 bytes at 32 pv lie inside the 256-byte array.
+                let qh = _mm256_loadu_si256(self.qh.as_ptr().add(32 * pv) as *const __m256i);
+                let planes = [
+                    _mm256_slli_epi16::<4>(qh),
+                    _mm256_slli_epi16::<3>(qh),
+                    _mm256_slli_epi16::<2>(qh),
+                    _mm256_slli_epi16::<1>(qh),
+                    qh,
+                    _mm256_srli_epi16::<1>(qh),
+                    _mm256_srli_epi16::<2>(qh),
+                    _mm256_srli_epi16::<3>(qh),
+                ];
+                for k2 in 0..2 {
+                    let k = 2 * half + k2;
+                    for (h, oh) in out[k].iter_mut().enumerate() {
+                        let v = 8 * g + 2 * k + h;
+                        let t = 2 * (2 * k2 + h);
+                        // SAFETY: v < 32, so the 32 bytes at 32v lie inside the 1024-byte array.
+                        let x = _mm256_loadu_si256(self.qs.as_ptr().add(32 * v) as *const __m256i);
+                        let lo = _mm256_and_si256(x, m4);
+                        let hi = _mm256_and_si256(_mm256_srli_epi16::<4>(x), m4);
+                        oh[0] = _mm256_or_si256(lo, _mm256_and_si256(planes[t], m10));
+                        oh[1] = _mm256_or_si256(hi, _mm256_and_si256(planes[t + 1], m10));
+                    }
                 }
             }
+            out
         }
-        out
     }
 }
 
@@ -110,8 +118,12 @@ pub(in crate::kernels::x86) mod imp {
 
     #[inline(always)]
     unsafe fn broadcast8(bytes: &[i8]) -> __m256i {
-        // SAFETY: callers pass slices of at least 8 bytes; read_unaligned needs no alignment.
-        _mm256_set1_epi64x(std::ptr::read_unaligned(bytes.as_ptr() as *const i64))
+        // SAFETY: callers meet this function's contract: the CPU has the features of the
+        // kernel set that calls it, and the slices are as long as the body reads.
+        unsafe {
+            // SAFETY: callers pass slices of at least 8 bytes; read_unaligned needs no alignment.
+            _mm256_set1_epi64x(std::ptr::read_unaligned(bytes.as_ptr() as *const i64))
+        }
     }
 
     /// Per block: sub-block scales as i16 vectors matching the quant vectors' row order
@@ -149,26 +161,34 @@ pub(in crate::kernels::x86) mod imp {
     impl TileScales<'_> {
         #[inline(always)]
         unsafe fn vector(&self, i: usize) -> __m256i {
-            debug_assert!(i < TILE_VECTORS && self.0.len() >= 4 * TILE_VECTORS);
-            // SAFETY: the slice holds TILE_VECTORS x 32 bytes (taken so by `tile_scales`) and
-            // i < TILE_VECTORS; unaligned loads need no alignment.
-            _mm256_loadu_si256((self.0.as_ptr() as *const __m256i).add(i))
+            // SAFETY: callers meet this function's contract: the CPU has the features of the
+            // kernel set that calls it, and the slices are as long as the body reads.
+            unsafe {
+                assert!(i < TILE_VECTORS && self.0.len() >= 4 * TILE_VECTORS);
+                // SAFETY: the slice holds TILE_VECTORS x 32 bytes (taken so by `tile_scales`) and
+                // i < TILE_VECTORS; unaligned loads need no alignment.
+                _mm256_loadu_si256((self.0.as_ptr() as *const __m256i).add(i))
+            }
         }
     }
 
     impl ScaleSource for TileScales<'_> {
         #[inline(always)]
         unsafe fn sc(&self, sb: usize, h: usize) -> __m256i {
-            self.vector(2 * sb + h)
+            unsafe { self.vector(2 * sb + h) }
         }
         #[inline(always)]
         unsafe fn mins(&self) -> [__m256i; 4] {
-            [
-                self.vector(16),
-                self.vector(17),
-                self.vector(18),
-                self.vector(19),
-            ]
+            // SAFETY: callers meet this function's contract: the CPU has the features of the
+            // kernel set that calls it, and the slices are as long as the body reads.
+            unsafe {
+                [
+                    self.vector(16),
+                    self.vector(17),
+                    self.vector(18),
+                    self.vector(19),
+                ]
+            }
         }
     }
 
@@ -178,8 +198,12 @@ pub(in crate::kernels::x86) mod imp {
     pub(super) unsafe fn block_scales_for_test<P: K8x8>(
         w: &P,
     ) -> ([[__m256i; 2]; 8], [__m256i; 4]) {
-        let s = block_scales(w);
-        (s.sc, s.mins)
+        // SAFETY: callers meet this function's contract: the CPU has the features of the
+        // kernel set that calls it, and the slices are as long as the body reads.
+        unsafe {
+            let s = block_scales(w);
+            (s.sc, s.mins)
+        }
     }
 
     /// The 6-bit scales and mins of all eight sub-blocks, decoded with vector instructions.
@@ -192,107 +216,111 @@ pub(in crate::kernels::x86) mod imp {
     /// step is one instruction for all eight.
     #[inline(always)]
     unsafe fn block_scales<P: K8x8>(w: &P) -> Scales {
-        let p = w.scales().as_ptr() as *const __m256i;
-        // SAFETY: the 96 bytes are three 32-byte vectors.
-        let (a, b, c) = (
-            _mm256_loadu_si256(p),
-            _mm256_loadu_si256(p.add(1)),
-            _mm256_loadu_si256(p.add(2)),
-        );
-        // Field f of sub-block sb is dword 3sb + f: in `a` (0-7), `b` (8-15) or `c` (16-23);
-        // the permutes use the index modulo 8 and the blends pick the right source per lane.
-        macro_rules! gather {
-            ($f:literal, $mask_b:literal, $mask_c:literal) => {{
-                let idx = _mm256_setr_epi32(
-                    $f,
-                    3 + $f,
-                    6 + $f,
-                    9 + $f,
-                    12 + $f,
-                    15 + $f,
-                    18 + $f,
-                    21 + $f,
-                );
-                _mm256_blend_epi32::<$mask_c>(
-                    _mm256_blend_epi32::<$mask_b>(
-                        _mm256_permutevar8x32_epi32(a, idx),
-                        _mm256_permutevar8x32_epi32(b, idx),
-                    ),
-                    _mm256_permutevar8x32_epi32(c, idx),
-                )
-            }};
-        }
-        let x0 = gather!(0, 0x38, 0xc0);
-        let x1 = gather!(1, 0x18, 0xe0);
-        let x2 = gather!(2, 0x1c, 0xe0);
-        let m6 = _mm256_set1_epi8(0x3f);
-        let m4 = _mm256_set1_epi8(0x0f);
-        let m2 = _mm256_set1_epi8(0x03);
-        // Byte-wise shifts through 16-bit ones: the masks drop the bits of the neighbour byte.
-        let s_lo = _mm256_and_si256(x0, m6);
-        let m_lo = _mm256_and_si256(x1, m6);
-        let s_hi = _mm256_or_si256(
-            _mm256_and_si256(x2, m4),
-            _mm256_slli_epi16::<4>(_mm256_and_si256(_mm256_srli_epi16::<6>(x0), m2)),
-        );
-        let m_hi = _mm256_or_si256(
-            _mm256_and_si256(_mm256_srli_epi16::<4>(x2), m4),
-            _mm256_slli_epi16::<4>(_mm256_and_si256(_mm256_srli_epi16::<6>(x1), m2)),
-        );
+        // SAFETY: callers meet this function's contract: the CPU has the features of the
+        // kernel set that calls it, and the slices are as long as the body reads.
+        unsafe {
+            let p = w.scales().as_ptr() as *const __m256i;
+            // SAFETY: the 96 bytes are three 32-byte vectors.
+            let (a, b, c) = (
+                _mm256_loadu_si256(p),
+                _mm256_loadu_si256(p.add(1)),
+                _mm256_loadu_si256(p.add(2)),
+            );
+            // Field f of sub-block sb is dword 3sb + f: in `a` (0-7), `b` (8-15) or `c` (16-23);
+            // the permutes use the index modulo 8 and the blends pick the right source per lane.
+            macro_rules! gather {
+                ($f:literal, $mask_b:literal, $mask_c:literal) => {{
+                    let idx = _mm256_setr_epi32(
+                        $f,
+                        3 + $f,
+                        6 + $f,
+                        9 + $f,
+                        12 + $f,
+                        15 + $f,
+                        18 + $f,
+                        21 + $f,
+                    );
+                    _mm256_blend_epi32::<$mask_c>(
+                        _mm256_blend_epi32::<$mask_b>(
+                            _mm256_permutevar8x32_epi32(a, idx),
+                            _mm256_permutevar8x32_epi32(b, idx),
+                        ),
+                        _mm256_permutevar8x32_epi32(c, idx),
+                    )
+                }};
+            }
+            let x0 = gather!(0, 0x38, 0xc0);
+            let x1 = gather!(1, 0x18, 0xe0);
+            let x2 = gather!(2, 0x1c, 0xe0);
+            let m6 = _mm256_set1_epi8(0x3f);
+            let m4 = _mm256_set1_epi8(0x0f);
+            let m2 = _mm256_set1_epi8(0x03);
+            // Byte-wise shifts through 16-bit ones: the masks drop the bits of the neighbour byte.
+            let s_lo = _mm256_and_si256(x0, m6);
+            let m_lo = _mm256_and_si256(x1, m6);
+            let s_hi = _mm256_or_si256(
+                _mm256_and_si256(x2, m4),
+                _mm256_slli_epi16::<4>(_mm256_and_si256(_mm256_srli_epi16::<6>(x0), m2)),
+            );
+            let m_hi = _mm256_or_si256(
+                _mm256_and_si256(_mm256_srli_epi16::<4>(x2), m4),
+                _mm256_slli_epi16::<4>(_mm256_and_si256(_mm256_srli_epi16::<6>(x1), m2)),
+            );
 
-        // sc[sb][h]: each row's scale in the four i16 lanes of its row. A shuffle expands
-        // sub-block d of each 128-bit half (sub-blocks d and 4 + d) at once.
-        let mut sc = [[_mm256_setzero_si256(); 2]; 8];
-        macro_rules! expand {
-            ($d:literal) => {{
-                let k = 4 * $d;
-                // The same pattern in both 128-bit halves (shuffles stay within a half).
-                let pick = _mm256_broadcastsi128_si256(_mm_setr_epi8(
-                    k,
-                    k,
-                    k,
-                    k,
-                    k + 1,
-                    k + 1,
-                    k + 1,
-                    k + 1,
-                    k + 2,
-                    k + 2,
-                    k + 2,
-                    k + 2,
-                    k + 3,
-                    k + 3,
-                    k + 3,
-                    k + 3,
-                ));
-                for (h, half) in [s_lo, s_hi].into_iter().enumerate() {
-                    let t = _mm256_shuffle_epi8(half, pick);
-                    sc[$d][h] = _mm256_cvtepu8_epi16(_mm256_castsi256_si128(t));
-                    sc[4 + $d][h] = _mm256_cvtepu8_epi16(_mm256_extracti128_si256::<1>(t));
-                }
-            }};
-        }
-        expand!(0);
-        expand!(1);
-        expand!(2);
-        expand!(3);
+            // sc[sb][h]: each row's scale in the four i16 lanes of its row. A shuffle expands
+            // sub-block d of each 128-bit half (sub-blocks d and 4 + d) at once.
+            let mut sc = [[_mm256_setzero_si256(); 2]; 8];
+            macro_rules! expand {
+                ($d:literal) => {{
+                    let k = 4 * $d;
+                    // The same pattern in both 128-bit halves (shuffles stay within a half).
+                    let pick = _mm256_broadcastsi128_si256(_mm_setr_epi8(
+                        k,
+                        k,
+                        k,
+                        k,
+                        k + 1,
+                        k + 1,
+                        k + 1,
+                        k + 1,
+                        k + 2,
+                        k + 2,
+                        k + 2,
+                        k + 2,
+                        k + 3,
+                        k + 3,
+                        k + 3,
+                        k + 3,
+                    ));
+                    for (h, half) in [s_lo, s_hi].into_iter().enumerate() {
+                        let t = _mm256_shuffle_epi8(half, pick);
+                        sc[$d][h] = _mm256_cvtepu8_epi16(_mm256_castsi256_si128(t));
+                        sc[4 + $d][h] = _mm256_cvtepu8_epi16(_mm256_extracti128_si256::<1>(t));
+                    }
+                }};
+            }
+            expand!(0);
+            expand!(1);
+            expand!(2);
+            expand!(3);
 
-        // mins[p]: i16 pairs (min of sub-block 2p, min of 2p + 1) for rows 0-7. Unpacking the
-        // halves gives each sub-block's 8 row bytes as one qword (sub-blocks 0 1 | 4 5 and
-        // 2 3 | 6 7); a shuffle interleaves the two qwords of each 128-bit half.
-        let pair = _mm256_setr_epi8(
-            0, 8, 1, 9, 2, 10, 3, 11, 4, 12, 5, 13, 6, 14, 7, 15, 0, 8, 1, 9, 2, 10, 3, 11, 4, 12,
-            5, 13, 6, 14, 7, 15,
-        );
-        let u = _mm256_shuffle_epi8(_mm256_unpacklo_epi32(m_lo, m_hi), pair);
-        let v = _mm256_shuffle_epi8(_mm256_unpackhi_epi32(m_lo, m_hi), pair);
-        let mins = [
-            _mm256_cvtepu8_epi16(_mm256_castsi256_si128(u)),
-            _mm256_cvtepu8_epi16(_mm256_castsi256_si128(v)),
-            _mm256_cvtepu8_epi16(_mm256_extracti128_si256::<1>(u)),
-            _mm256_cvtepu8_epi16(_mm256_extracti128_si256::<1>(v)),
-        ];
-        Scales { sc, mins }
+            // mins[p]: i16 pairs (min of sub-block 2p, min of 2p + 1) for rows 0-7. Unpacking the
+            // halves gives each sub-block's 8 row bytes as one qword (sub-blocks 0 1 | 4 5 and
+            // 2 3 | 6 7); a shuffle interleaves the two qwords of each 128-bit half.
+            let pair = _mm256_setr_epi8(
+                0, 8, 1, 9, 2, 10, 3, 11, 4, 12, 5, 13, 6, 14, 7, 15, 0, 8, 1, 9, 2, 10, 3, 11, 4,
+                12, 5, 13, 6, 14, 7, 15,
+            );
+            let u = _mm256_shuffle_epi8(_mm256_unpacklo_epi32(m_lo, m_hi), pair);
+            let v = _mm256_shuffle_epi8(_mm256_unpackhi_epi32(m_lo, m_hi), pair);
+            let mins = [
+                _mm256_cvtepu8_epi16(_mm256_castsi256_si128(u)),
+                _mm256_cvtepu8_epi16(_mm256_castsi256_si128(v)),
+                _mm256_cvtepu8_epi16(_mm256_extracti128_si256::<1>(u)),
+                _mm256_cvtepu8_epi16(_mm256_extracti128_si256::<1>(v)),
+            ];
+            Scales { sc, mins }
+        }
     }
 
     /// `sum_sb min[sb][j] * (bsum[2sb] + bsum[2sb+1])` for the 8 rows. `sub_sums[p]` holds the
@@ -300,31 +328,39 @@ pub(in crate::kernels::x86) mod imp {
     /// sub-block sum is at most 32 x 128, so it fits).
     #[inline(always)]
     unsafe fn mins_dot(mins: &[__m256i; 4], sub_sums: &[__m256i; 4], lane: i32) -> __m256i {
-        let pick = _mm256_set1_epi32(lane);
-        let mut acc = _mm256_setzero_si256();
-        for (m, s) in mins.iter().zip(sub_sums) {
-            let b = _mm256_permutevar8x32_epi32(*s, pick);
-            acc = _mm256_add_epi32(acc, _mm256_madd_epi16(*m, b));
+        // SAFETY: callers meet this function's contract: the CPU has the features of the
+        // kernel set that calls it, and the slices are as long as the body reads.
+        unsafe {
+            let pick = _mm256_set1_epi32(lane);
+            let mut acc = _mm256_setzero_si256();
+            for (m, s) in mins.iter().zip(sub_sums) {
+                let b = _mm256_permutevar8x32_epi32(*s, pick);
+                acc = _mm256_add_epi32(acc, _mm256_madd_epi16(*m, b));
+            }
+            acc
         }
-        acc
     }
 
     /// Sub-block sums of a plain Q8_K row packed for `mins_dot` (every pair in lane `p` of
     /// vector 0; the vectors repeat it so that lane 0 of `sub_sums[p]` is pair `p`).
     #[inline(always)]
     unsafe fn row_sub_sums(bsums: &[i16; 16]) -> [__m256i; 4] {
-        // SAFETY: 16 i16 are 32 bytes.
-        let b = _mm256_loadu_si256(bsums.as_ptr() as *const __m256i);
-        // i32 lane sb = bsum[2sb] + bsum[2sb + 1]; packed to i16, i32 lane p of each 128-bit
-        // half holds sub-blocks (2p, 2p + 1) of that half: p = 0, 1 low, p = 2, 3 high.
-        let sb = _mm256_madd_epi16(b, _mm256_set1_epi16(1));
-        let packed = _mm256_packs_epi32(sb, sb);
-        [
-            _mm256_permutevar8x32_epi32(packed, _mm256_set1_epi32(0)),
-            _mm256_permutevar8x32_epi32(packed, _mm256_set1_epi32(1)),
-            _mm256_permutevar8x32_epi32(packed, _mm256_set1_epi32(4)),
-            _mm256_permutevar8x32_epi32(packed, _mm256_set1_epi32(5)),
-        ]
+        // SAFETY: callers meet this function's contract: the CPU has the features of the
+        // kernel set that calls it, and the slices are as long as the body reads.
+        unsafe {
+            // SAFETY: 16 i16 are 32 bytes.
+            let b = _mm256_loadu_si256(bsums.as_ptr() as *const __m256i);
+            // i32 lane sb = bsum[2sb] + bsum[2sb + 1]; packed to i16, i32 lane p of each 128-bit
+            // half holds sub-blocks (2p, 2p + 1) of that half: p = 0, 1 low, p = 2, 3 high.
+            let sb = _mm256_madd_epi16(b, _mm256_set1_epi16(1));
+            let packed = _mm256_packs_epi32(sb, sb);
+            [
+                _mm256_permutevar8x32_epi32(packed, _mm256_set1_epi32(0)),
+                _mm256_permutevar8x32_epi32(packed, _mm256_set1_epi32(1)),
+                _mm256_permutevar8x32_epi32(packed, _mm256_set1_epi32(4)),
+                _mm256_permutevar8x32_epi32(packed, _mm256_set1_epi32(5)),
+            ]
+        }
     }
 
     /// Sub-block sums of the four rows of a quad packed for `mins_dot`: vector `p` holds row
@@ -332,15 +368,19 @@ pub(in crate::kernels::x86) mod imp {
     /// four 16-sums of sub-blocks `2c` and `2c + 1` (ggml's order), so pair `p` is chunk `p`.
     #[inline(always)]
     unsafe fn quad_sub_sums(bsums: &[i16; 64]) -> [__m256i; 4] {
-        let ones = _mm256_set1_epi16(1);
-        let p = bsums.as_ptr() as *const __m256i;
-        let mut out = [_mm256_setzero_si256(); 4];
-        for (c, o) in out.iter_mut().enumerate() {
-            // SAFETY: c < 4, so the 32 bytes at 32c lie inside the 128-byte array.
-            let sb = _mm256_madd_epi16(_mm256_loadu_si256(p.add(c)), ones);
-            *o = _mm256_packs_epi32(sb, sb);
+        // SAFETY: callers meet this function's contract: the CPU has the features of the
+        // kernel set that calls it, and the slices are as long as the body reads.
+        unsafe {
+            let ones = _mm256_set1_epi16(1);
+            let p = bsums.as_ptr() as *const __m256i;
+            let mut out = [_mm256_setzero_si256(); 4];
+            for (c, o) in out.iter_mut().enumerate() {
+                // SAFETY: c < 4, so the 32 bytes at 32c lie inside the 128-byte array.
+                let sb = _mm256_madd_epi16(_mm256_loadu_si256(p.add(c)), ones);
+                *o = _mm256_packs_epi32(sb, sb);
+            }
+            out
         }
-        out
     }
 
     /// i32 lane of row m's pair in `quad_sub_sums` vectors.
@@ -359,48 +399,64 @@ pub(in crate::kernels::x86) mod imp {
         (stride, offset): (usize, usize),
         s: &mut [__m256i; 2],
     ) {
-        let mut lo = [_mm256_setzero_si256(); 2];
-        let mut hi = [_mm256_setzero_si256(); 2];
-        for (k, qk) in q.iter().enumerate() {
-            let p_lo = (8 * g + k) * stride + offset;
-            let p_hi = (8 * g + 4 + k) * stride + offset;
-            let a_lo = broadcast8(&qs[p_lo..p_lo + 8]);
-            let a_hi = broadcast8(&qs[p_hi..p_hi + 8]);
-            for h in 0..2 {
-                lo[h] = _mm256_add_epi16(lo[h], _mm256_maddubs_epi16(qk[h][0], a_lo));
-                hi[h] = _mm256_add_epi16(hi[h], _mm256_maddubs_epi16(qk[h][1], a_hi));
+        // SAFETY: callers meet this function's contract: the CPU has the features of the
+        // kernel set that calls it, and the slices are as long as the body reads.
+        unsafe {
+            let mut lo = [_mm256_setzero_si256(); 2];
+            let mut hi = [_mm256_setzero_si256(); 2];
+            for (k, qk) in q.iter().enumerate() {
+                let p_lo = (8 * g + k) * stride + offset;
+                let p_hi = (8 * g + 4 + k) * stride + offset;
+                let a_lo = broadcast8(&qs[p_lo..p_lo + 8]);
+                let a_hi = broadcast8(&qs[p_hi..p_hi + 8]);
+                for h in 0..2 {
+                    lo[h] = _mm256_add_epi16(lo[h], _mm256_maddubs_epi16(qk[h][0], a_lo));
+                    hi[h] = _mm256_add_epi16(hi[h], _mm256_maddubs_epi16(qk[h][1], a_hi));
+                }
             }
-        }
-        for h in 0..2 {
-            s[h] = _mm256_add_epi32(s[h], _mm256_madd_epi16(lo[h], sc.sc(2 * g, h)));
-            s[h] = _mm256_add_epi32(s[h], _mm256_madd_epi16(hi[h], sc.sc(2 * g + 1, h)));
+            for h in 0..2 {
+                s[h] = _mm256_add_epi32(s[h], _mm256_madd_epi16(lo[h], sc.sc(2 * g, h)));
+                s[h] = _mm256_add_epi32(s[h], _mm256_madd_epi16(hi[h], sc.sc(2 * g + 1, h)));
+            }
         }
     }
 
     #[inline(always)]
     unsafe fn f16x8(h: &[F16Bits; 8]) -> __m256 {
-        // SAFETY: 8 halves are 16 bytes.
-        _mm256_cvtph_ps(_mm_loadu_si128(h.as_ptr() as *const __m128i))
+        // SAFETY: callers meet this function's contract: the CPU has the features of the
+        // kernel set that calls it, and the slices are as long as the body reads.
+        unsafe {
+            // SAFETY: 8 halves are 16 bytes.
+            _mm256_cvtph_ps(_mm_loadu_si128(h.as_ptr() as *const __m128i))
+        }
     }
 
     /// Row sums in natural row order from the two half accumulators.
     #[inline(always)]
     unsafe fn row_sums(s: &[__m256i; 2]) -> __m256i {
-        _mm256_permutevar8x32_epi32(
-            _mm256_hadd_epi32(s[0], s[1]),
-            _mm256_setr_epi32(0, 1, 4, 5, 2, 3, 6, 7),
-        )
+        // SAFETY: callers meet this function's contract: the CPU has the features of the
+        // kernel set that calls it, and the slices are as long as the body reads.
+        unsafe {
+            _mm256_permutevar8x32_epi32(
+                _mm256_hadd_epi32(s[0], s[1]),
+                _mm256_setr_epi32(0, 1, 4, 5, 2, 3, 6, 7),
+            )
+        }
     }
 
     #[target_feature(enable = "avx2,fma,f16c")]
     pub(super) unsafe fn gemv<P: K8x8>(w: &[P], a: &[BlockQ8K], out: &mut [f32]) {
-        gemv_body(w, a, out)
+        unsafe { gemv_body(w, a, out) }
     }
 
     #[inline(always)]
     unsafe fn gemv_body<P: K8x8>(w: &[P], a: &[BlockQ8K], out: &mut [f32]) {
-        for (group, o) in w.chunks_exact(a.len().max(1)).zip(out.chunks_exact_mut(8)) {
-            gemv_group(group, a, o);
+        // SAFETY: callers meet this function's contract: the CPU has the features of the
+        // kernel set that calls it, and the slices are as long as the body reads.
+        unsafe {
+            for (group, o) in w.chunks_exact(a.len().max(1)).zip(out.chunks_exact_mut(8)) {
+                gemv_group(group, a, o);
+            }
         }
     }
 
@@ -409,30 +465,34 @@ pub(in crate::kernels::x86) mod imp {
 
     #[inline(always)]
     unsafe fn gemv_group<P: K8x8>(w: &[P], a: &[BlockQ8K], out: &mut [f32]) {
-        let mut acc = _mm256_setzero_ps();
-        for (wb, ab) in w.iter().zip(a) {
-            crate::kernel_api::prefetch_ahead(wb, PREFETCH_AHEAD);
-            let sc = block_scales(wb);
-            let mut s = [_mm256_setzero_si256(); 2];
-            for g in 0..4 {
-                let q = wb.decode_group(g);
-                group_dot(&q, &sc, g, &ab.qs, (8, 0), &mut s);
+        // SAFETY: callers meet this function's contract: the CPU has the features of the
+        // kernel set that calls it, and the slices are as long as the body reads.
+        unsafe {
+            let mut acc = _mm256_setzero_ps();
+            for (wb, ab) in w.iter().zip(a) {
+                crate::kernel_api::prefetch_ahead(wb, PREFETCH_AHEAD);
+                let sc = block_scales(wb);
+                let mut s = [_mm256_setzero_si256(); 2];
+                for g in 0..4 {
+                    let q = wb.decode_group(g);
+                    group_dot(&q, &sc, g, &ab.qs, (8, 0), &mut s);
+                }
+                let m = mins_dot(&sc.mins, &row_sub_sums(&ab.bsums), 0);
+                let da = _mm256_set1_ps(ab.d);
+                let d = _mm256_mul_ps(f16x8(wb.d()), da);
+                let dmin = _mm256_mul_ps(f16x8(wb.dmin()), da);
+                acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(row_sums(&s)), d, acc);
+                acc = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(m), dmin, acc);
             }
-            let m = mins_dot(&sc.mins, &row_sub_sums(&ab.bsums), 0);
-            let da = _mm256_set1_ps(ab.d);
-            let d = _mm256_mul_ps(f16x8(wb.d()), da);
-            let dmin = _mm256_mul_ps(f16x8(wb.dmin()), da);
-            acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(row_sums(&s)), d, acc);
-            acc = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(m), dmin, acc);
+            assert!(out.len() >= 8);
+            // SAFETY: checked just above.
+            _mm256_storeu_ps(out.as_mut_ptr(), acc);
         }
-        assert!(out.len() >= 8);
-        // SAFETY: checked just above.
-        _mm256_storeu_ps(out.as_mut_ptr(), acc);
     }
 
     #[target_feature(enable = "avx2,fma,f16c")]
     pub(super) unsafe fn gemm<P: K8x8>(w: &[P], a: &[BlockQ8Kx4], out: &mut [f32]) {
-        gemm_body(w, a, out)
+        unsafe { gemm_body(w, a, out) }
     }
 
     /// 32-byte vectors in the tile of one block: `Scales::sc` then `Scales::mins`.
@@ -441,12 +501,16 @@ pub(in crate::kernels::x86) mod imp {
     /// Stores the decoded scales of every block of a row group into its tile.
     #[target_feature(enable = "avx2,fma,f16c")]
     pub(super) unsafe fn make_tile<P: K8x8>(w: &[P], tile: &mut [u64]) {
-        for (wb, t) in w.iter().zip(tile.chunks_exact_mut(4 * TILE_VECTORS)) {
-            let sc = block_scales(wb);
-            let p = t.as_mut_ptr() as *mut __m256i;
-            // SAFETY: the chunk holds TILE_VECTORS x 32 bytes.
-            for (i, v) in sc.sc.iter().flatten().chain(&sc.mins).enumerate() {
-                _mm256_storeu_si256(p.add(i), *v);
+        // SAFETY: callers meet this function's contract: the CPU has the features of the
+        // kernel set that calls it, and the slices are as long as the body reads.
+        unsafe {
+            for (wb, t) in w.iter().zip(tile.chunks_exact_mut(4 * TILE_VECTORS)) {
+                let sc = block_scales(wb);
+                let p = t.as_mut_ptr() as *mut __m256i;
+                // SAFETY: the chunk holds TILE_VECTORS x 32 bytes.
+                for (i, v) in sc.sc.iter().flatten().chain(&sc.mins).enumerate() {
+                    _mm256_storeu_si256(p.add(i), *v);
+                }
             }
         }
     }
@@ -464,7 +528,7 @@ pub(in crate::kernels::x86) mod imp {
         a: &[BlockQ8Kx4],
         out: &mut [f32],
     ) {
-        gemm_tiled_body(w, tile, a, out)
+        unsafe { gemm_tiled_body(w, tile, a, out) }
     }
 
     /// The tiled GEMM: the tile must cover every block it reads (asserted).
@@ -475,8 +539,12 @@ pub(in crate::kernels::x86) mod imp {
         a: &[BlockQ8Kx4],
         out: &mut [f32],
     ) {
-        assert!(tile.len() >= w.len().min(a.len()) * 4 * TILE_VECTORS);
-        gemm_body_with::<P, true>(w, tile, a, out)
+        // SAFETY: callers meet this function's contract: the CPU has the features of the
+        // kernel set that calls it, and the slices are as long as the body reads.
+        unsafe {
+            assert!(tile.len() >= w.len().min(a.len()) * 4 * TILE_VECTORS);
+            gemm_body_with::<P, true>(w, tile, a, out)
+        }
     }
 
     #[inline(always)]
@@ -485,7 +553,7 @@ pub(in crate::kernels::x86) mod imp {
         a: &[BlockQ8Kx4],
         out: &mut [f32],
     ) {
-        gemm_body_with::<P, false>(w, &[], a, out)
+        unsafe { gemm_body_with::<P, false>(w, &[], a, out) }
     }
 
     /// One block of a row group against one block of a quad, into the four rows' accumulators.
@@ -496,27 +564,31 @@ pub(in crate::kernels::x86) mod imp {
         ab: &BlockQ8Kx4,
         acc: &mut [__m256; 4],
     ) {
-        let mut s = [[_mm256_setzero_si256(); 2]; 4];
-        for g in 0..4 {
-            let q = wb.decode_group(g);
-            for (m, sm) in s.iter_mut().enumerate() {
-                // Row m's activations e..e+8 sit at 32 * (e / 8) + 8m in the quad.
-                group_dot(&q, sc, g, &ab.qs, (32, 8 * m), sm);
+        // SAFETY: callers meet this function's contract: the CPU has the features of the
+        // kernel set that calls it, and the slices are as long as the body reads.
+        unsafe {
+            let mut s = [[_mm256_setzero_si256(); 2]; 4];
+            for g in 0..4 {
+                let q = wb.decode_group(g);
+                for (m, sm) in s.iter_mut().enumerate() {
+                    // Row m's activations e..e+8 sit at 32 * (e / 8) + 8m in the quad.
+                    group_dot(&q, sc, g, &ab.qs, (32, 8 * m), sm);
+                }
             }
-        }
-        let d = f16x8(wb.d());
-        let dmin = f16x8(wb.dmin());
-        let sub_sums = quad_sub_sums(&ab.bsums);
-        let mins = sc.mins();
-        for (m, acc_m) in acc.iter_mut().enumerate() {
-            let mn = mins_dot(&mins, &sub_sums, QUAD_LANE[m]);
-            let da = _mm256_set1_ps(ab.d[m]);
-            *acc_m = _mm256_fmadd_ps(
-                _mm256_cvtepi32_ps(row_sums(&s[m])),
-                _mm256_mul_ps(d, da),
-                *acc_m,
-            );
-            *acc_m = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(mn), _mm256_mul_ps(dmin, da), *acc_m);
+            let d = f16x8(wb.d());
+            let dmin = f16x8(wb.dmin());
+            let sub_sums = quad_sub_sums(&ab.bsums);
+            let mins = sc.mins();
+            for (m, acc_m) in acc.iter_mut().enumerate() {
+                let mn = mins_dot(&mins, &sub_sums, QUAD_LANE[m]);
+                let da = _mm256_set1_ps(ab.d[m]);
+                *acc_m = _mm256_fmadd_ps(
+                    _mm256_cvtepi32_ps(row_sums(&s[m])),
+                    _mm256_mul_ps(d, da),
+                    *acc_m,
+                );
+                *acc_m = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(mn), _mm256_mul_ps(dmin, da), *acc_m);
+            }
         }
     }
 
@@ -529,18 +601,22 @@ pub(in crate::kernels::x86) mod imp {
         a: &[BlockQ8Kx4],
         out: &mut [f32],
     ) {
-        let mut acc = [_mm256_setzero_ps(); 4];
-        for (b, (wb, ab)) in w.iter().zip(a).enumerate() {
-            if TILED {
-                quad_block(wb, &tile_scales(tile, b), ab, &mut acc);
-            } else {
-                quad_block(wb, &block_scales(wb), ab, &mut acc);
+        // SAFETY: callers meet this function's contract: the CPU has the features of the
+        // kernel set that calls it, and the slices are as long as the body reads.
+        unsafe {
+            let mut acc = [_mm256_setzero_ps(); 4];
+            for (b, (wb, ab)) in w.iter().zip(a).enumerate() {
+                if TILED {
+                    quad_block(wb, &tile_scales(tile, b), ab, &mut acc);
+                } else {
+                    quad_block(wb, &block_scales(wb), ab, &mut acc);
+                }
             }
-        }
-        assert!(out.len() >= 32);
-        for (m, acc_m) in acc.iter().enumerate() {
-            // SAFETY: out has at least 32 elements (checked above).
-            _mm256_storeu_ps(out.as_mut_ptr().add(8 * m), *acc_m);
+            assert!(out.len() >= 32);
+            for (m, acc_m) in acc.iter().enumerate() {
+                // SAFETY: out has at least 32 elements (checked above).
+                _mm256_storeu_ps(out.as_mut_ptr().add(8 * m), *acc_m);
+            }
         }
     }
 }
@@ -598,18 +674,22 @@ mod tests {
 
     #[target_feature(enable = "avx2,fma,f16c")]
     unsafe fn decoded(w: &BlockQ4Kx8) -> ([[[i16; 16]; 2]; 8], [[i16; 16]; 4]) {
-        let sc = imp::block_scales_for_test(w);
-        let mut s = [[[0i16; 16]; 2]; 8];
-        let mut m = [[0i16; 16]; 4];
-        for (sb, halves) in sc.0.iter().enumerate() {
-            for (h, v) in halves.iter().enumerate() {
-                _mm256_storeu_si256(s[sb][h].as_mut_ptr() as *mut __m256i, *v);
+        // SAFETY: callers meet this function's contract: the CPU has the features of the
+        // kernel set that calls it, and the slices are as long as the body reads.
+        unsafe {
+            let sc = imp::block_scales_for_test(w);
+            let mut s = [[[0i16; 16]; 2]; 8];
+            let mut m = [[0i16; 16]; 4];
+            for (sb, halves) in sc.0.iter().enumerate() {
+                for (h, v) in halves.iter().enumerate() {
+                    _mm256_storeu_si256(s[sb][h].as_mut_ptr() as *mut __m256i, *v);
+                }
             }
+            for (p, v) in sc.1.iter().enumerate() {
+                _mm256_storeu_si256(m[p].as_mut_ptr() as *mut __m256i, *v);
+            }
+            (s, m)
         }
-        for (p, v) in sc.1.iter().enumerate() {
-            _mm256_storeu_si256(m[p].as_mut_ptr() as *mut __m256i, *v);
-        }
-        (s, m)
     }
 
     /// The vector decoding of all eight sub-blocks against the bytewise definition, for every

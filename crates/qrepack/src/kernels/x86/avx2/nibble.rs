@@ -44,8 +44,12 @@ pub(crate) trait Q8Quad: Copy + Send + Sync + 'static {
     /// here, or loaded where the quad carries it.
     #[inline(always)]
     unsafe fn abs_broadcasts(&self, m: usize, a: [__m256i; 4]) -> [__m256i; 4] {
-        let _ = m;
-        imp::abs4(a)
+        // SAFETY: callers meet this function's contract: the CPU has the features of the
+        // kernel set that calls it, and the slices are as long as the body reads.
+        unsafe {
+            let _ = m;
+            imp::abs4(a)
+        }
     }
 }
 
@@ -56,8 +60,12 @@ impl Q8Quad for BlockQ8_0x4 {
     }
     #[inline(always)]
     unsafe fn scales(&self) -> __m128 {
-        // SAFETY: four halves are 8 bytes; the caller guarantees F16C.
-        _mm_cvtph_ps(_mm_loadl_epi64(self.d.as_ptr() as *const __m128i))
+        // SAFETY: callers meet this function's contract: the CPU has the features of the
+        // kernel set that calls it, and the slices are as long as the body reads.
+        unsafe {
+            // SAFETY: four halves are 8 bytes; the caller guarantees F16C.
+            _mm_cvtph_ps(_mm_loadl_epi64(self.d.as_ptr() as *const __m128i))
+        }
     }
 }
 
@@ -70,10 +78,10 @@ macro_rules! f32_scale_quad {
                 &self.qs
             }
             #[inline(always)]
-            unsafe fn scales(&self) -> __m128 {
+            unsafe fn scales(&self) -> __m128 { unsafe {
                 // SAFETY: four floats are 16 bytes; the caller guarantees SSE.
                 _mm_loadu_ps(self.d.as_ptr())
-            }
+            }}
             $($extra)*
         }
     };
@@ -82,7 +90,7 @@ macro_rules! f32_scale_quad {
 f32_scale_quad!(BlockQ8_0x4Sums {});
 f32_scale_quad!(crate::blocks::BlockQ8_0x4Abs {
     #[inline(always)]
-    unsafe fn abs_broadcasts(&self, m: usize, _a: [__m256i; 4]) -> [__m256i; 4] {
+    unsafe fn abs_broadcasts(&self, m: usize, _a: [__m256i; 4]) -> [__m256i; 4] { unsafe {
         // Row m's bytes 8k..8k + 8 sit at 32k + 8m, as in `qs`.
         let mut out = [_mm256_setzero_si256(); 4];
         for (k, o) in out.iter_mut().enumerate() {
@@ -92,7 +100,7 @@ f32_scale_quad!(crate::blocks::BlockQ8_0x4Abs {
             *o = _mm256_set1_epi64x(i64::from_le_bytes(bytes));
         }
         out
-    }
+    }}
 });
 
 const fn has_min_i8(table: [i8; 16]) -> bool {
@@ -125,22 +133,22 @@ macro_rules! nibble8x8 {
             #[inline(always)]
             fn scales(&self) -> &[F16Bits; 8] { &self.d }
             #[inline(always)]
-            unsafe fn decode(&self) -> [[__m256i; 2]; 4] {
+            unsafe fn decode(&self) -> [[__m256i; 2]; 4] { unsafe {
                 // SAFETY: the table is 16 bytes; the caller guarantees AVX2.
                 let lut = _mm256_broadcastsi128_si256(_mm_loadu_si128(
                     Self::TABLE.as_ptr() as *const __m128i,
                 ));
                 imp::decode(lut, &self.qs)
-            }
+            }}
             #[inline(always)]
-            unsafe fn decode_biased(&self) -> [[__m256i; 2]; 4] {
+            unsafe fn decode_biased(&self) -> [[__m256i; 2]; 4] { unsafe {
                 const BIASED: [u8; 16] = biased($table);
                 // SAFETY: the table is 16 bytes; the caller guarantees AVX2.
                 let lut = _mm256_broadcastsi128_si256(_mm_loadu_si128(
                     BIASED.as_ptr() as *const __m128i,
                 ));
                 imp::decode(lut, &self.qs)
-            }
+            }}
         }
     )*};
 }
@@ -157,25 +165,33 @@ impl Nibble8x8 for crate::blocks::BlockQ8_0x8 {
     }
     #[inline(always)]
     unsafe fn decode(&self) -> [[__m256i; 2]; 4] {
-        // No closures here: they would not inherit the caller's target features.
-        let p = self.qs.as_ptr() as *const __m256i;
-        // SAFETY: vectors 0..8 of 32 bytes lie inside the 256-byte array.
-        [
-            [_mm256_loadu_si256(p), _mm256_loadu_si256(p.add(4))],
-            [_mm256_loadu_si256(p.add(1)), _mm256_loadu_si256(p.add(5))],
-            [_mm256_loadu_si256(p.add(2)), _mm256_loadu_si256(p.add(6))],
-            [_mm256_loadu_si256(p.add(3)), _mm256_loadu_si256(p.add(7))],
-        ]
+        // SAFETY: callers meet this function's contract: the CPU has the features of the
+        // kernel set that calls it, and the slices are as long as the body reads.
+        unsafe {
+            // No closures here: they would not inherit the caller's target features.
+            let p = self.qs.as_ptr() as *const __m256i;
+            // SAFETY: vectors 0..8 of 32 bytes lie inside the 256-byte array.
+            [
+                [_mm256_loadu_si256(p), _mm256_loadu_si256(p.add(4))],
+                [_mm256_loadu_si256(p.add(1)), _mm256_loadu_si256(p.add(5))],
+                [_mm256_loadu_si256(p.add(2)), _mm256_loadu_si256(p.add(6))],
+                [_mm256_loadu_si256(p.add(3)), _mm256_loadu_si256(p.add(7))],
+            ]
+        }
     }
     #[inline(always)]
     unsafe fn decode_biased(&self) -> [[__m256i; 2]; 4] {
-        let flip = _mm256_set1_epi8(-128);
-        let mut w = self.decode();
-        for pair in w.iter_mut() {
-            pair[0] = _mm256_xor_si256(pair[0], flip);
-            pair[1] = _mm256_xor_si256(pair[1], flip);
+        // SAFETY: callers meet this function's contract: the CPU has the features of the
+        // kernel set that calls it, and the slices are as long as the body reads.
+        unsafe {
+            let flip = _mm256_set1_epi8(-128);
+            let mut w = self.decode();
+            for pair in w.iter_mut() {
+                pair[0] = _mm256_xor_si256(pair[0], flip);
+                pair[1] = _mm256_xor_si256(pair[1], flip);
+            }
+            w
         }
-        w
     }
 }
 nibble8x8!(
@@ -195,54 +211,78 @@ pub(in crate::kernels::x86) mod imp {
     /// `w > -128` (negating -128 overflows), which the nibble tables guarantee; no overflow in
     /// `maddubs`: `|a| <= 128`, `|w| <= 127`, so a pair sums to at most 32512.
     unsafe fn dot_i8_act_sign(w: __m256i, a: __m256i, abs_a: __m256i) -> __m256i {
-        let p = _mm256_maddubs_epi16(abs_a, _mm256_sign_epi8(w, a));
-        _mm256_madd_epi16(p, _mm256_set1_epi16(1))
+        // SAFETY: callers meet this function's contract: the CPU has the features of the
+        // kernel set that calls it, and the slices are as long as the body reads.
+        unsafe {
+            let p = _mm256_maddubs_epi16(abs_a, _mm256_sign_epi8(w, a));
+            _mm256_madd_epi16(p, _mm256_set1_epi16(1))
+        }
     }
 
     /// The same with the weights carrying the sign, for any byte weights (Q8_0 blocks from a
     /// file may hold -128); activations are never -128 (their scale maps `amax` to 127).
     #[inline(always)]
     unsafe fn dot_i8(w: __m256i, a: __m256i) -> __m256i {
-        let p = _mm256_maddubs_epi16(_mm256_sign_epi8(w, w), _mm256_sign_epi8(a, w));
-        _mm256_madd_epi16(p, _mm256_set1_epi16(1))
+        // SAFETY: callers meet this function's contract: the CPU has the features of the
+        // kernel set that calls it, and the slices are as long as the body reads.
+        unsafe {
+            let p = _mm256_maddubs_epi16(_mm256_sign_epi8(w, w), _mm256_sign_epi8(a, w));
+            _mm256_madd_epi16(p, _mm256_set1_epi16(1))
+        }
     }
 
     #[inline(always)]
     pub(in crate::kernels::x86) unsafe fn broadcast8(bytes: &[i8]) -> __m256i {
-        // SAFETY: callers pass slices of at least 8 bytes; read_unaligned has no alignment need.
-        _mm256_set1_epi64x(std::ptr::read_unaligned(bytes.as_ptr() as *const i64))
+        // SAFETY: callers meet this function's contract: the CPU has the features of the
+        // kernel set that calls it, and the slices are as long as the body reads.
+        unsafe {
+            // SAFETY: callers pass slices of at least 8 bytes; read_unaligned has no alignment need.
+            _mm256_set1_epi64x(std::ptr::read_unaligned(bytes.as_ptr() as *const i64))
+        }
     }
 
     #[inline(always)]
     unsafe fn load32(bytes: &[u8]) -> __m256i {
-        // SAFETY: callers pass slices of at least 32 bytes.
-        _mm256_loadu_si256(bytes.as_ptr() as *const __m256i)
+        // SAFETY: callers meet this function's contract: the CPU has the features of the
+        // kernel set that calls it, and the slices are as long as the body reads.
+        unsafe {
+            // SAFETY: callers pass slices of at least 32 bytes.
+            _mm256_loadu_si256(bytes.as_ptr() as *const __m256i)
+        }
     }
 
     #[inline(always)]
     pub(in crate::kernels::x86) unsafe fn f16x8(h: &[F16Bits; 8]) -> __m256 {
-        // SAFETY: 8 halves are 16 bytes.
-        _mm256_cvtph_ps(_mm_loadu_si128(h.as_ptr() as *const __m128i))
+        // SAFETY: callers meet this function's contract: the CPU has the features of the
+        // kernel set that calls it, and the slices are as long as the body reads.
+        unsafe {
+            // SAFETY: 8 halves are 16 bytes.
+            _mm256_cvtph_ps(_mm_loadu_si128(h.as_ptr() as *const __m128i))
+        }
     }
 
     /// The weight block decoded to signed bytes: `[lo, hi]` for each of the four vectors.
     #[inline(always)]
     pub(super) unsafe fn decode(lut: __m256i, qs: &[u8; 128]) -> [[__m256i; 2]; 4] {
-        let m4 = _mm256_set1_epi8(0x0f);
-        let mut out = [[_mm256_setzero_si256(); 2]; 4];
-        for (v, o) in out.iter_mut().enumerate() {
-            let x = load32(&qs[v * 32..v * 32 + 32]);
-            o[0] = _mm256_shuffle_epi8(lut, _mm256_and_si256(x, m4));
-            o[1] = _mm256_shuffle_epi8(lut, _mm256_and_si256(_mm256_srli_epi16(x, 4), m4));
+        // SAFETY: callers meet this function's contract: the CPU has the features of the
+        // kernel set that calls it, and the slices are as long as the body reads.
+        unsafe {
+            let m4 = _mm256_set1_epi8(0x0f);
+            let mut out = [[_mm256_setzero_si256(); 2]; 4];
+            for (v, o) in out.iter_mut().enumerate() {
+                let x = load32(&qs[v * 32..v * 32 + 32]);
+                o[0] = _mm256_shuffle_epi8(lut, _mm256_and_si256(x, m4));
+                o[1] = _mm256_shuffle_epi8(lut, _mm256_and_si256(_mm256_srli_epi16(x, 4), m4));
+            }
+            out
         }
-        out
     }
 
     /// Row sums of one decoded block against one activation row given as its four 8-byte
     /// broadcasts (bytes 0-7, 8-15, 16-23, 24-31). Lanes come out in row order 0 1 4 5 2 3 6 7.
     #[inline(always)]
     unsafe fn row_sums(w: &[[__m256i; 2]; 4], a: [__m256i; 4], abs: [__m256i; 4]) -> __m256i {
-        row_sums_with::<false>(w, a, abs)
+        unsafe { row_sums_with::<false>(w, a, abs) }
     }
 
     /// `row_sums` with the activations carrying the sign (`dot_i8_act_sign`): for weights that
@@ -253,7 +293,7 @@ pub(in crate::kernels::x86) mod imp {
         a: [__m256i; 4],
         abs: [__m256i; 4],
     ) -> __m256i {
-        row_sums_with::<true>(w, a, abs)
+        unsafe { row_sums_with::<true>(w, a, abs) }
     }
 
     /// `row_sums` with lanes in `PAIRED` order (see `paired`).
@@ -263,8 +303,12 @@ pub(in crate::kernels::x86) mod imp {
         a: [__m256i; 4],
         abs: [__m256i; 4],
     ) -> __m256i {
-        let (s03, s47) = half_sums::<false>(w, a, abs);
-        paired(s03, s47)
+        // SAFETY: callers meet this function's contract: the CPU has the features of the
+        // kernel set that calls it, and the slices are as long as the body reads.
+        unsafe {
+            let (s03, s47) = half_sums::<false>(w, a, abs);
+            paired(s03, s47)
+        }
     }
 
     /// `row_sums_act_sign` with lanes in `PAIRED` order.
@@ -274,8 +318,12 @@ pub(in crate::kernels::x86) mod imp {
         a: [__m256i; 4],
         abs: [__m256i; 4],
     ) -> __m256i {
-        let (s03, s47) = half_sums::<true>(w, a, abs);
-        paired(s03, s47)
+        // SAFETY: callers meet this function's contract: the CPU has the features of the
+        // kernel set that calls it, and the slices are as long as the body reads.
+        unsafe {
+            let (s03, s47) = half_sums::<true>(w, a, abs);
+            paired(s03, s47)
+        }
     }
 
     /// Row sums from the two halves' i32 pairs (lanes 2k, 2k + 1: row k of rows 0-3 or 4-7)
@@ -284,21 +332,25 @@ pub(in crate::kernels::x86) mod imp {
     /// the second, giving lanes in the row order 0 4 1 5 2 6 3 7 (`PAIRED`).
     #[inline(always)]
     unsafe fn paired(s03: __m256i, s47: __m256i) -> __m256i {
-        let f03 = _mm256_add_epi32(s03, _mm256_shuffle_epi32::<0xb1>(s03));
-        let f47 = _mm256_add_epi32(s47, _mm256_shuffle_epi32::<0xb1>(s47));
-        _mm256_blend_epi32::<0b1010_1010>(f03, f47)
+        // SAFETY: callers meet this function's contract: the CPU has the features of the
+        // kernel set that calls it, and the slices are as long as the body reads.
+        unsafe {
+            let f03 = _mm256_add_epi32(s03, _mm256_shuffle_epi32::<0xb1>(s03));
+            let f47 = _mm256_add_epi32(s47, _mm256_shuffle_epi32::<0xb1>(s47));
+            _mm256_blend_epi32::<0b1010_1010>(f03, f47)
+        }
     }
 
     /// Takes row-ordered lanes to `PAIRED` order.
     #[inline(always)]
     unsafe fn to_paired() -> __m256i {
-        _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)
+        unsafe { _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7) }
     }
 
     /// Takes `PAIRED` lanes back to row order.
     #[inline(always)]
     unsafe fn from_paired() -> __m256i {
-        _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7)
+        unsafe { _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7) }
     }
 
     #[inline(always)]
@@ -307,8 +359,12 @@ pub(in crate::kernels::x86) mod imp {
         a: [__m256i; 4],
         abs: [__m256i; 4],
     ) -> __m256i {
-        let (s03, s47) = half_sums::<ACT_SIGN>(w, a, abs);
-        _mm256_hadd_epi32(s03, s47)
+        // SAFETY: callers meet this function's contract: the CPU has the features of the
+        // kernel set that calls it, and the slices are as long as the body reads.
+        unsafe {
+            let (s03, s47) = half_sums::<ACT_SIGN>(w, a, abs);
+            _mm256_hadd_epi32(s03, s47)
+        }
     }
 
     /// The i32 pairs of rows 0-3 and of rows 4-7 (lanes 2k and 2k + 1 hold halves of row k).
@@ -319,59 +375,75 @@ pub(in crate::kernels::x86) mod imp {
         a: [__m256i; 4],
         abs: [__m256i; 4],
     ) -> (__m256i, __m256i) {
-        macro_rules! dot {
-            ($v:literal, $s:literal, $k:literal) => {
-                if ACT_SIGN {
-                    dot_i8_act_sign(w[$v][$s], a[$k], abs[$k])
-                } else {
-                    dot_i8(w[$v][$s], a[$k])
-                }
-            };
+        // SAFETY: callers meet this function's contract: the CPU has the features of the
+        // kernel set that calls it, and the slices are as long as the body reads.
+        unsafe {
+            macro_rules! dot {
+                ($v:literal, $s:literal, $k:literal) => {
+                    if ACT_SIGN {
+                        dot_i8_act_sign(w[$v][$s], a[$k], abs[$k])
+                    } else {
+                        dot_i8(w[$v][$s], a[$k])
+                    }
+                };
+            }
+            let s03 = _mm256_add_epi32(
+                _mm256_add_epi32(dot!(0, 0, 0), dot!(0, 1, 2)),
+                _mm256_add_epi32(dot!(2, 0, 1), dot!(2, 1, 3)),
+            );
+            let s47 = _mm256_add_epi32(
+                _mm256_add_epi32(dot!(1, 0, 0), dot!(1, 1, 2)),
+                _mm256_add_epi32(dot!(3, 0, 1), dot!(3, 1, 3)),
+            );
+            (s03, s47)
         }
-        let s03 = _mm256_add_epi32(
-            _mm256_add_epi32(dot!(0, 0, 0), dot!(0, 1, 2)),
-            _mm256_add_epi32(dot!(2, 0, 1), dot!(2, 1, 3)),
-        );
-        let s47 = _mm256_add_epi32(
-            _mm256_add_epi32(dot!(1, 0, 0), dot!(1, 1, 2)),
-            _mm256_add_epi32(dot!(3, 0, 1), dot!(3, 1, 3)),
-        );
-        (s03, s47)
     }
 
     /// Lane order produced by `row_sums` (and its own inverse).
     #[inline(always)]
     pub(in crate::kernels::x86) unsafe fn row_order() -> __m256i {
-        _mm256_setr_epi32(0, 1, 4, 5, 2, 3, 6, 7)
+        unsafe { _mm256_setr_epi32(0, 1, 4, 5, 2, 3, 6, 7) }
     }
 
     /// An f16 scale broadcast to all lanes (F16C, not the integer widening).
     #[inline(always)]
     pub(in crate::kernels::x86) unsafe fn f16_splat(h: F16Bits) -> __m256 {
-        let v = _mm_cvtph_ps(_mm_cvtsi32_si128(u16::from_le_bytes(h.0) as i32));
-        _mm256_broadcastss_ps(v)
+        // SAFETY: callers meet this function's contract: the CPU has the features of the
+        // kernel set that calls it, and the slices are as long as the body reads.
+        unsafe {
+            let v = _mm_cvtph_ps(_mm_cvtsi32_si128(u16::from_le_bytes(h.0) as i32));
+            _mm256_broadcastss_ps(v)
+        }
     }
 
     /// `|a|` of four activation vectors.
     #[inline(always)]
     pub(in crate::kernels::x86) unsafe fn abs4(a: [__m256i; 4]) -> [__m256i; 4] {
-        [
-            _mm256_abs_epi8(a[0]),
-            _mm256_abs_epi8(a[1]),
-            _mm256_abs_epi8(a[2]),
-            _mm256_abs_epi8(a[3]),
-        ]
+        // SAFETY: callers meet this function's contract: the CPU has the features of the
+        // kernel set that calls it, and the slices are as long as the body reads.
+        unsafe {
+            [
+                _mm256_abs_epi8(a[0]),
+                _mm256_abs_epi8(a[1]),
+                _mm256_abs_epi8(a[2]),
+                _mm256_abs_epi8(a[3]),
+            ]
+        }
     }
 
     /// The four 8-byte broadcasts of one activation block.
     #[inline(always)]
     pub(in crate::kernels::x86) unsafe fn act_broadcasts(ab: &BlockQ8_0) -> [__m256i; 4] {
-        [
-            broadcast8(&ab.qs[0..8]),
-            broadcast8(&ab.qs[8..16]),
-            broadcast8(&ab.qs[16..24]),
-            broadcast8(&ab.qs[24..32]),
-        ]
+        // SAFETY: callers meet this function's contract: the CPU has the features of the
+        // kernel set that calls it, and the slices are as long as the body reads.
+        unsafe {
+            [
+                broadcast8(&ab.qs[0..8]),
+                broadcast8(&ab.qs[8..16]),
+                broadcast8(&ab.qs[16..24]),
+                broadcast8(&ab.qs[24..32]),
+            ]
+        }
     }
 
     /// GEMV over every row group in `w` (`a.len()` blocks each), two groups at a time so that
@@ -427,11 +499,15 @@ pub(in crate::kernels::x86) mod imp {
 
     #[target_feature(enable = "avx2,fma,f16c")]
     pub(super) unsafe fn gemv<P: Nibble8x8>(w: &[P], a: &[BlockQ8_0], out: &mut [f32]) {
-        // SAFETY (whole fn): every pointer read comes from a fixed-size array field.
-        if P::NEVER_MIN_I8 {
-            gemv_groups!(w, a, out, decode, row_sums_act_sign)
-        } else {
-            gemv_groups!(w, a, out, decode, row_sums)
+        // SAFETY: callers meet this function's contract: the CPU has the features of the
+        // kernel set that calls it, and the slices are as long as the body reads.
+        unsafe {
+            // SAFETY (whole fn): every pointer read comes from a fixed-size array field.
+            if P::NEVER_MIN_I8 {
+                gemv_groups!(w, a, out, decode, row_sums_act_sign)
+            } else {
+                gemv_groups!(w, a, out, decode, row_sums)
+            }
         }
     }
 
@@ -495,42 +571,50 @@ pub(in crate::kernels::x86) mod imp {
 
     #[target_feature(enable = "avx2,fma,f16c")]
     pub(super) unsafe fn gemm<P: Nibble8x8, Q: Q8Quad>(w: &[P], a: &[Q], out: &mut [f32]) {
-        // SAFETY (whole fn): as in `gemv`; `out` has at least 32 elements (checked inside).
-        if P::NEVER_MIN_I8 {
-            gemm_quad!(
-                w,
-                a,
-                out,
-                decode,
-                row_sums_paired_act_sign,
-                to_paired(),
-                from_paired()
-            )
-        } else {
-            gemm_quad!(
-                w,
-                a,
-                out,
-                decode,
-                row_sums_paired_i8,
-                to_paired(),
-                from_paired()
-            )
+        // SAFETY: callers meet this function's contract: the CPU has the features of the
+        // kernel set that calls it, and the slices are as long as the body reads.
+        unsafe {
+            // SAFETY (whole fn): as in `gemv`; `out` has at least 32 elements (checked inside).
+            if P::NEVER_MIN_I8 {
+                gemm_quad!(
+                    w,
+                    a,
+                    out,
+                    decode,
+                    row_sums_paired_act_sign,
+                    to_paired(),
+                    from_paired()
+                )
+            } else {
+                gemm_quad!(
+                    w,
+                    a,
+                    out,
+                    decode,
+                    row_sums_paired_i8,
+                    to_paired(),
+                    from_paired()
+                )
+            }
         }
     }
 
     /// Q4_0's nibbles as unsigned bytes `q` (weight `q - 8`): ggml stores them xor 8.
     #[inline(always)]
     unsafe fn decode_unsigned(qs: &[u8; 128]) -> [[__m256i; 2]; 4] {
-        let m4 = _mm256_set1_epi8(0x0f);
-        let flip = _mm256_set1_epi8(0x88u8 as i8);
-        let mut out = [[_mm256_setzero_si256(); 2]; 4];
-        for (v, o) in out.iter_mut().enumerate() {
-            let x = _mm256_xor_si256(load32(&qs[v * 32..v * 32 + 32]), flip);
-            o[0] = _mm256_and_si256(x, m4);
-            o[1] = _mm256_and_si256(_mm256_srli_epi16(x, 4), m4);
+        // SAFETY: callers meet this function's contract: the CPU has the features of the
+        // kernel set that calls it, and the slices are as long as the body reads.
+        unsafe {
+            let m4 = _mm256_set1_epi8(0x0f);
+            let flip = _mm256_set1_epi8(0x88u8 as i8);
+            let mut out = [[_mm256_setzero_si256(); 2]; 4];
+            for (v, o) in out.iter_mut().enumerate() {
+                let x = _mm256_xor_si256(load32(&qs[v * 32..v * 32 + 32]), flip);
+                o[0] = _mm256_and_si256(x, m4);
+                o[1] = _mm256_and_si256(_mm256_srli_epi16(x, 4), m4);
+            }
+            out
         }
-        out
     }
 
     /// Row sums of unsigned weights (0..=15) times signed activations, `row_sums` lane order.
@@ -538,9 +622,13 @@ pub(in crate::kernels::x86) mod imp {
     /// (4 x 2 x 15 x 128 < 32768), so only two widening `madd`s per activation row remain.
     #[inline(always)]
     unsafe fn row_sums_unsigned(w: &[[__m256i; 2]; 4], a: [__m256i; 4]) -> __m256i {
-        let (s03, s47) = unsigned_halves(w, a);
-        let ones = _mm256_set1_epi16(1);
-        _mm256_hadd_epi32(_mm256_madd_epi16(s03, ones), _mm256_madd_epi16(s47, ones))
+        // SAFETY: callers meet this function's contract: the CPU has the features of the
+        // kernel set that calls it, and the slices are as long as the body reads.
+        unsafe {
+            let (s03, s47) = unsigned_halves(w, a);
+            let ones = _mm256_set1_epi16(1);
+            _mm256_hadd_epi32(_mm256_madd_epi16(s03, ones), _mm256_madd_epi16(s47, ones))
+        }
     }
 
     /// Sums of four vectors of signed bytes per 64-bit lane, left in both i32 halves of the
@@ -548,19 +636,23 @@ pub(in crate::kernels::x86) mod imp {
     /// of an interleaved quad, lanes `2m` and `2m + 1` get row `m`'s.
     #[inline(always)]
     unsafe fn lane_sums(v: [__m256i; 4]) -> __m256i {
-        let ones = _mm256_set1_epi8(1);
-        let s = _mm256_add_epi16(
-            _mm256_add_epi16(
-                _mm256_maddubs_epi16(ones, v[0]),
-                _mm256_maddubs_epi16(ones, v[1]),
-            ),
-            _mm256_add_epi16(
-                _mm256_maddubs_epi16(ones, v[2]),
-                _mm256_maddubs_epi16(ones, v[3]),
-            ),
-        );
-        let s = _mm256_madd_epi16(s, _mm256_set1_epi16(1));
-        _mm256_add_epi32(s, _mm256_shuffle_epi32::<0xb1>(s))
+        // SAFETY: callers meet this function's contract: the CPU has the features of the
+        // kernel set that calls it, and the slices are as long as the body reads.
+        unsafe {
+            let ones = _mm256_set1_epi8(1);
+            let s = _mm256_add_epi16(
+                _mm256_add_epi16(
+                    _mm256_maddubs_epi16(ones, v[0]),
+                    _mm256_maddubs_epi16(ones, v[1]),
+                ),
+                _mm256_add_epi16(
+                    _mm256_maddubs_epi16(ones, v[2]),
+                    _mm256_maddubs_epi16(ones, v[3]),
+                ),
+            );
+            let s = _mm256_madd_epi16(s, _mm256_set1_epi16(1));
+            _mm256_add_epi32(s, _mm256_shuffle_epi32::<0xb1>(s))
+        }
     }
 
     /// `row_sums_unsigned` with the offset taken off: `8 x` the activation block sum, which
@@ -571,13 +663,13 @@ pub(in crate::kernels::x86) mod imp {
         a: [__m256i; 4],
         _abs: [__m256i; 4],
     ) -> __m256i {
-        _mm256_sub_epi32(row_sums_unsigned(w, a), _mm256_slli_epi32(lane_sums(a), 3))
+        unsafe { _mm256_sub_epi32(row_sums_unsigned(w, a), _mm256_slli_epi32(lane_sums(a), 3)) }
     }
 
     impl BlockQ4_0x8 {
         #[inline(always)]
         unsafe fn unsigned_quants(&self) -> [[__m256i; 2]; 4] {
-            decode_unsigned(&self.qs)
+            unsafe { decode_unsigned(&self.qs) }
         }
     }
 
@@ -585,8 +677,12 @@ pub(in crate::kernels::x86) mod imp {
     /// pass, and computed once).
     #[target_feature(enable = "avx2,fma,f16c")]
     pub(super) unsafe fn gemv_unsigned(w: &[BlockQ4_0x8], a: &[BlockQ8_0], out: &mut [f32]) {
-        // SAFETY (whole fn): every pointer read comes from a fixed-size array field.
-        gemv_groups!(w, a, out, unsigned_quants, row_sums_offset8)
+        // SAFETY: callers meet this function's contract: the CPU has the features of the
+        // kernel set that calls it, and the slices are as long as the body reads.
+        unsafe {
+            // SAFETY (whole fn): every pointer read comes from a fixed-size array field.
+            gemv_groups!(w, a, out, unsigned_quants, row_sums_offset8)
+        }
     }
 
     /// Q4_0's quants as unsigned bytes regrouped so that each 32-bit lane holds four bytes of
@@ -595,36 +691,40 @@ pub(in crate::kernels::x86) mod imp {
     /// per pair of packed vectors (rows 0-3 and 4-7 of one 8-byte chunk) do it.
     #[inline(always)]
     unsafe fn decode_unsigned_rows(qs: &[u8; 128]) -> [[__m256i; 2]; 4] {
-        let m4 = _mm256_set1_epi8(0x0f);
-        let flip = _mm256_set1_epi8(0x88u8 as i8);
-        let mut x = [_mm256_setzero_si256(); 4];
-        for (v, xv) in x.iter_mut().enumerate() {
-            *xv = _mm256_xor_si256(load32(&qs[v * 32..v * 32 + 32]), flip);
-        }
-        // No closures here: they would not inherit the caller's target features.
-        macro_rules! pick {
-            ($imm:literal, $a:expr, $b:expr) => {
-                _mm256_castps_si256(_mm256_shuffle_ps::<$imm>(
-                    _mm256_castsi256_ps($a),
-                    _mm256_castsi256_ps($b),
-                ))
-            };
-        }
-        // Even dwords (bytes 0-3 of each row's chunk), then odd ones (bytes 4-7).
-        let t = [
-            pick!(0x88, x[0], x[1]),
-            pick!(0xdd, x[0], x[1]),
-            pick!(0x88, x[2], x[3]),
-            pick!(0xdd, x[2], x[3]),
-        ];
-        let mut out = [[_mm256_setzero_si256(); 2]; 4];
-        for (o, v) in out.iter_mut().zip(t) {
-            *o = [
-                _mm256_and_si256(v, m4),
-                _mm256_and_si256(_mm256_srli_epi16(v, 4), m4),
+        // SAFETY: callers meet this function's contract: the CPU has the features of the
+        // kernel set that calls it, and the slices are as long as the body reads.
+        unsafe {
+            let m4 = _mm256_set1_epi8(0x0f);
+            let flip = _mm256_set1_epi8(0x88u8 as i8);
+            let mut x = [_mm256_setzero_si256(); 4];
+            for (v, xv) in x.iter_mut().enumerate() {
+                *xv = _mm256_xor_si256(load32(&qs[v * 32..v * 32 + 32]), flip);
+            }
+            // No closures here: they would not inherit the caller's target features.
+            macro_rules! pick {
+                ($imm:literal, $a:expr, $b:expr) => {
+                    _mm256_castps_si256(_mm256_shuffle_ps::<$imm>(
+                        _mm256_castsi256_ps($a),
+                        _mm256_castsi256_ps($b),
+                    ))
+                };
+            }
+            // Even dwords (bytes 0-3 of each row's chunk), then odd ones (bytes 4-7).
+            let t = [
+                pick!(0x88, x[0], x[1]),
+                pick!(0xdd, x[0], x[1]),
+                pick!(0x88, x[2], x[3]),
+                pick!(0xdd, x[2], x[3]),
             ];
+            let mut out = [[_mm256_setzero_si256(); 2]; 4];
+            for (o, v) in out.iter_mut().zip(t) {
+                *o = [
+                    _mm256_and_si256(v, m4),
+                    _mm256_and_si256(_mm256_srli_epi16(v, 4), m4),
+                ];
+            }
+            out
         }
-        out
     }
 
     /// GEMM for Q4_0 with unsigned nibbles. The offset (`8 x` each activation row's block sum)
@@ -639,63 +739,67 @@ pub(in crate::kernels::x86) mod imp {
     /// scalars are broadcast from memory, which costs a load instead of a shuffle.
     #[target_feature(enable = "avx2,fma,f16c")]
     pub(super) unsafe fn gemm_unsigned(w: &[BlockQ4_0x8], a: &[BlockQ8_0x4Sums], out: &mut [f32]) {
-        // SAFETY (whole fn): as in `gemv`; `out` has at least 32 elements (asserted below).
-        let order = row_order();
-        let ones = _mm256_set1_epi16(1);
-        let mut acc0 = _mm256_setzero_ps();
-        let mut acc1 = _mm256_setzero_ps();
-        let mut acc2 = _mm256_setzero_ps();
-        let mut acc3 = _mm256_setzero_ps();
-        for (wb, ab) in w.iter().zip(a) {
-            let wq = decode_unsigned_rows(&wb.qs);
-            let dw = _mm256_permutevar8x32_ps(
-                _mm256_cvtph_ps(_mm_loadu_si128(wb.d.as_ptr() as *const __m128i)),
-                order,
-            );
-            macro_rules! row {
-                ($m:literal, $acc:ident) => {
-                    // Row m's bytes 4i..4i + 4 sit at 32 (i / 2) + 8m + 4 (i % 2) in the quad.
-                    // Row m's bytes 4i..4i + 4 sit at 32 (i / 2) + 8m + 4 (i % 2) in the quad.
-                    let q = ab.qs.as_ptr();
-                    macro_rules! a4 {
-                        ($i:literal) => {
-                            _mm256_set1_epi32(std::ptr::read_unaligned(
-                                q.add(32 * ($i / 2) + 8 * $m + 4 * ($i % 2)) as *const i32,
-                            ))
-                        };
-                    }
-                    macro_rules! p {
-                        ($t:literal, $u:literal) => {
-                            _mm256_add_epi16(
-                                _mm256_maddubs_epi16(wq[$t][0], a4!($t)),
-                                _mm256_maddubs_epi16(wq[$t][1], a4!($u)),
-                            )
-                        };
-                    }
-                    let s16 = _mm256_add_epi16(
-                        _mm256_add_epi16(p!(0, 4), p!(1, 5)),
-                        _mm256_add_epi16(p!(2, 6), p!(3, 7)),
-                    );
-                    let offset = _mm256_castps_si256(_mm256_broadcast_ss(bytemuck::cast_ref(
-                        &ab.offsets[$m],
-                    )));
-                    let sums = _mm256_sub_epi32(_mm256_madd_epi16(s16, ones), offset);
-                    let scale = _mm256_mul_ps(dw, _mm256_broadcast_ss(&ab.d[$m]));
-                    $acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums), scale, $acc);
-                };
+        // SAFETY: callers meet this function's contract: the CPU has the features of the
+        // kernel set that calls it, and the slices are as long as the body reads.
+        unsafe {
+            // SAFETY (whole fn): as in `gemv`; `out` has at least 32 elements (asserted below).
+            let order = row_order();
+            let ones = _mm256_set1_epi16(1);
+            let mut acc0 = _mm256_setzero_ps();
+            let mut acc1 = _mm256_setzero_ps();
+            let mut acc2 = _mm256_setzero_ps();
+            let mut acc3 = _mm256_setzero_ps();
+            for (wb, ab) in w.iter().zip(a) {
+                let wq = decode_unsigned_rows(&wb.qs);
+                let dw = _mm256_permutevar8x32_ps(
+                    _mm256_cvtph_ps(_mm_loadu_si128(wb.d.as_ptr() as *const __m128i)),
+                    order,
+                );
+                macro_rules! row {
+                    ($m:literal, $acc:ident) => {
+                        // Row m's bytes 4i..4i + 4 sit at 32 (i / 2) + 8m + 4 (i % 2) in the quad.
+                        // Row m's bytes 4i..4i + 4 sit at 32 (i / 2) + 8m + 4 (i % 2) in the quad.
+                        let q = ab.qs.as_ptr();
+                        macro_rules! a4 {
+                            ($i:literal) => {
+                                _mm256_set1_epi32(std::ptr::read_unaligned(
+                                    q.add(32 * ($i / 2) + 8 * $m + 4 * ($i % 2)) as *const i32,
+                                ))
+                            };
+                        }
+                        macro_rules! p {
+                            ($t:literal, $u:literal) => {
+                                _mm256_add_epi16(
+                                    _mm256_maddubs_epi16(wq[$t][0], a4!($t)),
+                                    _mm256_maddubs_epi16(wq[$t][1], a4!($u)),
+                                )
+                            };
+                        }
+                        let s16 = _mm256_add_epi16(
+                            _mm256_add_epi16(p!(0, 4), p!(1, 5)),
+                            _mm256_add_epi16(p!(2, 6), p!(3, 7)),
+                        );
+                        let offset = _mm256_castps_si256(_mm256_broadcast_ss(bytemuck::cast_ref(
+                            &ab.offsets[$m],
+                        )));
+                        let sums = _mm256_sub_epi32(_mm256_madd_epi16(s16, ones), offset);
+                        let scale = _mm256_mul_ps(dw, _mm256_broadcast_ss(&ab.d[$m]));
+                        $acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums), scale, $acc);
+                    };
+                }
+                row!(0, acc0);
+                row!(1, acc1);
+                row!(2, acc2);
+                row!(3, acc3);
             }
-            row!(0, acc0);
-            row!(1, acc1);
-            row!(2, acc2);
-            row!(3, acc3);
-        }
-        assert!(out.len() >= 32);
-        for (m, acc_m) in [acc0, acc1, acc2, acc3].iter().enumerate() {
-            // SAFETY: `out` holds at least 32 floats (asserted above).
-            _mm256_storeu_ps(
-                out.as_mut_ptr().add(8 * m),
-                _mm256_permutevar8x32_ps(*acc_m, order),
-            );
+            assert!(out.len() >= 32);
+            for (m, acc_m) in [acc0, acc1, acc2, acc3].iter().enumerate() {
+                // SAFETY: `out` holds at least 32 floats (asserted above).
+                _mm256_storeu_ps(
+                    out.as_mut_ptr().add(8 * m),
+                    _mm256_permutevar8x32_ps(*acc_m, order),
+                );
+            }
         }
     }
 
@@ -703,27 +807,31 @@ pub(in crate::kernels::x86) mod imp {
     /// 64-bit lane k holds row k (rows 0-3) and row 4 + k (rows 4-7).
     #[inline(always)]
     unsafe fn unsigned_halves(w: &[[__m256i; 2]; 4], a: [__m256i; 4]) -> (__m256i, __m256i) {
-        let s03 = _mm256_add_epi16(
-            _mm256_add_epi16(
-                _mm256_maddubs_epi16(w[0][0], a[0]),
-                _mm256_maddubs_epi16(w[0][1], a[2]),
-            ),
-            _mm256_add_epi16(
-                _mm256_maddubs_epi16(w[2][0], a[1]),
-                _mm256_maddubs_epi16(w[2][1], a[3]),
-            ),
-        );
-        let s47 = _mm256_add_epi16(
-            _mm256_add_epi16(
-                _mm256_maddubs_epi16(w[1][0], a[0]),
-                _mm256_maddubs_epi16(w[1][1], a[2]),
-            ),
-            _mm256_add_epi16(
-                _mm256_maddubs_epi16(w[3][0], a[1]),
-                _mm256_maddubs_epi16(w[3][1], a[3]),
-            ),
-        );
-        (s03, s47)
+        // SAFETY: callers meet this function's contract: the CPU has the features of the
+        // kernel set that calls it, and the slices are as long as the body reads.
+        unsafe {
+            let s03 = _mm256_add_epi16(
+                _mm256_add_epi16(
+                    _mm256_maddubs_epi16(w[0][0], a[0]),
+                    _mm256_maddubs_epi16(w[0][1], a[2]),
+                ),
+                _mm256_add_epi16(
+                    _mm256_maddubs_epi16(w[2][0], a[1]),
+                    _mm256_maddubs_epi16(w[2][1], a[3]),
+                ),
+            );
+            let s47 = _mm256_add_epi16(
+                _mm256_add_epi16(
+                    _mm256_maddubs_epi16(w[1][0], a[0]),
+                    _mm256_maddubs_epi16(w[1][1], a[2]),
+                ),
+                _mm256_add_epi16(
+                    _mm256_maddubs_epi16(w[3][0], a[1]),
+                    _mm256_maddubs_epi16(w[3][1], a[3]),
+                ),
+            );
+            (s03, s47)
+        }
     }
 }
 

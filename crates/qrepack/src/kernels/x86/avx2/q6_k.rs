@@ -22,72 +22,100 @@ pub(in crate::kernels::x86) mod imp {
 
     #[inline(always)]
     unsafe fn broadcast8(bytes: &[i8]) -> __m256i {
-        debug_assert!(bytes.len() >= 8);
-        // SAFETY: callers pass slices of at least 8 bytes; read_unaligned needs no alignment.
-        _mm256_set1_epi64x(std::ptr::read_unaligned(bytes.as_ptr() as *const i64))
+        // SAFETY: callers meet this function's contract: the CPU has the features of the
+        // kernel set that calls it, and the slices are as long as the body reads.
+        unsafe {
+            assert!(bytes.len() >= 8);
+            // SAFETY: callers pass slices of at least 8 bytes; read_unaligned needs no alignment.
+            _mm256_set1_epi64x(std::ptr::read_unaligned(bytes.as_ptr() as *const i64))
+        }
     }
 
     #[inline(always)]
     unsafe fn load_vec(bytes: &[u8; 512], v: usize) -> __m256i {
-        debug_assert!(v < 16);
-        // SAFETY: v < 16, so the 32 bytes at 32v lie inside the 512-byte array.
-        _mm256_loadu_si256(bytes.as_ptr().add(32 * v) as *const __m256i)
+        // SAFETY: callers meet this function's contract: the CPU has the features of the
+        // kernel set that calls it, and the slices are as long as the body reads.
+        unsafe {
+            assert!(v < 16);
+            // SAFETY: v < 16, so the 32 bytes at 32v lie inside the 512-byte array.
+            _mm256_loadu_si256(bytes.as_ptr().add(32 * v) as *const __m256i)
+        }
     }
 
     #[inline(always)]
     unsafe fn load8(bytes: &[i8]) -> __m128i {
-        debug_assert!(bytes.len() >= 8);
-        // SAFETY: callers pass slices of at least 8 bytes.
-        _mm_loadl_epi64(bytes.as_ptr() as *const __m128i)
+        // SAFETY: callers meet this function's contract: the CPU has the features of the
+        // kernel set that calls it, and the slices are as long as the body reads.
+        unsafe {
+            assert!(bytes.len() >= 8);
+            // SAFETY: callers pass slices of at least 8 bytes.
+            _mm_loadl_epi64(bytes.as_ptr() as *const __m128i)
+        }
     }
 
     #[inline(always)]
     unsafe fn f16x8(h: &[F16Bits; 8]) -> __m256 {
-        // SAFETY: 8 halves are 16 bytes.
-        _mm256_cvtph_ps(_mm_loadu_si128(h.as_ptr() as *const __m128i))
+        // SAFETY: callers meet this function's contract: the CPU has the features of the
+        // kernel set that calls it, and the slices are as long as the body reads.
+        unsafe {
+            // SAFETY: 8 halves are 16 bytes.
+            _mm256_cvtph_ps(_mm_loadu_si128(h.as_ptr() as *const __m128i))
+        }
     }
 
     /// The scales of group `g` for rows `4h..4h + 4` as `i16`, each row's in its four lanes.
     #[inline(always)]
     unsafe fn group_scale(scales: &[i8; 128], g: usize, h: usize) -> __m256i {
-        // SAFETY: the caller guarantees AVX2+FMA+F16C; the memory accesses are
-        // the bounds-checked helpers and fixed-size array loads called here.
-        let pick = if h == 0 {
-            _mm_setr_epi8(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3)
-        } else {
-            _mm_setr_epi8(4, 4, 4, 4, 5, 5, 5, 5, 6, 6, 6, 6, 7, 7, 7, 7)
-        };
-        _mm256_cvtepi8_epi16(_mm_shuffle_epi8(load8(&scales[8 * g..8 * g + 8]), pick))
+        // SAFETY: callers meet this function's contract: the CPU has the features of the
+        // kernel set that calls it, and the slices are as long as the body reads.
+        unsafe {
+            // SAFETY: the caller guarantees AVX2+FMA+F16C; the memory accesses are
+            // the bounds-checked helpers and fixed-size array loads called here.
+            let pick = if h == 0 {
+                _mm_setr_epi8(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3)
+            } else {
+                _mm_setr_epi8(4, 4, 4, 4, 5, 5, 5, 5, 6, 6, 6, 6, 7, 7, 7, 7)
+            };
+            _mm256_cvtepi8_epi16(_mm_shuffle_epi8(load8(&scales[8 * g..8 * g + 8]), pick))
+        }
     }
 
     /// Scale pairs for the offset term: `[p]` has lanes `(sc[2p][r], sc[2p + 1][r])`, row `r`.
     #[inline(always)]
     unsafe fn scale_pairs(scales: &[i8; 128]) -> [__m256i; 8] {
-        // SAFETY: the caller guarantees AVX2+FMA+F16C; the memory accesses are
-        // the bounds-checked helpers and fixed-size array loads called here.
-        let mut out = [_mm256_setzero_si256(); 8];
-        for (p, o) in out.iter_mut().enumerate() {
-            let lo = load8(&scales[16 * p..16 * p + 8]);
-            let hi = load8(&scales[16 * p + 8..16 * p + 16]);
-            *o = _mm256_cvtepi8_epi16(_mm_unpacklo_epi8(lo, hi));
+        // SAFETY: callers meet this function's contract: the CPU has the features of the
+        // kernel set that calls it, and the slices are as long as the body reads.
+        unsafe {
+            // SAFETY: the caller guarantees AVX2+FMA+F16C; the memory accesses are
+            // the bounds-checked helpers and fixed-size array loads called here.
+            let mut out = [_mm256_setzero_si256(); 8];
+            for (p, o) in out.iter_mut().enumerate() {
+                let lo = load8(&scales[16 * p..16 * p + 8]);
+                let hi = load8(&scales[16 * p + 8..16 * p + 16]);
+                *o = _mm256_cvtepi8_epi16(_mm_unpacklo_epi8(lo, hi));
+            }
+            out
         }
-        out
     }
 
     /// `32·Σ_g sc_g·bsum_g` for the 8 rows in natural order; `bsum(g)` is at `bsums[idx[g]]`.
     #[inline(always)]
     unsafe fn offset_term(pairs: &[__m256i; 8], bsums: &[i16], idx: &[usize; 16]) -> __m256i {
-        // SAFETY: register-only intrinsics; the caller guarantees AVX2.
-        let mut acc = _mm256_setzero_si256();
-        for (p, sp) in pairs.iter().enumerate() {
-            let lo = bsums[idx[2 * p]] as u16 as i32;
-            let hi = bsums[idx[2 * p + 1]] as i32;
-            acc = _mm256_add_epi32(
-                acc,
-                _mm256_madd_epi16(*sp, _mm256_set1_epi32(lo | (hi << 16))),
-            );
+        // SAFETY: callers meet this function's contract: the CPU has the features of the
+        // kernel set that calls it, and the slices are as long as the body reads.
+        unsafe {
+            // SAFETY: register-only intrinsics; the caller guarantees AVX2.
+            let mut acc = _mm256_setzero_si256();
+            for (p, sp) in pairs.iter().enumerate() {
+                let lo = bsums[idx[2 * p]] as u16 as i32;
+                let hi = bsums[idx[2 * p + 1]] as i32;
+                acc = _mm256_add_epi32(
+                    acc,
+                    _mm256_madd_epi16(*sp, _mm256_set1_epi32(lo | (hi << 16))),
+                );
+            }
+            _mm256_slli_epi32::<5>(acc)
         }
-        _mm256_slli_epi32::<5>(acc)
     }
 
     /// `Σ_g sc_g Σ u·a` of one super-block for `M` activation rows: `s[m][h]` gets rows
@@ -101,52 +129,56 @@ pub(in crate::kernels::x86) mod imp {
         stride: usize,
         s: &mut [[__m256i; 2]; M],
     ) {
-        // SAFETY: the caller guarantees AVX2+FMA+F16C; the memory accesses are
-        // the bounds-checked helpers and fixed-size array loads called here.
-        let m3f = _mm256_set1_epi8(0x3f);
-        let m30 = _mm256_set1_epi8(0x30);
-        let m0f = _mm256_set1_epi8(0x0f);
-        for h in 0..2 {
-            for big in 0..2 {
-                for mm in 0..2 {
-                    // Chunks k = 2mm, 2mm + 1 form the 16-weight group 8big + 2s + mm.
-                    let mut a = [_mm256_setzero_si256(); 2];
-                    let mut b = [_mm256_setzero_si256(); 2];
-                    let mut c = [_mm256_setzero_si256(); 2];
-                    for kk in 0..2 {
-                        let v = 2 * (4 * big + 2 * mm + kk) + h;
-                        a[kk] = load_vec(&w.qa, v);
-                        b[kk] = load_vec(&w.qb, v);
-                        c[kk] = load_vec(&w.qc, v);
-                    }
-                    for sq in 0..4 {
-                        let mut u = [_mm256_setzero_si256(); 2];
+        // SAFETY: callers meet this function's contract: the CPU has the features of the
+        // kernel set that calls it, and the slices are as long as the body reads.
+        unsafe {
+            // SAFETY: the caller guarantees AVX2+FMA+F16C; the memory accesses are
+            // the bounds-checked helpers and fixed-size array loads called here.
+            let m3f = _mm256_set1_epi8(0x3f);
+            let m30 = _mm256_set1_epi8(0x30);
+            let m0f = _mm256_set1_epi8(0x0f);
+            for h in 0..2 {
+                for big in 0..2 {
+                    for mm in 0..2 {
+                        // Chunks k = 2mm, 2mm + 1 form the 16-weight group 8big + 2s + mm.
+                        let mut a = [_mm256_setzero_si256(); 2];
+                        let mut b = [_mm256_setzero_si256(); 2];
+                        let mut c = [_mm256_setzero_si256(); 2];
                         for kk in 0..2 {
-                            u[kk] = match sq {
-                                0 => _mm256_and_si256(a[kk], m3f),
-                                1 => _mm256_and_si256(b[kk], m3f),
-                                2 => _mm256_or_si256(
-                                    _mm256_and_si256(c[kk], m0f),
-                                    _mm256_and_si256(_mm256_srli_epi16::<2>(a[kk]), m30),
-                                ),
-                                _ => _mm256_or_si256(
-                                    _mm256_and_si256(_mm256_srli_epi16::<4>(c[kk]), m0f),
-                                    _mm256_and_si256(_mm256_srli_epi16::<2>(b[kk]), m30),
-                                ),
-                            };
+                            let v = 2 * (4 * big + 2 * mm + kk) + h;
+                            a[kk] = load_vec(&w.qa, v);
+                            b[kk] = load_vec(&w.qb, v);
+                            c[kk] = load_vec(&w.qc, v);
                         }
-                        let scv = group_scale(&w.scales, 8 * big + 2 * sq + mm, h);
-                        let e = 128 * big + 32 * sq + 16 * mm;
-                        for (m, sm) in s.iter_mut().enumerate() {
-                            let p0 = (e / 8) * stride + 8 * m;
-                            let p1 = (e / 8 + 1) * stride + 8 * m;
-                            let a0 = broadcast8(&qs[p0..p0 + 8]);
-                            let a1 = broadcast8(&qs[p1..p1 + 8]);
-                            let p = _mm256_add_epi16(
-                                _mm256_maddubs_epi16(u[0], a0),
-                                _mm256_maddubs_epi16(u[1], a1),
-                            );
-                            sm[h] = _mm256_add_epi32(sm[h], _mm256_madd_epi16(p, scv));
+                        for sq in 0..4 {
+                            let mut u = [_mm256_setzero_si256(); 2];
+                            for kk in 0..2 {
+                                u[kk] = match sq {
+                                    0 => _mm256_and_si256(a[kk], m3f),
+                                    1 => _mm256_and_si256(b[kk], m3f),
+                                    2 => _mm256_or_si256(
+                                        _mm256_and_si256(c[kk], m0f),
+                                        _mm256_and_si256(_mm256_srli_epi16::<2>(a[kk]), m30),
+                                    ),
+                                    _ => _mm256_or_si256(
+                                        _mm256_and_si256(_mm256_srli_epi16::<4>(c[kk]), m0f),
+                                        _mm256_and_si256(_mm256_srli_epi16::<2>(b[kk]), m30),
+                                    ),
+                                };
+                            }
+                            let scv = group_scale(&w.scales, 8 * big + 2 * sq + mm, h);
+                            let e = 128 * big + 32 * sq + 16 * mm;
+                            for (m, sm) in s.iter_mut().enumerate() {
+                                let p0 = (e / 8) * stride + 8 * m;
+                                let p1 = (e / 8 + 1) * stride + 8 * m;
+                                let a0 = broadcast8(&qs[p0..p0 + 8]);
+                                let a1 = broadcast8(&qs[p1..p1 + 8]);
+                                let p = _mm256_add_epi16(
+                                    _mm256_maddubs_epi16(u[0], a0),
+                                    _mm256_maddubs_epi16(u[1], a1),
+                                );
+                                sm[h] = _mm256_add_epi32(sm[h], _mm256_madd_epi16(p, scv));
+                            }
                         }
                     }
                 }
@@ -157,11 +189,15 @@ pub(in crate::kernels::x86) mod imp {
     /// Row sums in natural row order from the two half accumulators.
     #[inline(always)]
     unsafe fn row_sums(s: &[__m256i; 2]) -> __m256i {
-        // SAFETY: register-only intrinsics; the caller guarantees AVX2.
-        _mm256_permutevar8x32_epi32(
-            _mm256_hadd_epi32(s[0], s[1]),
-            _mm256_setr_epi32(0, 1, 4, 5, 2, 3, 6, 7),
-        )
+        // SAFETY: callers meet this function's contract: the CPU has the features of the
+        // kernel set that calls it, and the slices are as long as the body reads.
+        unsafe {
+            // SAFETY: register-only intrinsics; the caller guarantees AVX2.
+            _mm256_permutevar8x32_epi32(
+                _mm256_hadd_epi32(s[0], s[1]),
+                _mm256_setr_epi32(0, 1, 4, 5, 2, 3, 6, 7),
+            )
+        }
     }
 
     const ROW_BSUMS: [usize; 16] = [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15];
@@ -186,27 +222,31 @@ pub(in crate::kernels::x86) mod imp {
         a: &[BlockQ8K],
         out: &mut [f32],
     ) {
-        // SAFETY: the caller guarantees AVX2+FMA+F16C; every load below reads
-        // inside a fixed-size array field and every store is length-checked.
-        let nb = a.len();
-        if nb == 0 {
-            out.fill(0.0);
-            return;
-        }
-        let groups = w.chunks_exact(nb).zip(out.chunks_exact_mut(8));
-        for (group, o) in groups {
-            let mut acc = _mm256_setzero_ps();
-            for (wb, ab) in group.iter().zip(a) {
-                crate::kernel_api::prefetch_ahead(wb, PREFETCH_AHEAD);
-                let mut s = [[_mm256_setzero_si256(); 2]; 1];
-                block_sums::<1>(wb, &ab.qs, 8, &mut s);
-                let off = offset_term(&scale_pairs(&wb.scales), &ab.bsums, &ROW_BSUMS);
-                let isum = _mm256_sub_epi32(row_sums(&s[0]), off);
-                let d = _mm256_mul_ps(f16x8(&wb.d), _mm256_set1_ps(ab.d));
-                acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), d, acc);
+        // SAFETY: callers meet this function's contract: the CPU has the features of the
+        // kernel set that calls it, and the slices are as long as the body reads.
+        unsafe {
+            // SAFETY: the caller guarantees AVX2+FMA+F16C; every load below reads
+            // inside a fixed-size array field and every store is length-checked.
+            let nb = a.len();
+            if nb == 0 {
+                out.fill(0.0);
+                return;
             }
-            // SAFETY: chunks_exact_mut(8) gives 8 floats.
-            _mm256_storeu_ps(o.as_mut_ptr(), acc);
+            let groups = w.chunks_exact(nb).zip(out.chunks_exact_mut(8));
+            for (group, o) in groups {
+                let mut acc = _mm256_setzero_ps();
+                for (wb, ab) in group.iter().zip(a) {
+                    crate::kernel_api::prefetch_ahead(wb, PREFETCH_AHEAD);
+                    let mut s = [[_mm256_setzero_si256(); 2]; 1];
+                    block_sums::<1>(wb, &ab.qs, 8, &mut s);
+                    let off = offset_term(&scale_pairs(&wb.scales), &ab.bsums, &ROW_BSUMS);
+                    let isum = _mm256_sub_epi32(row_sums(&s[0]), off);
+                    let d = _mm256_mul_ps(f16x8(&wb.d), _mm256_set1_ps(ab.d));
+                    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), d, acc);
+                }
+                // SAFETY: chunks_exact_mut(8) gives 8 floats.
+                _mm256_storeu_ps(o.as_mut_ptr(), acc);
+            }
         }
     }
 
@@ -216,25 +256,29 @@ pub(in crate::kernels::x86) mod imp {
         a: &[BlockQ8Kx4],
         out: &mut [f32],
     ) {
-        // SAFETY: the caller guarantees AVX2+FMA+F16C; every load below reads
-        // inside a fixed-size array field and every store is length-checked.
-        let mut acc = [_mm256_setzero_ps(); 4];
-        for (wb, ab) in w.iter().zip(a) {
-            let mut s = [[_mm256_setzero_si256(); 2]; 4];
-            block_sums::<4>(wb, &ab.qs, 32, &mut s);
-            let pairs = scale_pairs(&wb.scales);
-            let dw = f16x8(&wb.d);
-            for (m, acc_m) in acc.iter_mut().enumerate() {
-                let off = offset_term(&pairs, &ab.bsums, &quad_bsums(m));
-                let isum = _mm256_sub_epi32(row_sums(&s[m]), off);
-                let d = _mm256_mul_ps(dw, _mm256_set1_ps(ab.d[m]));
-                *acc_m = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), d, *acc_m);
+        // SAFETY: callers meet this function's contract: the CPU has the features of the
+        // kernel set that calls it, and the slices are as long as the body reads.
+        unsafe {
+            // SAFETY: the caller guarantees AVX2+FMA+F16C; every load below reads
+            // inside a fixed-size array field and every store is length-checked.
+            let mut acc = [_mm256_setzero_ps(); 4];
+            for (wb, ab) in w.iter().zip(a) {
+                let mut s = [[_mm256_setzero_si256(); 2]; 4];
+                block_sums::<4>(wb, &ab.qs, 32, &mut s);
+                let pairs = scale_pairs(&wb.scales);
+                let dw = f16x8(&wb.d);
+                for (m, acc_m) in acc.iter_mut().enumerate() {
+                    let off = offset_term(&pairs, &ab.bsums, &quad_bsums(m));
+                    let isum = _mm256_sub_epi32(row_sums(&s[m]), off);
+                    let d = _mm256_mul_ps(dw, _mm256_set1_ps(ab.d[m]));
+                    *acc_m = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), d, *acc_m);
+                }
             }
-        }
-        assert!(out.len() >= 32);
-        for (m, acc_m) in acc.iter().enumerate() {
-            // SAFETY: out has at least 32 elements (checked above).
-            _mm256_storeu_ps(out.as_mut_ptr().add(8 * m), *acc_m);
+            assert!(out.len() >= 32);
+            for (m, acc_m) in acc.iter().enumerate() {
+                // SAFETY: out has at least 32 elements (checked above).
+                _mm256_storeu_ps(out.as_mut_ptr().add(8 * m), *acc_m);
+            }
         }
     }
 }

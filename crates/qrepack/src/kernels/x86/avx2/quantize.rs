@@ -473,7 +473,7 @@ mod imp {
 
     #[target_feature(enable = "avx2,fma,f16c")]
     pub(super) fn q8_0_quad<const IL: usize>(x: [&[f32]; 4], out: &mut [BlockQ8_0x4]) {
-        debug_assert!(IL == 4 || IL == 8);
+        assert!(IL == 4 || IL == 8);
         for (i, quad) in out.iter_mut().enumerate() {
             let b = x.map(|row| block::<32>(row, i));
             match q8_0_x4::<false>(b) {
@@ -738,7 +738,7 @@ mod tests {
     };
     use crate::cpu::CpuFeatures;
     // The Q8_1 quads of the `q4_1_8x8` layout.
-    use crate::layout::Q8_1Interleaved as Q8_1x4;
+    use crate::layout::q4_1::Q8_1Interleaved as Q8_1x4;
 
     /// The CPU, when it can run the AVX2 quantizers (the tests pass vacuously otherwise).
     fn avx2_cpu() -> Option<&'static CpuFeatures> {

@@ -64,9 +64,13 @@ mod imp {
     /// The CPU must support SSE2 (every x86_64 CPU does).
     #[inline(always)]
     unsafe fn load16<T: bytemuck::Pod>(p: &[T; 16]) -> __m128i {
-        debug_assert_eq!(std::mem::size_of::<T>(), 1);
-        // SAFETY: `p` is 16 one-byte elements; `loadu` has no alignment requirement.
-        _mm_loadu_si128(p.as_ptr().cast())
+        // SAFETY: callers meet this function's contract: the CPU has the features of the
+        // kernel set that calls it, and the slices are as long as the body reads.
+        unsafe {
+            assert_eq!(std::mem::size_of::<T>(), 1);
+            // SAFETY: `p` is 16 one-byte elements; `loadu` has no alignment requirement.
+            _mm_loadu_si128(p.as_ptr().cast())
+        }
     }
 
     /// Loads 32 bytes.
@@ -75,9 +79,13 @@ mod imp {
     /// The CPU must support AVX.
     #[inline(always)]
     unsafe fn load32<T: bytemuck::Pod>(p: &[T; 32]) -> __m256i {
-        debug_assert_eq!(std::mem::size_of::<T>(), 1);
-        // SAFETY: `p` is 32 one-byte elements; `loadu` has no alignment requirement.
-        _mm256_loadu_si256(p.as_ptr().cast())
+        // SAFETY: callers meet this function's contract: the CPU has the features of the
+        // kernel set that calls it, and the slices are as long as the body reads.
+        unsafe {
+            assert_eq!(std::mem::size_of::<T>(), 1);
+            // SAFETY: `p` is 32 one-byte elements; `loadu` has no alignment requirement.
+            _mm256_loadu_si256(p.as_ptr().cast())
+        }
     }
 
     /// Sum of the 4 lanes.
@@ -86,8 +94,12 @@ mod imp {
     /// The CPU must support SSE3.
     #[inline(always)]
     unsafe fn hsum128(v: __m128) -> f32 {
-        let s = _mm_add_ps(v, _mm_movehl_ps(v, v));
-        _mm_cvtss_f32(_mm_add_ss(s, _mm_movehdup_ps(s)))
+        // SAFETY: callers meet this function's contract: the CPU has the features of the
+        // kernel set that calls it, and the slices are as long as the body reads.
+        unsafe {
+            let s = _mm_add_ps(v, _mm_movehl_ps(v, v));
+            _mm_cvtss_f32(_mm_add_ss(s, _mm_movehdup_ps(s)))
+        }
     }
 
     /// Sum of the 8 lanes.
@@ -96,10 +108,14 @@ mod imp {
     /// The CPU must support AVX.
     #[inline(always)]
     unsafe fn hsum256(v: __m256) -> f32 {
-        hsum128(_mm_add_ps(
-            _mm256_castps256_ps128(v),
-            _mm256_extractf128_ps::<1>(v),
-        ))
+        // SAFETY: callers meet this function's contract: the CPU has the features of the
+        // kernel set that calls it, and the slices are as long as the body reads.
+        unsafe {
+            hsum128(_mm_add_ps(
+                _mm256_castps256_ps128(v),
+                _mm256_extractf128_ps::<1>(v),
+            ))
+        }
     }
 
     /// Adjacent `i16` pairs summed into `i32` lanes (exact).
@@ -108,7 +124,7 @@ mod imp {
     /// The CPU must support AVX2.
     #[inline(always)]
     unsafe fn pairs_to_i32(p: __m256i) -> __m256i {
-        _mm256_madd_epi16(p, _mm256_set1_epi16(1))
+        unsafe { _mm256_madd_epi16(p, _mm256_set1_epi16(1)) }
     }
 
     /// Products of signed bytes `w` (`|w| <= 127`) and `a` (any `i8`, `-128` included), adjacent
@@ -118,7 +134,7 @@ mod imp {
     /// The CPU must support AVX2.
     #[inline(always)]
     unsafe fn mul_signed_pairs(w: __m256i, a: __m256i) -> __m256i {
-        _mm256_maddubs_epi16(_mm256_abs_epi8(a), _mm256_sign_epi8(w, a))
+        unsafe { _mm256_maddubs_epi16(_mm256_abs_epi8(a), _mm256_sign_epi8(w, a)) }
     }
 
     /// The 32 nibbles of a 16-byte run as bytes: low nibbles first, then high nibbles.
@@ -127,9 +143,13 @@ mod imp {
     /// The CPU must support AVX2.
     #[inline(always)]
     unsafe fn nibbles32(qs: &[u8; 16]) -> __m256i {
-        let x = load16(qs);
-        let both = _mm256_set_m128i(_mm_srli_epi16::<4>(x), x);
-        _mm256_and_si256(both, _mm256_set1_epi8(0x0f))
+        // SAFETY: callers meet this function's contract: the CPU has the features of the
+        // kernel set that calls it, and the slices are as long as the body reads.
+        unsafe {
+            let x = load16(qs);
+            let both = _mm256_set_m128i(_mm_srli_epi16::<4>(x), x);
+            _mm256_and_si256(both, _mm256_set1_epi8(0x0f))
+        }
     }
 
     /// Byte `i` is `0xff` when bit `i` of `bits` is set, else 0.
@@ -138,17 +158,21 @@ mod imp {
     /// The CPU must support AVX2.
     #[inline(always)]
     unsafe fn bit_mask32(bits: u32) -> __m256i {
-        let v = _mm256_set1_epi32(bits as i32);
-        // Byte i takes source byte i / 8 (both 128-bit lanes of `v` hold all four bytes).
-        let spread = _mm256_shuffle_epi8(
-            v,
-            _mm256_setr_epi8(
-                0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, //
-                2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3,
-            ),
-        );
-        let select = _mm256_set1_epi64x(0x8040_2010_0804_0201_u64 as i64);
-        _mm256_cmpeq_epi8(_mm256_and_si256(spread, select), select)
+        // SAFETY: callers meet this function's contract: the CPU has the features of the
+        // kernel set that calls it, and the slices are as long as the body reads.
+        unsafe {
+            let v = _mm256_set1_epi32(bits as i32);
+            // Byte i takes source byte i / 8 (both 128-bit lanes of `v` hold all four bytes).
+            let spread = _mm256_shuffle_epi8(
+                v,
+                _mm256_setr_epi8(
+                    0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, //
+                    2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3,
+                ),
+            );
+            let select = _mm256_set1_epi64x(0x8040_2010_0804_0201_u64 as i64);
+            _mm256_cmpeq_epi8(_mm256_and_si256(spread, select), select)
+        }
     }
 
     /// `[dw0 * da0, dw1 * da1]` of two block pairs, each broadcast to 8 lanes (each product
@@ -158,15 +182,19 @@ mod imp {
     /// The CPU must support AVX2 and F16C.
     #[inline(always)]
     unsafe fn scale_pair(w0: F16Bits, a0: F16Bits, w1: F16Bits, a1: F16Bits) -> (__m256, __m256) {
-        let bits = u64::from_le_bytes([
-            w0.0[0], w0.0[1], w1.0[0], w1.0[1], a0.0[0], a0.0[1], a1.0[0], a1.0[1],
-        ]);
-        let v = _mm_cvtph_ps(_mm_cvtsi64_si128(bits as i64)); // [w0, w1, a0, a1]
-        let p = _mm_mul_ps(v, _mm_movehl_ps(v, v)); // [w0 a0, w1 a1, ..]
-        (
-            _mm256_broadcastss_ps(p),
-            _mm256_broadcastss_ps(_mm_movehdup_ps(p)),
-        )
+        // SAFETY: callers meet this function's contract: the CPU has the features of the
+        // kernel set that calls it, and the slices are as long as the body reads.
+        unsafe {
+            let bits = u64::from_le_bytes([
+                w0.0[0], w0.0[1], w1.0[0], w1.0[1], a0.0[0], a0.0[1], a1.0[0], a1.0[1],
+            ]);
+            let v = _mm_cvtph_ps(_mm_cvtsi64_si128(bits as i64)); // [w0, w1, a0, a1]
+            let p = _mm_mul_ps(v, _mm_movehl_ps(v, v)); // [w0 a0, w1 a1, ..]
+            (
+                _mm256_broadcastss_ps(p),
+                _mm256_broadcastss_ps(_mm_movehdup_ps(p)),
+            )
+        }
     }
 
     /// `dw * da` broadcast to 8 lanes.
@@ -175,9 +203,13 @@ mod imp {
     /// The CPU must support AVX2 and F16C.
     #[inline(always)]
     unsafe fn scale_one(w: F16Bits, a: F16Bits) -> __m256 {
-        let bits = u32::from_le_bytes([w.0[0], w.0[1], a.0[0], a.0[1]]);
-        let v = _mm_cvtph_ps(_mm_cvtsi32_si128(bits as i32)); // [w, a, 0, 0]
-        _mm256_broadcastss_ps(_mm_mul_ss(v, _mm_movehdup_ps(v)))
+        // SAFETY: callers meet this function's contract: the CPU has the features of the
+        // kernel set that calls it, and the slices are as long as the body reads.
+        unsafe {
+            let bits = u32::from_le_bytes([w.0[0], w.0[1], a.0[0], a.0[1]]);
+            let v = _mm_cvtph_ps(_mm_cvtsi32_si128(bits as i32)); // [w, a, 0, 0]
+            _mm256_broadcastss_ps(_mm_mul_ss(v, _mm_movehdup_ps(v)))
+        }
     }
 
     // ---------------------------------------------------------------------------------------
@@ -201,11 +233,15 @@ mod imp {
         }
         #[inline(always)]
         unsafe fn isum(&self, a: &BlockQ8_0) -> __m256i {
-            // Σ (q - 8)·a as Σ q·a - Σ 8·a, pair by pair (unsigned q <= 15: no saturation).
-            let av = load32(&a.qs);
-            let p = _mm256_maddubs_epi16(nibbles32(&self.qs), av);
-            let bias = _mm256_maddubs_epi16(_mm256_set1_epi8(8), av);
-            pairs_to_i32(_mm256_sub_epi16(p, bias))
+            // SAFETY: callers meet this function's contract: the CPU has the features of the
+            // kernel set that calls it, and the slices are as long as the body reads.
+            unsafe {
+                // Σ (q - 8)·a as Σ q·a - Σ 8·a, pair by pair (unsigned q <= 15: no saturation).
+                let av = load32(&a.qs);
+                let p = _mm256_maddubs_epi16(nibbles32(&self.qs), av);
+                let bias = _mm256_maddubs_epi16(_mm256_set1_epi8(8), av);
+                pairs_to_i32(_mm256_sub_epi16(p, bias))
+            }
         }
     }
 
@@ -216,12 +252,16 @@ mod imp {
         }
         #[inline(always)]
         unsafe fn isum(&self, a: &BlockQ8_0) -> __m256i {
-            // `nibble - 16` is `nibble | 0xf0` as a signed byte; with the fifth bit set the
-            // weight is the nibble itself.
-            let high = bit_mask32(u32::from_le_bytes(self.qh));
-            let bias = _mm256_andnot_si256(high, _mm256_set1_epi8(0xf0_u8 as i8));
-            let q = _mm256_or_si256(nibbles32(&self.qs), bias);
-            pairs_to_i32(mul_signed_pairs(q, load32(&a.qs)))
+            // SAFETY: callers meet this function's contract: the CPU has the features of the
+            // kernel set that calls it, and the slices are as long as the body reads.
+            unsafe {
+                // `nibble - 16` is `nibble | 0xf0` as a signed byte; with the fifth bit set the
+                // weight is the nibble itself.
+                let high = bit_mask32(u32::from_le_bytes(self.qh));
+                let bias = _mm256_andnot_si256(high, _mm256_set1_epi8(0xf0_u8 as i8));
+                let q = _mm256_or_si256(nibbles32(&self.qs), bias);
+                pairs_to_i32(mul_signed_pairs(q, load32(&a.qs)))
+            }
         }
     }
 
@@ -232,11 +272,15 @@ mod imp {
         }
         #[inline(always)]
         unsafe fn isum(&self, a: &BlockQ8_0) -> __m256i {
-            let w0 = _mm256_cvtepi8_epi16(load16(sub::<i8, 16>(&self.qs, 0)));
-            let w1 = _mm256_cvtepi8_epi16(load16(sub::<i8, 16>(&self.qs, 16)));
-            let a0 = _mm256_cvtepi8_epi16(load16(sub::<i8, 16>(&a.qs, 0)));
-            let a1 = _mm256_cvtepi8_epi16(load16(sub::<i8, 16>(&a.qs, 16)));
-            _mm256_add_epi32(_mm256_madd_epi16(w0, a0), _mm256_madd_epi16(w1, a1))
+            // SAFETY: callers meet this function's contract: the CPU has the features of the
+            // kernel set that calls it, and the slices are as long as the body reads.
+            unsafe {
+                let w0 = _mm256_cvtepi8_epi16(load16(sub::<i8, 16>(&self.qs, 0)));
+                let w1 = _mm256_cvtepi8_epi16(load16(sub::<i8, 16>(&self.qs, 16)));
+                let a0 = _mm256_cvtepi8_epi16(load16(sub::<i8, 16>(&a.qs, 0)));
+                let a1 = _mm256_cvtepi8_epi16(load16(sub::<i8, 16>(&a.qs, 16)));
+                _mm256_add_epi32(_mm256_madd_epi16(w0, a0), _mm256_madd_epi16(w1, a1))
+            }
         }
     }
 
@@ -247,9 +291,13 @@ mod imp {
         }
         #[inline(always)]
         unsafe fn isum(&self, a: &BlockQ8_0) -> __m256i {
-            let lut = _mm256_broadcastsi128_si256(load16(&IQ4NL_LEVELS));
-            let q = _mm256_shuffle_epi8(lut, nibbles32(&self.qs));
-            pairs_to_i32(mul_signed_pairs(q, load32(&a.qs)))
+            // SAFETY: callers meet this function's contract: the CPU has the features of the
+            // kernel set that calls it, and the slices are as long as the body reads.
+            unsafe {
+                let lut = _mm256_broadcastsi128_si256(load16(&IQ4NL_LEVELS));
+                let q = _mm256_shuffle_epi8(lut, nibbles32(&self.qs));
+                pairs_to_i32(mul_signed_pairs(q, load32(&a.qs)))
+            }
         }
     }
 
@@ -259,24 +307,28 @@ mod imp {
     /// The CPU must support AVX2, FMA and F16C.
     #[target_feature(enable = "avx2,fma,f16c")]
     pub(super) unsafe fn dot32<W: Block32>(w: &[W], a: &[BlockQ8_0]) -> f32 {
-        let n = w.len().min(a.len());
-        let (w, a) = (&w[..n], &a[..n]);
-        let mut acc0 = _mm256_setzero_ps();
-        let mut acc1 = _mm256_setzero_ps();
-        let mut wp = w.chunks_exact(2);
-        let mut ap = a.chunks_exact(2);
-        for (w2, a2) in (&mut wp).zip(&mut ap) {
-            let (d0, d1) = scale_pair(w2[0].scale(), a2[0].d, w2[1].scale(), a2[1].d);
-            let s0 = _mm256_cvtepi32_ps(w2[0].isum(&a2[0]));
-            let s1 = _mm256_cvtepi32_ps(w2[1].isum(&a2[1]));
-            acc0 = _mm256_fmadd_ps(s0, d0, acc0);
-            acc1 = _mm256_fmadd_ps(s1, d1, acc1);
+        // SAFETY: callers meet this function's contract: the CPU has the features of the
+        // kernel set that calls it, and the slices are as long as the body reads.
+        unsafe {
+            let n = w.len().min(a.len());
+            let (w, a) = (&w[..n], &a[..n]);
+            let mut acc0 = _mm256_setzero_ps();
+            let mut acc1 = _mm256_setzero_ps();
+            let mut wp = w.chunks_exact(2);
+            let mut ap = a.chunks_exact(2);
+            for (w2, a2) in (&mut wp).zip(&mut ap) {
+                let (d0, d1) = scale_pair(w2[0].scale(), a2[0].d, w2[1].scale(), a2[1].d);
+                let s0 = _mm256_cvtepi32_ps(w2[0].isum(&a2[0]));
+                let s1 = _mm256_cvtepi32_ps(w2[1].isum(&a2[1]));
+                acc0 = _mm256_fmadd_ps(s0, d0, acc0);
+                acc1 = _mm256_fmadd_ps(s1, d1, acc1);
+            }
+            if let (Some(wb), Some(ab)) = (wp.remainder().first(), ap.remainder().first()) {
+                let s = _mm256_cvtepi32_ps(wb.isum(ab));
+                acc0 = _mm256_fmadd_ps(s, scale_one(wb.scale(), ab.d), acc0);
+            }
+            hsum256(_mm256_add_ps(acc0, acc1))
         }
-        if let (Some(wb), Some(ab)) = (wp.remainder().first(), ap.remainder().first()) {
-            let s = _mm256_cvtepi32_ps(wb.isum(ab));
-            acc0 = _mm256_fmadd_ps(s, scale_one(wb.scale(), ab.d), acc0);
-        }
-        hsum256(_mm256_add_ps(acc0, acc1))
     }
 
     // ---------------------------------------------------------------------------------------
@@ -289,8 +341,12 @@ mod imp {
     /// The CPU must support AVX.
     #[inline(always)]
     unsafe fn pick_i16(j: usize) -> __m256i {
-        let lo = (2 * j) as i16;
-        _mm256_set1_epi16(lo | ((lo + 1) << 8))
+        // SAFETY: callers meet this function's contract: the CPU has the features of the
+        // kernel set that calls it, and the slices are as long as the body reads.
+        unsafe {
+            let lo = (2 * j) as i16;
+            _mm256_set1_epi16(lo | ((lo + 1) << 8))
+        }
     }
 
     /// `pshufb` control giving `i16` lane `j` in the low 128-bit lane and `j + 1` in the high.
@@ -299,12 +355,16 @@ mod imp {
     /// The CPU must support AVX.
     #[inline(always)]
     unsafe fn pick_i16_pair(j: usize) -> __m256i {
-        let lo = (2 * j) as i16;
-        let hi = lo + 2;
-        _mm256_set_m128i(
-            _mm_set1_epi16(hi | ((hi + 1) << 8)),
-            _mm_set1_epi16(lo | ((lo + 1) << 8)),
-        )
+        // SAFETY: callers meet this function's contract: the CPU has the features of the
+        // kernel set that calls it, and the slices are as long as the body reads.
+        unsafe {
+            let lo = (2 * j) as i16;
+            let hi = lo + 2;
+            _mm256_set_m128i(
+                _mm_set1_epi16(hi | ((hi + 1) << 8)),
+                _mm_set1_epi16(lo | ((lo + 1) << 8)),
+            )
+        }
     }
 
     /// The 8 scales and 8 mins of a Q4_K/Q5_K 12-byte field as 16-bit lanes.
@@ -313,19 +373,23 @@ mod imp {
     /// The CPU must support SSE4.1.
     #[inline(always)]
     unsafe fn k4_scales_mins(q: &[u8; 12]) -> (__m128i, __m128i) {
-        let word = |i: usize| u32::from_le_bytes(*sub::<u8, 4>(q, 4 * i));
-        let (s0, s1, s2) = (word(0), word(1), word(2));
-        let low6 = 0x3f3f_3f3f;
-        let top2 = |x: u32| ((x >> 6) & 0x0303_0303) << 4;
-        let sc_lo = s0 & low6;
-        let mn_lo = s1 & low6;
-        let sc_hi = (s2 & 0x0f0f_0f0f) | top2(s0);
-        let mn_hi = ((s2 >> 4) & 0x0f0f_0f0f) | top2(s1);
-        let v = _mm_set_epi32(mn_hi as i32, mn_lo as i32, sc_hi as i32, sc_lo as i32);
-        (
-            _mm_cvtepu8_epi16(v),
-            _mm_cvtepu8_epi16(_mm_srli_si128::<8>(v)),
-        )
+        // SAFETY: callers meet this function's contract: the CPU has the features of the
+        // kernel set that calls it, and the slices are as long as the body reads.
+        unsafe {
+            let word = |i: usize| u32::from_le_bytes(*sub::<u8, 4>(q, 4 * i));
+            let (s0, s1, s2) = (word(0), word(1), word(2));
+            let low6 = 0x3f3f_3f3f;
+            let top2 = |x: u32| ((x >> 6) & 0x0303_0303) << 4;
+            let sc_lo = s0 & low6;
+            let mn_lo = s1 & low6;
+            let sc_hi = (s2 & 0x0f0f_0f0f) | top2(s0);
+            let mn_hi = ((s2 >> 4) & 0x0f0f_0f0f) | top2(s1);
+            let v = _mm_set_epi32(mn_hi as i32, mn_lo as i32, sc_hi as i32, sc_lo as i32);
+            (
+                _mm_cvtepu8_epi16(v),
+                _mm_cvtepu8_epi16(_mm_srli_si128::<8>(v)),
+            )
+        }
     }
 
     /// `Σ_g bsums[g]·min[g / 2]` in 4 `i32` lanes (exact for any `bsums`).
@@ -334,13 +398,17 @@ mod imp {
     /// The CPU must support SSE2.
     #[inline(always)]
     unsafe fn k4_min_sums(bsums: &[i16; 16], mins: __m128i) -> __m128i {
-        let b0 = _mm_loadu_si128(bsums.as_ptr().cast());
-        // SAFETY: `bsums` has 16 `i16`, so elements 8..16 are the second 16 bytes.
-        let b1 = _mm_loadu_si128(bsums.as_ptr().add(8).cast());
-        _mm_add_epi32(
-            _mm_madd_epi16(b0, _mm_unpacklo_epi16(mins, mins)),
-            _mm_madd_epi16(b1, _mm_unpackhi_epi16(mins, mins)),
-        )
+        // SAFETY: callers meet this function's contract: the CPU has the features of the
+        // kernel set that calls it, and the slices are as long as the body reads.
+        unsafe {
+            let b0 = _mm_loadu_si128(bsums.as_ptr().cast());
+            // SAFETY: `bsums` has 16 `i16`, so elements 8..16 are the second 16 bytes.
+            let b1 = _mm_loadu_si128(bsums.as_ptr().add(8).cast());
+            _mm_add_epi32(
+                _mm_madd_epi16(b0, _mm_unpacklo_epi16(mins, mins)),
+                _mm_madd_epi16(b1, _mm_unpackhi_epi16(mins, mins)),
+            )
+        }
     }
 
     /// `[d·d_a, dmin·d_a, 0, 0]` for the adjacent f16 fields `d`, `dmin`.
@@ -349,11 +417,15 @@ mod imp {
     /// The CPU must support F16C.
     #[inline(always)]
     unsafe fn k4_scales_f32(d: F16Bits, dmin: F16Bits, da: f32) -> __m128 {
-        let bits = u32::from_le_bytes([d.0[0], d.0[1], dmin.0[0], dmin.0[1]]);
-        _mm_mul_ps(
-            _mm_cvtph_ps(_mm_cvtsi32_si128(bits as i32)),
-            _mm_set1_ps(da),
-        )
+        // SAFETY: callers meet this function's contract: the CPU has the features of the
+        // kernel set that calls it, and the slices are as long as the body reads.
+        unsafe {
+            let bits = u32::from_le_bytes([d.0[0], d.0[1], dmin.0[0], dmin.0[1]]);
+            _mm_mul_ps(
+                _mm_cvtph_ps(_mm_cvtsi32_si128(bits as i32)),
+                _mm_set1_ps(da),
+            )
+        }
     }
 
     /// One Q4_K super-block, or a Q5_K one when the fifth bits `qh` are given: adds
@@ -373,42 +445,44 @@ mod imp {
         acc: &mut __m256,
         acc_min: &mut __m128,
     ) {
-        let dd = k4_scales_f32(d, dmin, ab.d);
-        let (sc, mn) = k4_scales_mins(scales);
-        let msum = k4_min_sums(&ab.bsums, mn);
-        *acc_min = _mm_fmadd_ps(
-            _mm_cvtepi32_ps(msum),
-            _mm_shuffle_ps::<0x55>(dd, dd),
-            *acc_min,
-        );
+        unsafe {
+            let dd = k4_scales_f32(d, dmin, ab.d);
+            let (sc, mn) = k4_scales_mins(scales);
+            let msum = k4_min_sums(&ab.bsums, mn);
+            *acc_min = _mm_fmadd_ps(
+                _mm_cvtepi32_ps(msum),
+                _mm_shuffle_ps::<0x55>(dd, dd),
+                *acc_min,
+            );
 
-        let sc = _mm256_broadcastsi128_si256(sc);
-        let m4 = _mm256_set1_epi8(0x0f);
-        let bit4 = _mm256_set1_epi8(0x10);
-        let mut h = qh.map(|qh| load32(qh));
-        let mut isum0 = _mm256_setzero_si256();
-        let mut isum1 = _mm256_setzero_si256();
-        for c in 0..4 {
-            let x = load32(sub::<u8, 32>(qs, 32 * c));
-            let mut lo = _mm256_and_si256(x, m4);
-            let mut hi = _mm256_and_si256(_mm256_srli_epi16::<4>(x), m4);
-            if let Some(hb) = h.as_mut() {
-                // Bit 2c (then 2c + 1) of each qh byte, moved to bit 4. The 16-bit shifts move
-                // bits across bytes, but bit 0 of every byte stays that byte's own bit.
-                lo = _mm256_or_si256(lo, _mm256_and_si256(_mm256_slli_epi16::<4>(*hb), bit4));
-                *hb = _mm256_srli_epi16::<1>(*hb);
-                hi = _mm256_or_si256(hi, _mm256_and_si256(_mm256_slli_epi16::<4>(*hb), bit4));
-                *hb = _mm256_srli_epi16::<1>(*hb);
+            let sc = _mm256_broadcastsi128_si256(sc);
+            let m4 = _mm256_set1_epi8(0x0f);
+            let bit4 = _mm256_set1_epi8(0x10);
+            let mut h = qh.map(|qh| load32(qh));
+            let mut isum0 = _mm256_setzero_si256();
+            let mut isum1 = _mm256_setzero_si256();
+            for c in 0..4 {
+                let x = load32(sub::<u8, 32>(qs, 32 * c));
+                let mut lo = _mm256_and_si256(x, m4);
+                let mut hi = _mm256_and_si256(_mm256_srli_epi16::<4>(x), m4);
+                if let Some(hb) = h.as_mut() {
+                    // Bit 2c (then 2c + 1) of each qh byte, moved to bit 4. The 16-bit shifts move
+                    // bits across bytes, but bit 0 of every byte stays that byte's own bit.
+                    lo = _mm256_or_si256(lo, _mm256_and_si256(_mm256_slli_epi16::<4>(*hb), bit4));
+                    *hb = _mm256_srli_epi16::<1>(*hb);
+                    hi = _mm256_or_si256(hi, _mm256_and_si256(_mm256_slli_epi16::<4>(*hb), bit4));
+                    *hb = _mm256_srli_epi16::<1>(*hb);
+                }
+                let plo = _mm256_maddubs_epi16(lo, load32(sub::<i8, 32>(&ab.qs, 64 * c)));
+                let phi = _mm256_maddubs_epi16(hi, load32(sub::<i8, 32>(&ab.qs, 64 * c + 32)));
+                let slo = _mm256_shuffle_epi8(sc, pick_i16(2 * c));
+                let shi = _mm256_shuffle_epi8(sc, pick_i16(2 * c + 1));
+                isum0 = _mm256_add_epi32(isum0, _mm256_madd_epi16(plo, slo));
+                isum1 = _mm256_add_epi32(isum1, _mm256_madd_epi16(phi, shi));
             }
-            let plo = _mm256_maddubs_epi16(lo, load32(sub::<i8, 32>(&ab.qs, 64 * c)));
-            let phi = _mm256_maddubs_epi16(hi, load32(sub::<i8, 32>(&ab.qs, 64 * c + 32)));
-            let slo = _mm256_shuffle_epi8(sc, pick_i16(2 * c));
-            let shi = _mm256_shuffle_epi8(sc, pick_i16(2 * c + 1));
-            isum0 = _mm256_add_epi32(isum0, _mm256_madd_epi16(plo, slo));
-            isum1 = _mm256_add_epi32(isum1, _mm256_madd_epi16(phi, shi));
+            let isum = _mm256_add_epi32(isum0, isum1);
+            *acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_broadcastss_ps(dd), *acc);
         }
-        let isum = _mm256_add_epi32(isum0, isum1);
-        *acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_broadcastss_ps(dd), *acc);
     }
 
     /// Q4_K · Q8_K.
@@ -417,21 +491,25 @@ mod imp {
     /// The CPU must support AVX2, FMA and F16C.
     #[target_feature(enable = "avx2,fma,f16c")]
     pub(super) unsafe fn q4_k(w: &[BlockQ4K], a: &[BlockQ8K]) -> f32 {
-        let mut acc = _mm256_setzero_ps();
-        let mut acc_min = _mm_setzero_ps();
-        for (wb, ab) in w.iter().zip(a) {
-            k4_block(
-                wb.d,
-                wb.dmin,
-                &wb.scales,
-                None,
-                &wb.qs,
-                ab,
-                &mut acc,
-                &mut acc_min,
-            );
+        // SAFETY: callers meet this function's contract: the CPU has the features of the
+        // kernel set that calls it, and the slices are as long as the body reads.
+        unsafe {
+            let mut acc = _mm256_setzero_ps();
+            let mut acc_min = _mm_setzero_ps();
+            for (wb, ab) in w.iter().zip(a) {
+                k4_block(
+                    wb.d,
+                    wb.dmin,
+                    &wb.scales,
+                    None,
+                    &wb.qs,
+                    ab,
+                    &mut acc,
+                    &mut acc_min,
+                );
+            }
+            hsum256(acc) - hsum128(acc_min)
         }
-        hsum256(acc) - hsum128(acc_min)
     }
 
     /// Q5_K · Q8_K.
@@ -440,21 +518,25 @@ mod imp {
     /// The CPU must support AVX2, FMA and F16C.
     #[target_feature(enable = "avx2,fma,f16c")]
     pub(super) unsafe fn q5_k(w: &[BlockQ5K], a: &[BlockQ8K]) -> f32 {
-        let mut acc = _mm256_setzero_ps();
-        let mut acc_min = _mm_setzero_ps();
-        for (wb, ab) in w.iter().zip(a) {
-            k4_block(
-                wb.d,
-                wb.dmin,
-                &wb.scales,
-                Some(&wb.qh),
-                &wb.qs,
-                ab,
-                &mut acc,
-                &mut acc_min,
-            );
+        // SAFETY: callers meet this function's contract: the CPU has the features of the
+        // kernel set that calls it, and the slices are as long as the body reads.
+        unsafe {
+            let mut acc = _mm256_setzero_ps();
+            let mut acc_min = _mm_setzero_ps();
+            for (wb, ab) in w.iter().zip(a) {
+                k4_block(
+                    wb.d,
+                    wb.dmin,
+                    &wb.scales,
+                    Some(&wb.qh),
+                    &wb.qs,
+                    ab,
+                    &mut acc,
+                    &mut acc_min,
+                );
+            }
+            hsum256(acc) - hsum128(acc_min)
         }
-        hsum256(acc) - hsum128(acc_min)
     }
 
     /// Q6_K · Q8_K.
@@ -463,63 +545,67 @@ mod imp {
     /// The CPU must support AVX2, FMA and F16C.
     #[target_feature(enable = "avx2,fma,f16c")]
     pub(super) unsafe fn q6_k(w: &[BlockQ6K], a: &[BlockQ8K]) -> f32 {
-        let m4 = _mm256_set1_epi8(0x0f);
-        let m30 = _mm256_set1_epi8(0x30);
-        let bias = _mm256_set1_epi8(32);
-        let mut acc = _mm256_setzero_ps();
-        for (wb, ab) in w.iter().zip(a) {
-            let bits = u16::from_le_bytes(wb.d.0);
-            let d = _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(bits as i32))) * ab.d;
-            let sc16 = _mm256_cvtepi8_epi16(load16(&wb.scales));
-            let mut isum0 = _mm256_setzero_si256();
-            let mut isum1 = _mm256_setzero_si256();
-            for half in 0..2 {
-                let sc = if half == 0 {
-                    _mm256_permute2x128_si256::<0x00>(sc16, sc16)
-                } else {
-                    _mm256_permute2x128_si256::<0x11>(sc16, sc16)
-                };
-                let l0 = load32(sub::<u8, 32>(&wb.ql, 64 * half));
-                let l1 = load32(sub::<u8, 32>(&wb.ql, 64 * half + 32));
-                let h = load32(sub::<u8, 32>(&wb.qh, 32 * half));
-                // Quarter s: low nibbles of l0, l1, then high nibbles of l0, l1; top bits from
-                // bits 2s..2s+2 of h, moved to bits 4..6.
-                let quarters = [
-                    _mm256_or_si256(
-                        _mm256_and_si256(l0, m4),
-                        _mm256_and_si256(_mm256_slli_epi16::<4>(h), m30),
-                    ),
-                    _mm256_or_si256(
-                        _mm256_and_si256(l1, m4),
-                        _mm256_and_si256(_mm256_slli_epi16::<2>(h), m30),
-                    ),
-                    _mm256_or_si256(
-                        _mm256_and_si256(_mm256_srli_epi16::<4>(l0), m4),
-                        _mm256_and_si256(h, m30),
-                    ),
-                    _mm256_or_si256(
-                        _mm256_and_si256(_mm256_srli_epi16::<4>(l1), m4),
-                        _mm256_and_si256(_mm256_srli_epi16::<2>(h), m30),
-                    ),
-                ];
-                for (s, u) in quarters.into_iter().enumerate() {
-                    let av = load32(sub::<i8, 32>(&ab.qs, 128 * half + 32 * s));
-                    let p = _mm256_sub_epi16(
-                        _mm256_maddubs_epi16(u, av),
-                        _mm256_maddubs_epi16(bias, av),
-                    );
-                    let scv = _mm256_shuffle_epi8(sc, pick_i16_pair(2 * s));
-                    if s % 2 == 0 {
-                        isum0 = _mm256_add_epi32(isum0, _mm256_madd_epi16(p, scv));
+        // SAFETY: callers meet this function's contract: the CPU has the features of the
+        // kernel set that calls it, and the slices are as long as the body reads.
+        unsafe {
+            let m4 = _mm256_set1_epi8(0x0f);
+            let m30 = _mm256_set1_epi8(0x30);
+            let bias = _mm256_set1_epi8(32);
+            let mut acc = _mm256_setzero_ps();
+            for (wb, ab) in w.iter().zip(a) {
+                let bits = u16::from_le_bytes(wb.d.0);
+                let d = _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(bits as i32))) * ab.d;
+                let sc16 = _mm256_cvtepi8_epi16(load16(&wb.scales));
+                let mut isum0 = _mm256_setzero_si256();
+                let mut isum1 = _mm256_setzero_si256();
+                for half in 0..2 {
+                    let sc = if half == 0 {
+                        _mm256_permute2x128_si256::<0x00>(sc16, sc16)
                     } else {
-                        isum1 = _mm256_add_epi32(isum1, _mm256_madd_epi16(p, scv));
+                        _mm256_permute2x128_si256::<0x11>(sc16, sc16)
+                    };
+                    let l0 = load32(sub::<u8, 32>(&wb.ql, 64 * half));
+                    let l1 = load32(sub::<u8, 32>(&wb.ql, 64 * half + 32));
+                    let h = load32(sub::<u8, 32>(&wb.qh, 32 * half));
+                    // Quarter s: low nibbles of l0, l1, then high nibbles of l0, l1; top bits from
+                    // bits 2s..2s+2 of h, moved to bits 4..6.
+                    let quarters = [
+                        _mm256_or_si256(
+                            _mm256_and_si256(l0, m4),
+                            _mm256_and_si256(_mm256_slli_epi16::<4>(h), m30),
+                        ),
+                        _mm256_or_si256(
+                            _mm256_and_si256(l1, m4),
+                            _mm256_and_si256(_mm256_slli_epi16::<2>(h), m30),
+                        ),
+                        _mm256_or_si256(
+                            _mm256_and_si256(_mm256_srli_epi16::<4>(l0), m4),
+                            _mm256_and_si256(h, m30),
+                        ),
+                        _mm256_or_si256(
+                            _mm256_and_si256(_mm256_srli_epi16::<4>(l1), m4),
+                            _mm256_and_si256(_mm256_srli_epi16::<2>(h), m30),
+                        ),
+                    ];
+                    for (s, u) in quarters.into_iter().enumerate() {
+                        let av = load32(sub::<i8, 32>(&ab.qs, 128 * half + 32 * s));
+                        let p = _mm256_sub_epi16(
+                            _mm256_maddubs_epi16(u, av),
+                            _mm256_maddubs_epi16(bias, av),
+                        );
+                        let scv = _mm256_shuffle_epi8(sc, pick_i16_pair(2 * s));
+                        if s % 2 == 0 {
+                            isum0 = _mm256_add_epi32(isum0, _mm256_madd_epi16(p, scv));
+                        } else {
+                            isum1 = _mm256_add_epi32(isum1, _mm256_madd_epi16(p, scv));
+                        }
                     }
                 }
+                let isum = _mm256_add_epi32(isum0, isum1);
+                acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_set1_ps(d), acc);
             }
-            let isum = _mm256_add_epi32(isum0, isum1);
-            acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_set1_ps(d), acc);
+            hsum256(acc)
         }
-        hsum256(acc)
     }
 
     // ---------------------------------------------------------------------------------------
@@ -532,35 +618,39 @@ mod imp {
     /// The CPU must support AVX2 and FMA.
     #[target_feature(enable = "avx2,fma,f16c")]
     pub(super) unsafe fn f32_dot(w: &[f32], a: &[f32]) -> f32 {
-        let n = w.len().min(a.len());
-        let (w, a) = (&w[..n], &a[..n]);
-        let mut acc = [_mm256_setzero_ps(); 4];
-        let mut wc = w.chunks_exact(32);
-        let mut ac = a.chunks_exact(32);
-        for (w32, a32) in (&mut wc).zip(&mut ac) {
-            for (k, acc_k) in acc.iter_mut().enumerate() {
-                // SAFETY: the chunks hold 32 floats, so 8 floats from 8k (k < 4) are in bounds.
-                let x = _mm256_loadu_ps(w32.as_ptr().add(8 * k));
-                let y = _mm256_loadu_ps(a32.as_ptr().add(8 * k));
-                *acc_k = _mm256_fmadd_ps(x, y, *acc_k);
+        // SAFETY: callers meet this function's contract: the CPU has the features of the
+        // kernel set that calls it, and the slices are as long as the body reads.
+        unsafe {
+            let n = w.len().min(a.len());
+            let (w, a) = (&w[..n], &a[..n]);
+            let mut acc = [_mm256_setzero_ps(); 4];
+            let mut wc = w.chunks_exact(32);
+            let mut ac = a.chunks_exact(32);
+            for (w32, a32) in (&mut wc).zip(&mut ac) {
+                for (k, acc_k) in acc.iter_mut().enumerate() {
+                    // SAFETY: the chunks hold 32 floats, so 8 floats from 8k (k < 4) are in bounds.
+                    let x = _mm256_loadu_ps(w32.as_ptr().add(8 * k));
+                    let y = _mm256_loadu_ps(a32.as_ptr().add(8 * k));
+                    *acc_k = _mm256_fmadd_ps(x, y, *acc_k);
+                }
             }
+            let (wr, ar) = (wc.remainder(), ac.remainder());
+            let mut w8 = wr.chunks_exact(8);
+            let mut a8 = ar.chunks_exact(8);
+            for (x, y) in (&mut w8).zip(&mut a8) {
+                // SAFETY: the chunks hold 8 floats.
+                let (x, y) = (_mm256_loadu_ps(x.as_ptr()), _mm256_loadu_ps(y.as_ptr()));
+                acc[0] = _mm256_fmadd_ps(x, y, acc[0]);
+            }
+            let total = _mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3]));
+            let tail: f32 = w8
+                .remainder()
+                .iter()
+                .zip(a8.remainder())
+                .map(|(x, y)| x * y)
+                .sum();
+            hsum256(total) + tail
         }
-        let (wr, ar) = (wc.remainder(), ac.remainder());
-        let mut w8 = wr.chunks_exact(8);
-        let mut a8 = ar.chunks_exact(8);
-        for (x, y) in (&mut w8).zip(&mut a8) {
-            // SAFETY: the chunks hold 8 floats.
-            let (x, y) = (_mm256_loadu_ps(x.as_ptr()), _mm256_loadu_ps(y.as_ptr()));
-            acc[0] = _mm256_fmadd_ps(x, y, acc[0]);
-        }
-        let total = _mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3]));
-        let tail: f32 = w8
-            .remainder()
-            .iter()
-            .zip(a8.remainder())
-            .map(|(x, y)| x * y)
-            .sum();
-        hsum256(total) + tail
     }
 
     /// Eight halves widened to `f32`.
@@ -569,9 +659,13 @@ mod imp {
     /// The CPU must support AVX and F16C; `h` must hold at least 8 halves.
     #[inline(always)]
     unsafe fn f16x8(h: &[F16Bits]) -> __m256 {
-        debug_assert!(h.len() >= 8);
-        // SAFETY: the caller passes at least 8 halves (16 bytes); no alignment is required.
-        _mm256_cvtph_ps(_mm_loadu_si128(h.as_ptr().cast()))
+        // SAFETY: callers meet this function's contract: the CPU has the features of the
+        // kernel set that calls it, and the slices are as long as the body reads.
+        unsafe {
+            assert!(h.len() >= 8);
+            // SAFETY: the caller passes at least 8 halves (16 bytes); no alignment is required.
+            _mm256_cvtph_ps(_mm_loadu_si128(h.as_ptr().cast()))
+        }
     }
 
     /// F16 · F16 (products exact in `f32`) with four 8-lane FMA accumulators.
@@ -580,32 +674,36 @@ mod imp {
     /// The CPU must support AVX2, FMA and F16C.
     #[target_feature(enable = "avx2,fma,f16c")]
     pub(super) unsafe fn f16_dot(w: &[F16Bits], a: &[F16Bits]) -> f32 {
-        let n = w.len().min(a.len());
-        let (w, a) = (&w[..n], &a[..n]);
-        let mut acc = [_mm256_setzero_ps(); 4];
-        let mut wc = w.chunks_exact(32);
-        let mut ac = a.chunks_exact(32);
-        for (w32, a32) in (&mut wc).zip(&mut ac) {
-            for (k, acc_k) in acc.iter_mut().enumerate() {
-                let x = f16x8(&w32[8 * k..]);
-                let y = f16x8(&a32[8 * k..]);
-                *acc_k = _mm256_fmadd_ps(x, y, *acc_k);
+        // SAFETY: callers meet this function's contract: the CPU has the features of the
+        // kernel set that calls it, and the slices are as long as the body reads.
+        unsafe {
+            let n = w.len().min(a.len());
+            let (w, a) = (&w[..n], &a[..n]);
+            let mut acc = [_mm256_setzero_ps(); 4];
+            let mut wc = w.chunks_exact(32);
+            let mut ac = a.chunks_exact(32);
+            for (w32, a32) in (&mut wc).zip(&mut ac) {
+                for (k, acc_k) in acc.iter_mut().enumerate() {
+                    let x = f16x8(&w32[8 * k..]);
+                    let y = f16x8(&a32[8 * k..]);
+                    *acc_k = _mm256_fmadd_ps(x, y, *acc_k);
+                }
             }
+            let (wr, ar) = (wc.remainder(), ac.remainder());
+            let mut w8 = wr.chunks_exact(8);
+            let mut a8 = ar.chunks_exact(8);
+            for (x, y) in (&mut w8).zip(&mut a8) {
+                acc[0] = _mm256_fmadd_ps(f16x8(x), f16x8(y), acc[0]);
+            }
+            let total = _mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3]));
+            let tail: f32 = w8
+                .remainder()
+                .iter()
+                .zip(a8.remainder())
+                .map(|(x, y)| x.to_f32() * y.to_f32())
+                .sum();
+            hsum256(total) + tail
         }
-        let (wr, ar) = (wc.remainder(), ac.remainder());
-        let mut w8 = wr.chunks_exact(8);
-        let mut a8 = ar.chunks_exact(8);
-        for (x, y) in (&mut w8).zip(&mut a8) {
-            acc[0] = _mm256_fmadd_ps(f16x8(x), f16x8(y), acc[0]);
-        }
-        let total = _mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3]));
-        let tail: f32 = w8
-            .remainder()
-            .iter()
-            .zip(a8.remainder())
-            .map(|(x, y)| x.to_f32() * y.to_f32())
-            .sum();
-        hsum256(total) + tail
     }
 }
 

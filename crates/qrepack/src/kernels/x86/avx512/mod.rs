@@ -66,17 +66,17 @@ pub(crate) fn q6_k_kernels(t: Avx512) -> Kernels<BlockQ6Kx8, BlockQ8K, BlockQ8Kx
 
 #[inline(always)]
 unsafe fn row_sums(w: &[[__m256i; 2]; 4], a: [__m256i; 4], _abs: [__m256i; 4]) -> __m256i {
-    row_sums_vnni_with::<true>(w, a)
+    unsafe { row_sums_vnni_with::<true>(w, a) }
 }
 
 #[inline(always)]
 unsafe fn nibble_gemv_body<P: Nibble8x8>(w: &[P], a: &[BlockQ8_0], out: &mut [f32]) {
-    gemv_groups!(w, a, out, decode_biased, row_sums)
+    unsafe { gemv_groups!(w, a, out, decode_biased, row_sums) }
 }
 
 #[inline(always)]
 unsafe fn nibble_gemm_body<P: Nibble8x8, Q: Q8Quad>(w: &[P], a: &[Q], out: &mut [f32]) {
-    gemm_quad!(w, a, out, decode_biased, row_sums)
+    unsafe { gemm_quad!(w, a, out, decode_biased, row_sums) }
 }
 
 target_entries! { "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni";

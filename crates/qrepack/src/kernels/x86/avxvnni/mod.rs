@@ -21,10 +21,14 @@ pub(crate) fn nibble_kernels<P: Nibble8x8, Q: Q8Quad>(_: AvxVnni) -> Kernels<P, 
 /// `vpdpbusd` in the VEX (AVX-VNNI) or EVEX (AVX-512 VNNI + VL) encoding.
 #[inline(always)]
 unsafe fn dp<const EVEX: bool>(acc: __m256i, u: __m256i, s: __m256i) -> __m256i {
-    if EVEX {
-        _mm256_dpbusd_epi32(acc, u, s)
-    } else {
-        _mm256_dpbusd_avx_epi32(acc, u, s)
+    // SAFETY: callers meet this function's contract: the CPU has the features of the
+    // kernel set that calls it, and the slices are as long as the body reads.
+    unsafe {
+        if EVEX {
+            _mm256_dpbusd_epi32(acc, u, s)
+        } else {
+            _mm256_dpbusd_avx_epi32(acc, u, s)
+        }
     }
 }
 
@@ -36,52 +40,56 @@ pub(in crate::kernels::x86) unsafe fn row_sums_vnni_with<const EVEX: bool>(
     w: &[[__m256i; 2]; 4],
     a: [__m256i; 4],
 ) -> __m256i {
-    let z = _mm256_setzero_si256();
-    let s03 = dp::<EVEX>(
-        dp::<EVEX>(
-            dp::<EVEX>(dp::<EVEX>(z, w[0][0], a[0]), w[0][1], a[2]),
-            w[2][0],
-            a[1],
-        ),
-        w[2][1],
-        a[3],
-    );
-    let s47 = dp::<EVEX>(
-        dp::<EVEX>(
-            dp::<EVEX>(dp::<EVEX>(z, w[1][0], a[0]), w[1][1], a[2]),
-            w[3][0],
-            a[1],
-        ),
-        w[3][1],
-        a[3],
-    );
-    let ones = _mm256_set1_epi8(1);
-    let sum_a = dp::<EVEX>(
-        dp::<EVEX>(
-            dp::<EVEX>(dp::<EVEX>(z, ones, a[0]), ones, a[1]),
+    // SAFETY: callers meet this function's contract: the CPU has the features of the
+    // kernel set that calls it, and the slices are as long as the body reads.
+    unsafe {
+        let z = _mm256_setzero_si256();
+        let s03 = dp::<EVEX>(
+            dp::<EVEX>(
+                dp::<EVEX>(dp::<EVEX>(z, w[0][0], a[0]), w[0][1], a[2]),
+                w[2][0],
+                a[1],
+            ),
+            w[2][1],
+            a[3],
+        );
+        let s47 = dp::<EVEX>(
+            dp::<EVEX>(
+                dp::<EVEX>(dp::<EVEX>(z, w[1][0], a[0]), w[1][1], a[2]),
+                w[3][0],
+                a[1],
+            ),
+            w[3][1],
+            a[3],
+        );
+        let ones = _mm256_set1_epi8(1);
+        let sum_a = dp::<EVEX>(
+            dp::<EVEX>(
+                dp::<EVEX>(dp::<EVEX>(z, ones, a[0]), ones, a[1]),
+                ones,
+                a[2],
+            ),
             ones,
-            a[2],
-        ),
-        ones,
-        a[3],
-    );
-    let bias = _mm256_slli_epi32(sum_a, 7);
-    _mm256_hadd_epi32(_mm256_sub_epi32(s03, bias), _mm256_sub_epi32(s47, bias))
+            a[3],
+        );
+        let bias = _mm256_slli_epi32(sum_a, 7);
+        _mm256_hadd_epi32(_mm256_sub_epi32(s03, bias), _mm256_sub_epi32(s47, bias))
+    }
 }
 
 #[inline(always)]
 unsafe fn row_sums(w: &[[__m256i; 2]; 4], a: [__m256i; 4], _abs: [__m256i; 4]) -> __m256i {
-    row_sums_vnni_with::<false>(w, a)
+    unsafe { row_sums_vnni_with::<false>(w, a) }
 }
 
 #[target_feature(enable = "avx2,fma,f16c,avxvnni")]
 unsafe fn gemv_avxvnni<P: Nibble8x8>(w: &[P], a: &[BlockQ8_0], out: &mut [f32]) {
-    gemv_groups!(w, a, out, decode_biased, row_sums)
+    unsafe { gemv_groups!(w, a, out, decode_biased, row_sums) }
 }
 
 #[target_feature(enable = "avx2,fma,f16c,avxvnni")]
 unsafe fn gemm_avxvnni<P: Nibble8x8, Q: Q8Quad>(w: &[P], a: &[Q], out: &mut [f32]) {
-    gemm_quad!(w, a, out, decode_biased, row_sums)
+    unsafe { gemm_quad!(w, a, out, decode_biased, row_sums) }
 }
 
 fn gemv<P: Nibble8x8>(w: &[P], a: &[BlockQ8_0], out: &mut [f32]) {
