@@ -1,8 +1,8 @@
 //! `qrepack info`: CPU features, the layouts, and which layout each type gets.
 
-use qrepack::cpu::CpuFeatures;
+use qrepack::cpu::{CpuFeatures, KernelSet};
 use qrepack::{GgmlType, Layout, QMatrix};
-use serde_json::{json, Value};
+use serde::Serialize;
 
 use crate::table::{Align, Table};
 
@@ -27,53 +27,103 @@ pub struct Info {
     pub rows: usize,
 }
 
+/// The JSON report of `info` (keys in alphabetical order, as the reports always had them).
+#[derive(Debug, Serialize)]
+pub struct InfoJson {
+    pub cpu: CpuJson,
+    pub layouts: Vec<LayoutJson>,
+    pub rows: usize,
+    pub threads: usize,
+    pub types: Vec<TypeJson>,
+    pub version: &'static str,
+}
+
+/// What this CPU may run (after the `QREPACK_ISA` cap).
+#[derive(Debug, Serialize)]
+pub struct CpuJson {
+    pub avx2: bool,
+    pub avx512bw: bool,
+    pub avx512vnni: bool,
+    pub avxvnni: bool,
+    pub describe: String,
+    pub force_scalar: bool,
+}
+
+/// One layout.
+#[derive(Debug, Serialize)]
+pub struct LayoutJson {
+    pub interleave_bytes: usize,
+    pub kernels: Option<&'static str>,
+    pub name: &'static str,
+    pub rows_interleaved: usize,
+    #[serde(rename = "type")]
+    pub ty: Option<&'static str>,
+}
+
+/// One type and the layout it gets.
+#[derive(Debug, Serialize)]
+pub struct TypeJson {
+    pub block_bytes: usize,
+    pub block_size: usize,
+    pub chosen: &'static str,
+    pub fitting_layouts: Vec<&'static str>,
+    pub id: u32,
+    pub kernels: Option<&'static str>,
+    pub layouts: Vec<&'static str>,
+    #[serde(rename = "type")]
+    pub ty: &'static str,
+}
+
 impl Info {
-    pub fn to_json(&self) -> Value {
+    pub fn to_json(&self) -> InfoJson {
         let cpu = CpuFeatures::get();
-        let layouts: Vec<Value> = Layout::ALL
+        let layouts = Layout::ALL
             .iter()
-            .map(|&l| {
-                json!({
-                    "name": l.name(),
-                    "type": l.weight_type().map(|t| t.name()),
-                    "rows_interleaved": l.rows_interleaved(),
-                    "interleave_bytes": l.interleave_bytes(),
-                    "kernels": l.weight_type().and_then(|t| kernels_of(l, t)),
-                })
+            .map(|&l| LayoutJson {
+                interleave_bytes: l.interleave_bytes(),
+                kernels: l.weight_type().and_then(|t| kernels_of(l, t)),
+                name: l.name(),
+                rows_interleaved: l.rows_interleaved(),
+                ty: l.weight_type().map(|t| t.name()),
             })
             .collect();
-        let types: Vec<Value> = self
+        let types = self
             .types
             .iter()
             .map(|&ty| {
                 let chosen = Layout::best_for(ty, self.rows, cpu);
-                json!({
-                    "type": ty.name(),
-                    "id": ty.id(),
-                    "block_size": ty.block_size(),
-                    "block_bytes": ty.block_bytes(),
-                    "layouts": Layout::candidates(ty).iter().map(|l| l.name()).collect::<Vec<_>>(),
-                    "fitting_layouts": Layout::candidates(ty).iter().filter(|l| l.fits(ty, self.rows)).map(|l| l.name()).collect::<Vec<_>>(),
-                    "chosen": chosen.name(),
-                    "kernels": kernels_of(chosen, ty),
-                })
+                let candidates = Layout::candidates(ty);
+                TypeJson {
+                    block_bytes: ty.block_bytes(),
+                    block_size: ty.block_size(),
+                    chosen: chosen.name(),
+                    fitting_layouts: candidates
+                        .iter()
+                        .filter(|l| l.fits(ty, self.rows))
+                        .map(|l| l.name())
+                        .collect(),
+                    id: ty.id(),
+                    kernels: kernels_of(chosen, ty),
+                    layouts: candidates.iter().map(|l| l.name()).collect(),
+                    ty: ty.name(),
+                }
             })
             .collect();
-        json!({
-            "version": env!("CARGO_PKG_VERSION"),
-            "cpu": {
-                "describe": cpu.describe(),
-                "avx2": cpu.has(qrepack::cpu::KernelSet::Avx2),
-                "avx512bw": cpu.has(qrepack::cpu::KernelSet::Avx512),
-                "avx512vnni": cpu.has(qrepack::cpu::KernelSet::Avx512),
-                "avxvnni": cpu.has(qrepack::cpu::KernelSet::AvxVnni),
-                "force_scalar": cpu.force_scalar(),
+        InfoJson {
+            cpu: CpuJson {
+                avx2: cpu.has(KernelSet::Avx2),
+                avx512bw: cpu.has(KernelSet::Avx512),
+                avx512vnni: cpu.has(KernelSet::Avx512),
+                avxvnni: cpu.has(KernelSet::AvxVnni),
+                describe: cpu.describe(),
+                force_scalar: cpu.force_scalar(),
             },
-            "threads": rayon::current_num_threads(),
-            "rows": self.rows,
-            "layouts": layouts,
-            "types": types,
-        })
+            layouts,
+            rows: self.rows,
+            threads: rayon::current_num_threads(),
+            types,
+            version: env!("CARGO_PKG_VERSION"),
+        }
     }
 
     pub fn render(&self) -> String {
@@ -159,6 +209,7 @@ impl Info {
         }
         out.push_str(&t.render());
         out.push_str("(parenthesized: does not fit that row count)\n");
+
         out
     }
 }

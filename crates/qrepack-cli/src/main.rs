@@ -458,7 +458,7 @@ fn bench_sweep(args: BenchArgs) -> Result<()> {
     }
     if args.json {
         let v = pool.install(|| sweep::to_json(&series, &cfg));
-        out(&format!("{v}\n"))
+        out(&format!("{}\n", serde_json::to_string(&v)?))
     } else {
         out(&format!(
             "{title}: GFLOP/s by batch (median of timed reps, hot)\n\n{}",
@@ -547,7 +547,7 @@ fn bench(args: BenchArgs) -> Result<()> {
             if json {
                 let mut s = String::new();
                 for m in group {
-                    s.push_str(&m.to_json_line());
+                    s.push_str(&m.to_json_line()?);
                     s.push('\n');
                 }
                 out(&s)?;
@@ -583,7 +583,7 @@ fn info(args: InfoArgs) -> Result<()> {
         rows: args.rows,
     };
     if args.json {
-        out(&format!("{}\n", info.to_json()))
+        out(&format!("{}\n", serde_json::to_string(&info.to_json())?))
     } else {
         out(&info.render())
     }
