@@ -1,5 +1,5 @@
-//! `qrepack bench --sweep`: GFLOP/s against batch size per type, interleaved vs plain, on one
-//! shape; a table, and an SVG line chart with `--plot`.
+//! `qrepack sweep` (alias `qrepack bench --sweep`): GFLOP/s against batch size per type,
+//! interleaved vs plain, on one shape; a table, and an SVG line chart with `--plot`.
 
 use std::fmt::Write as _;
 use std::path::Path;

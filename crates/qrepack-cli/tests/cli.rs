@@ -150,7 +150,13 @@ fn bad_arguments_fail_cleanly() {
             ],
             "interleaves 8 rows",
         ),
-        (&["bench", "--rows", "64"], "--rows and --cols"),
+        (&["bench", "--rows", "64"], "--cols <K>"),
+        (&["bench", "--per-tensor"], "<MODEL>"),
+        (
+            &["bench", "--sweep", "--check"],
+            "cannot be used with '--check'",
+        ),
+        (&["sweep", "--cols", "64"], "--rows <M>"),
         (
             &[
                 "bench", "--type", "q4_0", "--rows", "64", "--cols", "256", "--batch", "0",
@@ -166,6 +172,18 @@ fn bad_arguments_fail_cleanly() {
         assert!(err.contains(msg), "{args:?}: expected {msg:?} in: {err}");
         assert!(!err.contains("panicked"), "{args:?} panicked: {err}");
         assert!(o.stdout.is_empty(), "{args:?} printed to stdout");
+    }
+}
+
+#[test]
+fn usage_errors_exit_with_2() {
+    for args in [
+        &["bench", "--rows", "64"][..],
+        &["sweep", "--cols", "64"],
+        &["bench", "--plot", "x.svg"],
+    ] {
+        let o = qrepack(args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
     }
 }
 
