@@ -20,7 +20,7 @@ use std::process::ExitCode;
 
 use anyhow::{bail, Context, Result};
 use clap::{ArgGroup, Args, Parser, Subcommand};
-use qrepack::cpu::CpuFeatures;
+use qrepack::cpu::{CpuFeatures, KernelSet, ISA_ENV};
 use qrepack::{GgmlType, Layout};
 
 use bench::{Config, LayoutSel, Reps};
@@ -34,11 +34,13 @@ Examples:
   qrepack inspect model.gguf
   qrepack verify model.gguf
   qrepack bench model.gguf --batch 1,512
+  qrepack bench --isa avx2 --type q4_0 --batch 1
   qrepack sweep --plot sweep.svg
   qrepack repack model.gguf -o model.repacked.gguf
   qrepack matmul model.gguf --tensor blk.0.attn_q.weight --input x.npy --output y.npy
 
-Set QREPACK_FORCE_SCALAR=1 to run the portable kernels instead of the SIMD ones.";
+Set QREPACK_ISA=NAME (scalar, avx2, avxvnni, avx512, neon, dotprod, i8mm) to cap the kernel sets
+at NAME (`bench --isa NAME` does the same); QREPACK_FORCE_SCALAR=1 is QREPACK_ISA=scalar.";
 
 const BENCH_EXAMPLES: &str = "\
 Without --rows/--cols the default suite runs: 4096x4096, 11008x4096 and 4096x11008 matrices
@@ -58,12 +60,17 @@ and in plain, in passes over all matrices in file order (one warm-up pass, then 
 passes, default 5 for batches up to 8, else 3); reported: totals per batch, tokens/s of the
 matmul part (batch / total), and per type the bytes, how many are repacked and the times.
 
+--isa NAME caps the kernel sets at NAME (as QREPACK_ISA=NAME does): e.g. --isa avx2 on an
+AVX-512 machine times the AVX2 kernels, --isa scalar the portable ones. The `kernels` column and
+JSON key name the set each matrix ran.
+
 `bench --sweep` is `qrepack sweep` (kept as an alias): the same options and output.
 
 Examples:
   qrepack bench
   qrepack bench model.gguf
   qrepack bench model.gguf --batch 1,512 --threads 2 --reps 3 --json
+  qrepack bench --isa avx2 --type q4_0 --batch 1,512
   qrepack bench --sweep --plot sweep.svg
   qrepack bench --type q4_0,q4_K --batch 1 --threads 1
   qrepack bench --type q4_0 --rows 4096 --cols 4096 --batch 1 --threads 2
@@ -78,7 +85,8 @@ interleaved layout), in the chosen interleaved layout and plain, on one --rows x
 
 Examples:
   qrepack sweep --plot sweep.svg
-  qrepack sweep --type q4_0,iq4_nl --rows 11008 --cols 4096";
+  qrepack sweep --type q4_0,iq4_nl --rows 11008 --cols 4096
+  qrepack sweep --isa avx2 --type q4_0 --json";
 
 const INSPECT_EXAMPLES: &str = "\
 Opens the model as `Model::open` does (every weight repacked for this CPU where a layout fits)
@@ -128,7 +136,7 @@ const INFO_EXAMPLES: &str = "\
 Examples:
   qrepack info
   qrepack info --rows 12 --type q4_0,iq4_nl
-  QREPACK_FORCE_SCALAR=1 qrepack info --json";
+  QREPACK_ISA=avx2 qrepack info --json";
 
 #[derive(Parser, Debug)]
 #[command(
@@ -165,6 +173,17 @@ enum Command {
     /// Multiply one weight matrix of a model with activations from a .npy file
     #[command(after_help = MATMUL_EXAMPLES)]
     Matmul(MatmulArgs),
+}
+
+impl Command {
+    /// The `--isa` cap of the command, if it takes one and it was given.
+    fn isa(&self) -> Option<KernelSet> {
+        match self {
+            Command::Bench(a) => a.isa,
+            Command::Sweep(a) => a.isa,
+            _ => None,
+        }
+    }
 }
 
 /// The options every subcommand shares.
@@ -300,6 +319,9 @@ struct BenchArgs {
     /// for a MODEL, use `qrepack verify`)
     #[arg(long)]
     check: bool,
+    /// Cap the kernel sets at NAME (scalar, avx2, avxvnni, avx512, neon, dotprod, i8mm), as QREPACK_ISA=NAME
+    #[arg(long, value_name = "NAME", value_parser = parse_isa)]
+    isa: Option<KernelSet>,
     #[command(flatten)]
     common: Common,
 }
@@ -331,6 +353,9 @@ struct SweepArgs {
     /// Draw GFLOP/s against batch as an SVG line chart into FILE
     #[arg(long, value_name = "FILE.svg")]
     plot: Option<PathBuf>,
+    /// Cap the kernel sets at NAME (scalar, avx2, avxvnni, avx512, neon, dotprod, i8mm), as QREPACK_ISA=NAME
+    #[arg(long, value_name = "NAME", value_parser = parse_isa)]
+    isa: Option<KernelSet>,
     #[command(flatten)]
     common: Common,
 }
@@ -347,6 +372,7 @@ impl From<BenchArgs> for SweepArgs {
             min_time: b.min_time,
             seed: b.seed,
             plot: b.plot,
+            isa: b.isa,
             common: b.common,
         }
     }
@@ -386,6 +412,10 @@ fn parse_type(s: &str) -> Result<GgmlType, String> {
 
 fn parse_layout(s: &str) -> Result<Layout, String> {
     s.trim().parse().map_err(lib_message)
+}
+
+fn parse_isa(s: &str) -> Result<KernelSet, String> {
+    s.parse().map_err(lib_message)
 }
 
 fn parse_positive(s: &str) -> Result<usize, String> {
@@ -640,8 +670,21 @@ fn matmul(a: MatmulArgs) -> Result<()> {
     out(&s)
 }
 
+/// Exit code of usage errors (clap's) and of a bad `QREPACK_ISA`.
+const USAGE: u8 = 2;
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    // `--isa` goes through the environment, which the library reads once, on the first
+    // `CpuFeatures` call: set it now, before any thread starts or any kernel is chosen.
+    if let Some(isa) = cli.command.isa() {
+        std::env::set_var(ISA_ENV, isa.name());
+    }
+    // An unknown QREPACK_ISA from the environment: one line, not a silent fallback or a panic.
+    if let Err(e) = CpuFeatures::try_get() {
+        eprintln!("error: {}", lib_message(e));
+        return ExitCode::from(USAGE);
+    }
     let r = match cli.command {
         Command::Bench(a) => bench(a),
         Command::Sweep(a) => sweep(a),

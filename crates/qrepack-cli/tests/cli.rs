@@ -158,6 +158,14 @@ fn bad_arguments_fail_cleanly() {
         ),
         (&["sweep", "--cols", "64"], "--rows <M>"),
         (
+            &["bench", "--isa", "sse9"],
+            "unknown instruction set 'sse9' (known: scalar, avx2",
+        ),
+        (
+            &["sweep", "--isa", "bogus"],
+            "unknown instruction set 'bogus'",
+        ),
+        (
             &[
                 "bench", "--type", "q4_0", "--rows", "64", "--cols", "256", "--batch", "0",
             ],
@@ -179,11 +187,67 @@ fn bad_arguments_fail_cleanly() {
 fn usage_errors_exit_with_2() {
     for args in [
         &["bench", "--rows", "64"][..],
-        &["sweep", "--cols", "64"],
+        &["bench", "--isa", "sse9"],
         &["bench", "--plot", "x.svg"],
     ] {
         let o = qrepack(args);
         assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
+    }
+}
+
+#[test]
+fn isa_caps_the_kernels() {
+    let args = [
+        "bench", "--type", "q8_0", "--rows", "64", "--cols", "256", "--batch", "5", "--reps", "1",
+        "--json", "-q",
+    ];
+    let mut with_isa = args.to_vec();
+    with_isa.extend(["--isa", "scalar"]);
+    let o = qrepack(&with_isa);
+    assert!(o.status.success(), "stderr: {}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["kernels"], "scalar", "{v}");
+    assert_eq!(v["cpu"], "scalar", "{v}");
+    // --isa wins over a bogus QREPACK_ISA in the environment
+    let o = Command::new(env!("CARGO_BIN_EXE_qrepack"))
+        .args(&with_isa)
+        .env("QREPACK_ISA", "bogus")
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "stderr: {}", stderr(&o));
+    // the environment alone caps too
+    let o = Command::new(env!("CARGO_BIN_EXE_qrepack"))
+        .args(args)
+        .env("QREPACK_ISA", "scalar")
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "stderr: {}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["kernels"], "scalar", "{v}");
+}
+
+#[test]
+fn a_bogus_isa_in_the_environment_is_one_clear_line() {
+    for cmd in [
+        &["info"][..],
+        &["info", "--json"],
+        &["bench", "--type", "q4_0"],
+    ] {
+        let o = Command::new(env!("CARGO_BIN_EXE_qrepack"))
+            .args(cmd)
+            .env("QREPACK_ISA", "bogus")
+            .output()
+            .unwrap();
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{cmd:?}: {err}");
+        assert_eq!(err.lines().count(), 1, "{cmd:?}: {err}");
+        assert!(
+            err.starts_with("error: QREPACK_ISA")
+                && err.contains("'bogus'")
+                && err.contains("avx2"),
+            "{cmd:?}: {err}"
+        );
+        assert!(o.stdout.is_empty(), "{cmd:?} printed to stdout");
     }
 }
 
