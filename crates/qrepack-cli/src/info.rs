@@ -1,6 +1,7 @@
-//! `qrepack info`: CPU features, the layouts, and which layout each type gets.
+//! `qrepack info`: CPU features, the layouts, which layout each type gets, and the kernel sets of
+//! each layout and type.
 
-use qrepack::cpu::{CpuFeatures, KernelSet};
+use qrepack::cpu::{CpuFeatures, KernelSet, FORCE_SCALAR_ENV, ISA_ENV};
 use qrepack::{GgmlType, Layout, QMatrix};
 use serde::Serialize;
 
@@ -17,8 +18,24 @@ pub fn kernels_of(layout: Layout, ty: GgmlType) -> Option<&'static str> {
         .map(|m| m.kernel_name())
 }
 
-fn force_scalar_env() -> Option<String> {
-    std::env::var("QREPACK_FORCE_SCALAR").ok()
+/// A non-empty environment variable.
+fn env(name: &str) -> Option<String> {
+    std::env::var(name).ok().filter(|v| !v.is_empty())
+}
+
+/// True when the CPU has AVX512BW and no cap below `avx512` forbids it.
+fn avx512bw(cpu: &CpuFeatures) -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        std::arch::is_x86_feature_detected!("avx512bw")
+            && cpu.has(KernelSet::Avx2)
+            && cpu.cap().is_none_or(|c| c == KernelSet::Avx512)
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let _ = cpu;
+        false
+    }
 }
 
 /// What `info` reports, for `types` and a matrix of `rows` rows.
@@ -31,6 +48,8 @@ pub struct Info {
 #[derive(Debug, Serialize)]
 pub struct InfoJson {
     pub cpu: CpuJson,
+    /// The kernel sets of each (layout, type) of the listed types.
+    pub kernels: Vec<KernelsJson>,
     pub layouts: Vec<LayoutJson>,
     pub rows: usize,
     pub threads: usize,
@@ -45,8 +64,12 @@ pub struct CpuJson {
     pub avx512bw: bool,
     pub avx512vnni: bool,
     pub avxvnni: bool,
+    /// The `QREPACK_ISA` (or `QREPACK_FORCE_SCALAR`) cap, if any.
+    pub cap: Option<&'static str>,
     pub describe: String,
     pub force_scalar: bool,
+    /// The kernel sets this CPU may run, best first.
+    pub sets: Vec<&'static str>,
 }
 
 /// One layout.
@@ -74,7 +97,34 @@ pub struct TypeJson {
     pub ty: &'static str,
 }
 
+/// The kernel sets one layout has for one type, and the one this CPU gets.
+#[derive(Debug, Serialize)]
+pub struct KernelsJson {
+    pub layout: &'static str,
+    #[serde(rename = "type")]
+    pub ty: &'static str,
+    /// Best first, ending with `scalar`.
+    pub sets: Vec<&'static str>,
+    pub selected: &'static str,
+}
+
 impl Info {
+    /// Every (layout, type) of the listed types: each type's candidate layouts (plain first).
+    fn kernel_rows(&self, cpu: &CpuFeatures) -> Vec<KernelsJson> {
+        let mut out = Vec::new();
+        for &ty in &self.types {
+            for l in Layout::candidates(ty) {
+                out.push(KernelsJson {
+                    layout: l.name(),
+                    ty: ty.name(),
+                    sets: l.kernel_sets(ty).into_iter().map(KernelSet::name).collect(),
+                    selected: l.kernel_set_for(ty, cpu).name(),
+                });
+            }
+        }
+        out
+    }
+
     pub fn to_json(&self) -> InfoJson {
         let cpu = CpuFeatures::get();
         let layouts = Layout::ALL
@@ -112,12 +162,15 @@ impl Info {
         InfoJson {
             cpu: CpuJson {
                 avx2: cpu.has(KernelSet::Avx2),
-                avx512bw: cpu.has(KernelSet::Avx512),
+                avx512bw: avx512bw(cpu),
                 avx512vnni: cpu.has(KernelSet::Avx512),
                 avxvnni: cpu.has(KernelSet::AvxVnni),
+                cap: cpu.cap().map(KernelSet::name),
                 describe: cpu.describe(),
                 force_scalar: cpu.force_scalar(),
+                sets: cpu.sets().map(KernelSet::name).collect(),
             },
+            kernels: self.kernel_rows(cpu),
             layouts,
             rows: self.rows,
             threads: rayon::current_num_threads(),
@@ -132,8 +185,8 @@ impl Info {
         out.push_str(&format!("qrepack {}\n", env!("CARGO_PKG_VERSION")));
         out.push_str(&format!("cpu features: {}\n", cpu.describe()));
         out.push_str(&format!(
-            "QREPACK_FORCE_SCALAR: {}\n",
-            match force_scalar_env() {
+            "{FORCE_SCALAR_ENV}: {}\n",
+            match std::env::var(FORCE_SCALAR_ENV).ok() {
                 Some(v) => format!(
                     "{v:?} ({})",
                     if cpu.force_scalar() {
@@ -143,6 +196,14 @@ impl Info {
                     }
                 ),
                 None => "not set".to_string(),
+            }
+        ));
+        out.push_str(&format!(
+            "{ISA_ENV}: {}\n",
+            match (env(ISA_ENV), cpu.cap()) {
+                (Some(v), Some(cap)) => format!("{v:?} (kernel sets capped at {cap})"),
+                (Some(v), None) => format!("{v:?}"),
+                (None, _) => "not set".to_string(),
             }
         ));
         out.push_str(&format!(
@@ -210,6 +271,24 @@ impl Info {
         out.push_str(&t.render());
         out.push_str("(parenthesized: does not fit that row count)\n");
 
+        out.push_str(
+            "\nkernel sets by layout and type (best first; selected: the one this CPU runs):\n",
+        );
+        let mut t = Table::new(&[
+            ("layout", Align::Left),
+            ("type", Align::Left),
+            ("kernel sets", Align::Left),
+            ("selected", Align::Left),
+        ]);
+        for k in self.kernel_rows(cpu) {
+            t.push(vec![
+                k.layout.to_string(),
+                k.ty.to_string(),
+                k.sets.join(", "),
+                k.selected.to_string(),
+            ]);
+        }
+        out.push_str(&t.render());
         out
     }
 }

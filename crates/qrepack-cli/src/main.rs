@@ -158,7 +158,7 @@ enum Command {
     /// GFLOP/s against the batch per type, chosen layout vs plain, on one shape (table, SVG)
     #[command(after_help = SWEEP_EXAMPLES)]
     Sweep(SweepArgs),
-    /// Show CPU features, the layouts and which layout each type gets
+    /// Show CPU features, the layouts, which layout each type gets and the kernel sets
     #[command(after_help = INFO_EXAMPLES)]
     Info(InfoArgs),
     /// Summarize a GGUF model: metadata, every tensor and what it became, per-type totals

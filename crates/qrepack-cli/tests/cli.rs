@@ -252,6 +252,76 @@ fn a_bogus_isa_in_the_environment_is_one_clear_line() {
 }
 
 #[test]
+fn info_lists_the_kernel_sets_of_each_layout_and_type() {
+    let o = qrepack(&["info", "--json", "--type", "q4_0,q6_K"]);
+    assert!(o.status.success(), "stderr: {}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    for key in [
+        "avx2",
+        "avx512bw",
+        "avx512vnni",
+        "avxvnni",
+        "force_scalar",
+        "describe",
+    ] {
+        assert!(v["cpu"].get(key).is_some(), "cpu.{key} missing in {v}");
+    }
+    let kernels = v["kernels"].as_array().unwrap();
+    // every candidate layout of each listed type, plain included
+    let pairs: Vec<(String, String)> = kernels
+        .iter()
+        .map(|k| {
+            (
+                k["layout"].as_str().unwrap().to_string(),
+                k["type"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    for t in v["types"].as_array().unwrap() {
+        for l in t["layouts"].as_array().unwrap() {
+            let want = (
+                l.as_str().unwrap().to_string(),
+                t["type"].as_str().unwrap().to_string(),
+            );
+            assert!(pairs.contains(&want), "{want:?} missing in {pairs:?}");
+        }
+    }
+    assert_eq!(pairs.len(), 1 + 3 + 1 + 1);
+    for k in kernels {
+        let sets: Vec<&str> = k["sets"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s.as_str().unwrap())
+            .collect();
+        assert_eq!(sets.last(), Some(&"scalar"), "{k}");
+        assert!(sets.contains(&k["selected"].as_str().unwrap()), "{k}");
+    }
+
+    // capped at scalar: everything gets the portable kernels
+    let o = Command::new(env!("CARGO_BIN_EXE_qrepack"))
+        .args(["info", "--json"])
+        .env("QREPACK_ISA", "scalar")
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "stderr: {}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["cpu"]["describe"], "scalar");
+    assert_eq!(v["cpu"]["force_scalar"], true);
+    assert_eq!(v["cpu"]["avx2"], false);
+    assert_eq!(v["cpu"]["avx512bw"], false);
+    for k in v["kernels"].as_array().unwrap() {
+        assert_eq!(k["selected"], "scalar", "{k}");
+    }
+    let o = qrepack(&["info", "--type", "q4_0"]);
+    let text = String::from_utf8(o.stdout).unwrap();
+    assert!(
+        text.contains("kernel sets") && text.contains("selected"),
+        "{text}"
+    );
+}
+
+#[test]
 fn info_lists_layouts_and_choices() {
     let o = qrepack(&["info", "--json", "--rows", "8"]);
     assert!(o.status.success(), "stderr: {}", stderr(&o));
