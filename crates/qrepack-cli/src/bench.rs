@@ -6,7 +6,7 @@ use anyhow::{bail, Context, Result};
 use qrepack::cpu::CpuFeatures;
 use qrepack::{GgmlType, Layout, QMatrix};
 use rayon::prelude::*;
-use serde_json::{json, Value};
+use serde::Serialize;
 
 use crate::data;
 use crate::table::{fmt_ms, fmt_rate, fmt_speedup, Align, Table};
@@ -285,53 +285,77 @@ impl Measurement {
         self.weight_bytes as f64 / self.stats.median * 1e-9
     }
 
-    /// The fields of the JSON report, in this order.
-    pub fn json_fields(&self) -> Vec<(&'static str, Value)> {
-        let mut f = vec![
-            ("type", json!(self.ty.name())),
-            ("rows", json!(self.rows)),
-            ("cols", json!(self.cols)),
-            ("batch", json!(self.batch)),
-            ("threads", json!(self.threads)),
-            ("layout", json!(self.layout.name())),
-            ("chosen", json!(self.chosen)),
-            ("kernels", json!(self.kernels)),
-            ("mode", json!(self.mode)),
-            ("copies", json!(self.copies)),
-            ("reps", json!(self.reps)),
-            ("median_ms", json!(self.stats.median * 1e3)),
-            ("min_ms", json!(self.stats.min * 1e3)),
-            ("max_ms", json!(self.stats.max * 1e3)),
-            ("p10_ms", json!(self.stats.p10 * 1e3)),
-            ("p90_ms", json!(self.stats.p90 * 1e3)),
-            ("gflops", json!(self.gflops())),
-            ("weight_gbs", json!(self.weight_gbs())),
-            ("weight_bytes", json!(self.weight_bytes)),
-            ("speedup_vs_plain", json!(self.speedup_vs_plain)),
-            ("seed", json!(self.seed)),
-            ("cpu", json!(CpuFeatures::get().describe())),
-        ];
-        if let Some(c) = &self.check {
-            f.push(("check_samples", json!(c.samples)));
-            f.push(("check_rel_rms_err", json!(c.rel_rms_err)));
-            f.push(("check_max_abs_err", json!(c.max_abs_err)));
+    /// The JSON report of this measurement.
+    pub fn json(&self) -> MeasurementJson<'_> {
+        MeasurementJson {
+            ty: self.ty.name(),
+            rows: self.rows,
+            cols: self.cols,
+            batch: self.batch,
+            threads: self.threads,
+            layout: self.layout.name(),
+            chosen: self.chosen,
+            kernels: self.kernels,
+            mode: self.mode,
+            copies: self.copies,
+            reps: self.reps,
+            median_ms: self.stats.median * 1e3,
+            min_ms: self.stats.min * 1e3,
+            max_ms: self.stats.max * 1e3,
+            p10_ms: self.stats.p10 * 1e3,
+            p90_ms: self.stats.p90 * 1e3,
+            gflops: self.gflops(),
+            weight_gbs: self.weight_gbs(),
+            weight_bytes: self.weight_bytes,
+            speedup_vs_plain: self.speedup_vs_plain,
+            seed: self.seed,
+            cpu: CpuFeatures::get().describe(),
+            check_samples: self.check.map(|c| c.samples),
+            check_rel_rms_err: self.check.map(|c| c.rel_rms_err),
+            check_max_abs_err: self.check.map(|c| c.max_abs_err),
         }
-        f
     }
 
     /// One JSON object on one line, keys in report order.
-    pub fn to_json_line(&self) -> String {
-        json_object_line(&self.json_fields())
+    pub fn to_json_line(&self) -> Result<String> {
+        Ok(serde_json::to_string(&self.json())?)
     }
 }
 
-/// `{"k":v,...}` with the keys in the given order (serde_json's own map sorts them).
-pub fn json_object_line(fields: &[(&str, Value)]) -> String {
-    let body: Vec<String> = fields
-        .iter()
-        .map(|(k, v)| format!("{}:{v}", Value::from(*k)))
-        .collect();
-    format!("{{{}}}", body.join(","))
+/// One line of `bench --json`, keys in this order (non-finite numbers are written as `null`).
+#[derive(Debug, Serialize)]
+pub struct MeasurementJson<'a> {
+    #[serde(rename = "type")]
+    pub ty: &'static str,
+    pub rows: usize,
+    pub cols: usize,
+    pub batch: usize,
+    pub threads: usize,
+    pub layout: &'static str,
+    pub chosen: bool,
+    /// The kernel set the matrix runs (`QMatrix::kernel_name`).
+    pub kernels: &'a str,
+    pub mode: &'a str,
+    pub copies: usize,
+    pub reps: usize,
+    pub median_ms: f64,
+    pub min_ms: f64,
+    pub max_ms: f64,
+    pub p10_ms: f64,
+    pub p90_ms: f64,
+    pub gflops: f64,
+    pub weight_gbs: f64,
+    pub weight_bytes: usize,
+    pub speedup_vs_plain: Option<f64>,
+    pub seed: u64,
+    pub cpu: String,
+    /// The `--check` result, only with `--check`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub check_samples: Option<usize>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub check_rel_rms_err: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub check_max_abs_err: Option<f64>,
 }
 
 /// The report table of `ms`.
@@ -574,14 +598,73 @@ mod tests {
 
     #[test]
     fn json_lines_keep_the_key_order_and_parse() {
-        let line = json_object_line(&[
-            ("type", json!("q4_0")),
-            ("a\"b", json!(1.5)),
-            ("x", json!(null)),
-        ]);
-        assert_eq!(line, r#"{"type":"q4_0","a\"b":1.5,"x":null}"#);
-        let v: Value = serde_json::from_str(&line).unwrap();
-        assert_eq!(v["a\"b"], 1.5);
+        let mut m = Measurement {
+            ty: GgmlType::Q4_0,
+            rows: 64,
+            cols: 256,
+            batch: 1,
+            threads: 2,
+            layout: Layout::Q4_0_8x8,
+            chosen: true,
+            kernels: "avx2",
+            mode: "hot",
+            copies: 1,
+            reps: 3,
+            stats: Stats::of(&[1e-3, 2e-3]),
+            weight_bytes: 9216,
+            speedup_vs_plain: None,
+            seed: 42,
+            check: None,
+        };
+        let line = m.to_json_line().unwrap();
+        let keys = [
+            "type",
+            "rows",
+            "cols",
+            "batch",
+            "threads",
+            "layout",
+            "chosen",
+            "kernels",
+            "mode",
+            "copies",
+            "reps",
+            "median_ms",
+            "min_ms",
+            "max_ms",
+            "p10_ms",
+            "p90_ms",
+            "gflops",
+            "weight_gbs",
+            "weight_bytes",
+            "speedup_vs_plain",
+            "seed",
+            "cpu",
+        ];
+        let at: Vec<usize> = keys
+            .iter()
+            .map(|k| line.find(&format!("\"{k}\":")).unwrap())
+            .collect();
+        assert!(at.windows(2).all(|w| w[0] < w[1]), "{line}");
+        assert!(line.starts_with(r#"{"type":"q4_0","rows":64,"cols":256,"batch":1,"#));
+        assert!(line.contains(r#""median_ms":1.5,"#), "{line}");
+        assert!(line.contains(r#""speedup_vs_plain":null,"#), "{line}");
+        assert!(!line.contains("check_"), "{line}");
+        m.check = Some(Check {
+            samples: 64,
+            rel_rms_err: 0.25,
+            max_abs_err: f64::NAN,
+        });
+        m.speedup_vs_plain = Some(2.0);
+        let line = m.to_json_line().unwrap();
+        assert!(
+            line.ends_with(
+                r#","check_samples":64,"check_rel_rms_err":0.25,"check_max_abs_err":null}"#
+            ),
+            "{line}"
+        );
+        let v: serde_json::Value = serde_json::from_str(&line).unwrap();
+        assert_eq!(v["speedup_vs_plain"], 2.0);
     }
 
     fn cfg(layouts: LayoutSel) -> Config {

@@ -1,64 +1,24 @@
 //! The deterministic benchmark data, bit-for-bit the same as the ggml peer (`ggml_mm_bench.cpp`).
 //!
-//! A splitmix64 stream (the state is advanced *before* each output), `u = (next() >> 40) * 2^-24`
-//! in `[0, 1)`, value `2u - 1` (computed in f64, then rounded to f32, which is exact). The weights
-//! `W` are `rows x cols` row-major from `seed`, the activations `X` are `batch x cols` row-major
-//! from `seed + 1`.
+//! The stream is the library's splitmix64 ([`qrepack::rng`]): the state is advanced *before*
+//! each output, `u = (next() >> 40) * 2^-24` in `[0, 1)`, value `2u - 1` (computed in f64, then
+//! rounded to f32, which is exact). The weights `W` are `rows x cols` row-major from `seed`, the
+//! activations `X` are `batch x cols` row-major from `seed + 1`.
 //!
 //! splitmix64 is a counter-based generator (output `i` only depends on `seed + (i + 1) * GAMMA`),
 //! so the large matrices are filled in parallel without changing a single value.
 
 use anyhow::{bail, Context, Result};
+use qrepack::rng::SplitMix64;
 use qrepack::GgmlType;
 use rayon::prelude::*;
-
-/// The splitmix64 increment ("golden gamma").
-pub const GAMMA: u64 = 0x9E37_79B9_7F4A_7C15;
-
-/// The finalizer of splitmix64.
-#[inline]
-fn mix(mut z: u64) -> u64 {
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
-}
-
-/// The value `2u - 1` for one 64-bit output, exactly as the peer computes it.
-#[inline]
-pub fn to_pm1(r: u64) -> f32 {
-    ((r >> 40) as f64 * (1.0 / 16_777_216.0) * 2.0 - 1.0) as f32
-}
-
-/// splitmix64 as in the peer: `s += GAMMA`, then mix `s`.
-#[derive(Clone, Debug)]
-pub struct SplitMix64 {
-    state: u64,
-}
-
-impl SplitMix64 {
-    pub fn new(seed: u64) -> Self {
-        SplitMix64 { state: seed }
-    }
-
-    pub fn next_u64(&mut self) -> u64 {
-        self.state = self.state.wrapping_add(GAMMA);
-        mix(self.state)
-    }
-
-    /// A uniform value in `[-1, 1)`.
-    pub fn uniform_pm1(&mut self) -> f32 {
-        to_pm1(self.next_u64())
-    }
-}
 
 /// `n` values of the stream seeded with `seed`, filled in parallel on the current rayon pool.
 pub fn stream(seed: u64, n: usize) -> Vec<f32> {
     const CHUNK: usize = 1 << 16;
     let mut out = vec![0.0f32; n];
     out.par_chunks_mut(CHUNK).enumerate().for_each(|(c, dst)| {
-        // the state before output `i` is seed + i * GAMMA
-        let start = (c * CHUNK) as u64;
-        let mut g = SplitMix64::new(seed.wrapping_add(start.wrapping_mul(GAMMA)));
+        let mut g = SplitMix64::at(seed, (c * CHUNK) as u64);
         for v in dst {
             *v = g.uniform_pm1();
         }
@@ -117,6 +77,7 @@ pub fn quantize(ty: GgmlType, w: &[f32], rows: usize, cols: usize) -> Result<Vec
 #[cfg(test)]
 mod tests {
     use super::*;
+    use qrepack::rng::pm1;
 
     #[test]
     fn splitmix64_known_answers() {
@@ -161,8 +122,8 @@ mod tests {
 
     #[test]
     fn values_are_in_range_and_exact_in_f32() {
-        assert_eq!(to_pm1(0), -1.0);
-        assert_eq!(to_pm1(u64::MAX), 1.0 - 2.0 / 16_777_216.0);
+        assert_eq!(pm1(0), -1.0);
+        assert_eq!(pm1(u64::MAX), 1.0 - 2.0 / 16_777_216.0);
         for v in stream(1, 10_000) {
             assert!((-1.0..1.0).contains(&v));
             // 2u - 1 is a multiple of 2^-23: the f64 -> f32 rounding is exact

@@ -1,8 +1,9 @@
-//! `qrepack info`: CPU features, the layouts, and which layout each type gets.
+//! `qrepack info`: CPU features, the layouts, which layout each type gets, and the kernel sets of
+//! each layout and type.
 
-use qrepack::cpu::CpuFeatures;
+use qrepack::cpu::{CpuFeatures, KernelSet, FORCE_SCALAR_ENV, ISA_ENV};
 use qrepack::{GgmlType, Layout, QMatrix};
-use serde_json::{json, Value};
+use serde::Serialize;
 
 use crate::table::{Align, Table};
 
@@ -17,8 +18,24 @@ pub fn kernels_of(layout: Layout, ty: GgmlType) -> Option<&'static str> {
         .map(|m| m.kernel_name())
 }
 
-fn force_scalar_env() -> Option<String> {
-    std::env::var("QREPACK_FORCE_SCALAR").ok()
+/// A non-empty environment variable.
+fn env(name: &str) -> Option<String> {
+    std::env::var(name).ok().filter(|v| !v.is_empty())
+}
+
+/// True when the CPU has AVX512BW and no cap below `avx512` forbids it.
+fn avx512bw(cpu: &CpuFeatures) -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        std::arch::is_x86_feature_detected!("avx512bw")
+            && cpu.has(KernelSet::Avx2)
+            && cpu.cap().is_none_or(|c| c == KernelSet::Avx512)
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let _ = cpu;
+        false
+    }
 }
 
 /// What `info` reports, for `types` and a matrix of `rows` rows.
@@ -27,53 +44,139 @@ pub struct Info {
     pub rows: usize,
 }
 
+/// The JSON report of `info` (keys in alphabetical order, as the reports always had them).
+#[derive(Debug, Serialize)]
+pub struct InfoJson {
+    pub cpu: CpuJson,
+    /// The kernel sets of each (layout, type) of the listed types.
+    pub kernels: Vec<KernelsJson>,
+    pub layouts: Vec<LayoutJson>,
+    pub rows: usize,
+    pub threads: usize,
+    pub types: Vec<TypeJson>,
+    pub version: &'static str,
+}
+
+/// What this CPU may run (after the `QREPACK_ISA` cap).
+#[derive(Debug, Serialize)]
+pub struct CpuJson {
+    pub avx2: bool,
+    pub avx512bw: bool,
+    pub avx512vnni: bool,
+    pub avxvnni: bool,
+    /// The `QREPACK_ISA` (or `QREPACK_FORCE_SCALAR`) cap, if any.
+    pub cap: Option<&'static str>,
+    pub describe: String,
+    pub force_scalar: bool,
+    /// The kernel sets this CPU may run, best first.
+    pub sets: Vec<&'static str>,
+}
+
+/// One layout.
+#[derive(Debug, Serialize)]
+pub struct LayoutJson {
+    pub interleave_bytes: usize,
+    pub kernels: Option<&'static str>,
+    pub name: &'static str,
+    pub rows_interleaved: usize,
+    #[serde(rename = "type")]
+    pub ty: Option<&'static str>,
+}
+
+/// One type and the layout it gets.
+#[derive(Debug, Serialize)]
+pub struct TypeJson {
+    pub block_bytes: usize,
+    pub block_size: usize,
+    pub chosen: &'static str,
+    pub fitting_layouts: Vec<&'static str>,
+    pub id: u32,
+    pub kernels: Option<&'static str>,
+    pub layouts: Vec<&'static str>,
+    #[serde(rename = "type")]
+    pub ty: &'static str,
+}
+
+/// The kernel sets one layout has for one type, and the one this CPU gets.
+#[derive(Debug, Serialize)]
+pub struct KernelsJson {
+    pub layout: &'static str,
+    #[serde(rename = "type")]
+    pub ty: &'static str,
+    /// Best first, ending with `scalar`.
+    pub sets: Vec<&'static str>,
+    pub selected: &'static str,
+}
+
 impl Info {
-    pub fn to_json(&self) -> Value {
+    /// Every (layout, type) of the listed types: each type's candidate layouts (plain first).
+    fn kernel_rows(&self, cpu: &CpuFeatures) -> Vec<KernelsJson> {
+        let mut out = Vec::new();
+        for &ty in &self.types {
+            for l in Layout::candidates(ty) {
+                out.push(KernelsJson {
+                    layout: l.name(),
+                    ty: ty.name(),
+                    sets: l.kernel_sets(ty).into_iter().map(KernelSet::name).collect(),
+                    selected: l.kernel_set_for(ty, cpu).name(),
+                });
+            }
+        }
+        out
+    }
+
+    pub fn to_json(&self) -> InfoJson {
         let cpu = CpuFeatures::get();
-        let layouts: Vec<Value> = Layout::ALL
+        let layouts = Layout::ALL
             .iter()
-            .map(|&l| {
-                json!({
-                    "name": l.name(),
-                    "type": l.weight_type().map(|t| t.name()),
-                    "rows_interleaved": l.rows_interleaved(),
-                    "interleave_bytes": l.interleave_bytes(),
-                    "kernels": l.weight_type().and_then(|t| kernels_of(l, t)),
-                })
+            .map(|&l| LayoutJson {
+                interleave_bytes: l.interleave_bytes(),
+                kernels: l.weight_type().and_then(|t| kernels_of(l, t)),
+                name: l.name(),
+                rows_interleaved: l.rows_interleaved(),
+                ty: l.weight_type().map(|t| t.name()),
             })
             .collect();
-        let types: Vec<Value> = self
+        let types = self
             .types
             .iter()
             .map(|&ty| {
                 let chosen = Layout::best_for(ty, self.rows, cpu);
-                json!({
-                    "type": ty.name(),
-                    "id": ty.id(),
-                    "block_size": ty.block_size(),
-                    "block_bytes": ty.block_bytes(),
-                    "layouts": Layout::candidates(ty).iter().map(|l| l.name()).collect::<Vec<_>>(),
-                    "fitting_layouts": Layout::candidates(ty).iter().filter(|l| l.fits(ty, self.rows)).map(|l| l.name()).collect::<Vec<_>>(),
-                    "chosen": chosen.name(),
-                    "kernels": kernels_of(chosen, ty),
-                })
+                let candidates = Layout::candidates(ty);
+                TypeJson {
+                    block_bytes: ty.block_bytes(),
+                    block_size: ty.block_size(),
+                    chosen: chosen.name(),
+                    fitting_layouts: candidates
+                        .iter()
+                        .filter(|l| l.fits(ty, self.rows))
+                        .map(|l| l.name())
+                        .collect(),
+                    id: ty.id(),
+                    kernels: kernels_of(chosen, ty),
+                    layouts: candidates.iter().map(|l| l.name()).collect(),
+                    ty: ty.name(),
+                }
             })
             .collect();
-        json!({
-            "version": env!("CARGO_PKG_VERSION"),
-            "cpu": {
-                "describe": cpu.describe(),
-                "avx2": cpu.has(qrepack::cpu::KernelSet::Avx2),
-                "avx512bw": cpu.has(qrepack::cpu::KernelSet::Avx512),
-                "avx512vnni": cpu.has(qrepack::cpu::KernelSet::Avx512),
-                "avxvnni": cpu.has(qrepack::cpu::KernelSet::AvxVnni),
-                "force_scalar": cpu.force_scalar(),
+        InfoJson {
+            cpu: CpuJson {
+                avx2: cpu.has(KernelSet::Avx2),
+                avx512bw: avx512bw(cpu),
+                avx512vnni: cpu.has(KernelSet::Avx512),
+                avxvnni: cpu.has(KernelSet::AvxVnni),
+                cap: cpu.cap().map(KernelSet::name),
+                describe: cpu.describe(),
+                force_scalar: cpu.force_scalar(),
+                sets: cpu.sets().map(KernelSet::name).collect(),
             },
-            "threads": rayon::current_num_threads(),
-            "rows": self.rows,
-            "layouts": layouts,
-            "types": types,
-        })
+            kernels: self.kernel_rows(cpu),
+            layouts,
+            rows: self.rows,
+            threads: rayon::current_num_threads(),
+            types,
+            version: env!("CARGO_PKG_VERSION"),
+        }
     }
 
     pub fn render(&self) -> String {
@@ -82,8 +185,8 @@ impl Info {
         out.push_str(&format!("qrepack {}\n", env!("CARGO_PKG_VERSION")));
         out.push_str(&format!("cpu features: {}\n", cpu.describe()));
         out.push_str(&format!(
-            "QREPACK_FORCE_SCALAR: {}\n",
-            match force_scalar_env() {
+            "{FORCE_SCALAR_ENV}: {}\n",
+            match std::env::var(FORCE_SCALAR_ENV).ok() {
                 Some(v) => format!(
                     "{v:?} ({})",
                     if cpu.force_scalar() {
@@ -93,6 +196,14 @@ impl Info {
                     }
                 ),
                 None => "not set".to_string(),
+            }
+        ));
+        out.push_str(&format!(
+            "{ISA_ENV}: {}\n",
+            match (env(ISA_ENV), cpu.cap()) {
+                (Some(v), Some(cap)) => format!("{v:?} (kernel sets capped at {cap})"),
+                (Some(v), None) => format!("{v:?}"),
+                (None, _) => "not set".to_string(),
             }
         ));
         out.push_str(&format!(
@@ -159,6 +270,25 @@ impl Info {
         }
         out.push_str(&t.render());
         out.push_str("(parenthesized: does not fit that row count)\n");
+
+        out.push_str(
+            "\nkernel sets by layout and type (best first; selected: the one this CPU runs):\n",
+        );
+        let mut t = Table::new(&[
+            ("layout", Align::Left),
+            ("type", Align::Left),
+            ("kernel sets", Align::Left),
+            ("selected", Align::Left),
+        ]);
+        for k in self.kernel_rows(cpu) {
+            t.push(vec![
+                k.layout.to_string(),
+                k.ty.to_string(),
+                k.sets.join(", "),
+                k.selected.to_string(),
+            ]);
+        }
+        out.push_str(&t.render());
         out
     }
 }

@@ -8,6 +8,7 @@ use anyhow::Result;
 use qrepack::gguf::GgufValue;
 use qrepack::model::{Became, LayoutPolicy};
 use qrepack::Model;
+use serde::Serialize;
 use serde_json::{json, Value};
 
 use crate::load::{self, fmt_bytes, pct};
@@ -53,6 +54,76 @@ struct TypeTotal {
     bytes: u64,
     repacked_bytes: u64,
     layouts: BTreeMap<String, usize>,
+}
+
+/// The JSON report of `inspect` (keys in alphabetical order, as the reports always had them).
+#[derive(Serialize)]
+struct InspectJson<'a> {
+    alignment: u64,
+    architecture: &'a str,
+    cpu: String,
+    data_start: u64,
+    experts: usize,
+    file: String,
+    file_size: u64,
+    /// Metadata values as JSON (the hyperparameters present, by key).
+    hyperparameters: BTreeMap<String, Value>,
+    is_cache: bool,
+    matrices: usize,
+    metadata: Vec<MetadataJson<'a>>,
+    metadata_count: usize,
+    name: &'a str,
+    open_ms: f64,
+    raw: usize,
+    repacked_bytes: u64,
+    repacked_pct: f64,
+    tensor_count: usize,
+    tensors: Vec<TensorJson<'a>>,
+    total_bytes: u64,
+    types: Vec<TypeJson<'a>>,
+    version: u32,
+    warnings: &'a [String],
+}
+
+/// One tensor of the JSON report.
+#[derive(Serialize)]
+struct TensorJson<'a> {
+    became: String,
+    bytes: u64,
+    dims: &'a [u64],
+    kind: &'static str,
+    layout: Option<&'static str>,
+    name: &'a str,
+    note: Option<String>,
+    offset: u64,
+    repacked: bool,
+    shape: String,
+    #[serde(rename = "type")]
+    ty: String,
+    type_id: u32,
+    zero_copy: Option<bool>,
+}
+
+/// One type's totals in the JSON report.
+#[derive(Serialize)]
+struct TypeJson<'a> {
+    bytes: u64,
+    layouts: &'a BTreeMap<String, usize>,
+    repacked_bytes: u64,
+    repacked_pct: f64,
+    tensors: usize,
+    #[serde(rename = "type")]
+    ty: &'a str,
+}
+
+/// One metadata entry of the JSON report (with `--metadata`).
+#[derive(Serialize)]
+struct MetadataJson<'a> {
+    key: &'a str,
+    summary: String,
+    #[serde(rename = "type")]
+    ty: &'static str,
+    value: Value,
 }
 
 pub fn run(path: &Path, json_out: bool, metadata: bool, quiet: bool) -> Result<String> {
@@ -133,21 +204,21 @@ pub fn run(path: &Path, json_out: bool, metadata: bool, quiet: bool) -> Result<S
             info.size.to_string(),
             t.became.to_string(),
         ]);
-        tensors_json.push(json!({
-            "name": t.name,
-            "type": t.type_name(),
-            "type_id": t.type_id,
-            "dims": t.dims,
-            "shape": load::shape_str(&t.dims),
-            "bytes": info.size,
-            "offset": info.offset,
-            "kind": kind,
-            "layout": layout.map(|l| l.name()),
-            "repacked": load::is_repacked(t),
-            "zero_copy": zero_copy,
-            "note": note,
-            "became": t.became.to_string(),
-        }));
+        tensors_json.push(TensorJson {
+            became: t.became.to_string(),
+            bytes: info.size,
+            dims: &t.dims,
+            kind,
+            layout: layout.map(|l| l.name()),
+            name: &t.name,
+            note,
+            offset: info.offset,
+            repacked: load::is_repacked(t),
+            shape: load::shape_str(&t.dims),
+            ty: t.type_name(),
+            type_id: t.type_id,
+            zero_copy,
+        });
     }
     let total_bytes: u64 = by_type.values().map(|t| t.bytes).sum();
     let total_repacked: u64 = by_type.values().map(|t| t.repacked_bytes).sum();
@@ -161,55 +232,59 @@ pub fn run(path: &Path, json_out: bool, metadata: bool, quiet: bool) -> Result<S
     };
 
     if json_out {
-        let types: Vec<Value> = by_type
+        let types = by_type
             .iter()
-            .map(|(ty, t)| {
-                json!({
-                    "type": ty,
-                    "tensors": t.tensors,
-                    "bytes": t.bytes,
-                    "repacked_bytes": t.repacked_bytes,
-                    "repacked_pct": pct(t.repacked_bytes, t.bytes),
-                    "layouts": t.layouts,
-                })
+            .map(|(ty, t)| TypeJson {
+                bytes: t.bytes,
+                layouts: &t.layouts,
+                repacked_bytes: t.repacked_bytes,
+                repacked_pct: pct(t.repacked_bytes, t.bytes),
+                tensors: t.tensors,
+                ty,
             })
             .collect();
-        let meta: Vec<Value> = if metadata {
+        let meta = if metadata {
             g.metadata()
-                .map(|(k, v)| json!({"key": k, "type": v.value_type().name(), "value": value_json(v), "summary": v.to_string()}))
+                .map(|(k, v)| MetadataJson {
+                    key: k,
+                    summary: v.to_string(),
+                    ty: v.value_type().name(),
+                    value: value_json(v),
+                })
                 .collect()
         } else {
             Vec::new()
         };
-        let mut hp = serde_json::Map::new();
-        for (k, v, _) in &hyper {
-            hp.insert(k.clone(), v.clone());
-        }
-        let v = json!({
-            "file": path.display().to_string(),
-            "file_size": g.file_size(),
-            "version": g.version(),
-            "alignment": g.alignment(),
-            "data_start": g.data_start(),
-            "metadata_count": g.metadata_len(),
-            "tensor_count": g.tensors().len(),
-            "architecture": arch,
-            "name": name,
-            "hyperparameters": Value::Object(hp),
-            "matrices": matrices,
-            "experts": experts,
-            "raw": raw,
-            "is_cache": model.is_cache(),
-            "open_ms": summary.open_ms,
-            "cpu": qrepack::cpu::CpuFeatures::get().describe(),
-            "warnings": model.warnings(),
-            "tensors": tensors_json,
-            "types": types,
-            "total_bytes": total_bytes,
-            "repacked_bytes": total_repacked,
-            "repacked_pct": pct(total_repacked, total_bytes),
-            "metadata": meta,
-        });
+        let hp = hyper
+            .iter()
+            .map(|(k, v, _)| (k.clone(), v.clone()))
+            .collect();
+        let v = InspectJson {
+            alignment: g.alignment(),
+            architecture: &arch,
+            cpu: qrepack::cpu::CpuFeatures::get().describe(),
+            data_start: g.data_start(),
+            experts,
+            file: path.display().to_string(),
+            file_size: g.file_size(),
+            hyperparameters: hp,
+            is_cache: model.is_cache(),
+            matrices,
+            metadata: meta,
+            metadata_count: g.metadata_len(),
+            name: &name,
+            open_ms: summary.open_ms,
+            raw,
+            repacked_bytes: total_repacked,
+            repacked_pct: pct(total_repacked, total_bytes),
+            tensor_count: g.tensors().len(),
+            tensors: tensors_json,
+            total_bytes,
+            types,
+            version: g.version(),
+            warnings: model.warnings(),
+        };
+        let v = serde_json::to_string(&v)?;
         return Ok(format!("{v}\n"));
     }
 

@@ -19,8 +19,8 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::{bail, Context, Result};
-use clap::{Args, Parser, Subcommand};
-use qrepack::cpu::CpuFeatures;
+use clap::{ArgGroup, Args, Parser, Subcommand};
+use qrepack::cpu::{CpuFeatures, KernelSet, ISA_ENV};
 use qrepack::{GgmlType, Layout};
 
 use bench::{Config, LayoutSel, Reps};
@@ -34,11 +34,13 @@ Examples:
   qrepack inspect model.gguf
   qrepack verify model.gguf
   qrepack bench model.gguf --batch 1,512
-  qrepack bench --sweep --plot sweep.svg
+  qrepack bench --isa avx2 --type q4_0 --batch 1
+  qrepack sweep --plot sweep.svg
   qrepack repack model.gguf -o model.repacked.gguf
   qrepack matmul model.gguf --tensor blk.0.attn_q.weight --input x.npy --output y.npy
 
-Set QREPACK_FORCE_SCALAR=1 to run the portable kernels instead of the SIMD ones.";
+Set QREPACK_ISA=NAME (scalar, avx2, avxvnni, avx512, neon, dotprod, i8mm) to cap the kernel sets
+at NAME (`bench --isa NAME` does the same); QREPACK_FORCE_SCALAR=1 is QREPACK_ISA=scalar.";
 
 const BENCH_EXAMPLES: &str = "\
 Without --rows/--cols the default suite runs: 4096x4096, 11008x4096 and 4096x11008 matrices
@@ -58,20 +60,33 @@ and in plain, in passes over all matrices in file order (one warm-up pass, then 
 passes, default 5 for batches up to 8, else 3); reported: totals per batch, tokens/s of the
 matmul part (batch / total), and per type the bytes, how many are repacked and the times.
 
-With --sweep, GFLOP/s is measured against the batch (1, 2, 4, ..., 512) per type, in the chosen
-interleaved layout and plain, on one --rows x --cols shape (default 4096x4096, hot), and drawn
-as an SVG line chart with --plot FILE.svg.
+--isa NAME caps the kernel sets at NAME (as QREPACK_ISA=NAME does): e.g. --isa avx2 on an
+AVX-512 machine times the AVX2 kernels, --isa scalar the portable ones. The `kernels` column and
+JSON key name the set each matrix ran.
+
+`bench --sweep` is `qrepack sweep` (kept as an alias): the same options and output.
 
 Examples:
   qrepack bench
   qrepack bench model.gguf
   qrepack bench model.gguf --batch 1,512 --threads 2 --reps 3 --json
+  qrepack bench --isa avx2 --type q4_0 --batch 1,512
   qrepack bench --sweep --plot sweep.svg
-  qrepack bench --sweep --type q4_0,iq4_nl --rows 11008 --cols 4096
   qrepack bench --type q4_0,q4_K --batch 1 --threads 1
   qrepack bench --type q4_0 --rows 4096 --cols 4096 --batch 1 --threads 2
   qrepack bench --type q4_0 --rows 4096 --cols 4096 --batch 512 --layout plain --reps 5
   qrepack bench --type iq4_nl --rows 4096 --cols 4096 --batch 1,4,512 --vs-plain --json";
+
+const SWEEP_EXAMPLES: &str = "\
+GFLOP/s is measured against the batch (1, 2, 4, ..., 512) per type (default: the types with an
+interleaved layout), in the chosen interleaved layout and plain, on one --rows x --cols shape
+(default 4096x4096, hot, the data of `qrepack bench`), and drawn as an SVG line chart with
+--plot FILE.svg. `qrepack bench --sweep` is the same command.
+
+Examples:
+  qrepack sweep --plot sweep.svg
+  qrepack sweep --type q4_0,iq4_nl --rows 11008 --cols 4096
+  qrepack sweep --isa avx2 --type q4_0 --json";
 
 const INSPECT_EXAMPLES: &str = "\
 Opens the model as `Model::open` does (every weight repacked for this CPU where a layout fits)
@@ -121,7 +136,7 @@ const INFO_EXAMPLES: &str = "\
 Examples:
   qrepack info
   qrepack info --rows 12 --type q4_0,iq4_nl
-  QREPACK_FORCE_SCALAR=1 qrepack info --json";
+  QREPACK_ISA=avx2 qrepack info --json";
 
 #[derive(Parser, Debug)]
 #[command(
@@ -140,7 +155,10 @@ enum Command {
     /// Time QMatrix::matmul on the ggml peer's data (default: the LLaMA-7B suite)
     #[command(after_help = BENCH_EXAMPLES)]
     Bench(BenchArgs),
-    /// Show CPU features, the layouts and which layout each type gets
+    /// GFLOP/s against the batch per type, chosen layout vs plain, on one shape (table, SVG)
+    #[command(after_help = SWEEP_EXAMPLES)]
+    Sweep(SweepArgs),
+    /// Show CPU features, the layouts, which layout each type gets and the kernel sets
     #[command(after_help = INFO_EXAMPLES)]
     Info(InfoArgs),
     /// Summarize a GGUF model: metadata, every tensor and what it became, per-type totals
@@ -157,6 +175,31 @@ enum Command {
     Matmul(MatmulArgs),
 }
 
+impl Command {
+    /// The `--isa` cap of the command, if it takes one and it was given.
+    fn isa(&self) -> Option<KernelSet> {
+        match self {
+            Command::Bench(a) => a.isa,
+            Command::Sweep(a) => a.isa,
+            _ => None,
+        }
+    }
+}
+
+/// The options every subcommand shares.
+#[derive(Args, Debug, Clone, Copy)]
+struct Common {
+    /// Threads of the rayon pool [default: all cores]
+    #[arg(long, value_name = "P", value_parser = parse_positive)]
+    threads: Option<usize>,
+    /// Print JSON on stdout instead of the text report (bench: one object per measurement and line)
+    #[arg(long)]
+    json: bool,
+    /// No progress output on stderr
+    #[arg(long, short)]
+    quiet: bool,
+}
+
 #[derive(Args, Debug)]
 struct InspectArgs {
     /// The GGUF file
@@ -164,12 +207,8 @@ struct InspectArgs {
     /// Also list every metadata key
     #[arg(long)]
     metadata: bool,
-    /// Print one JSON object instead of the tables
-    #[arg(long)]
-    json: bool,
-    /// No progress bar
-    #[arg(long, short)]
-    quiet: bool,
+    #[command(flatten)]
+    common: Common,
 }
 
 #[derive(Args, Debug)]
@@ -188,15 +227,8 @@ struct VerifyArgs {
     /// Seed of the activations
     #[arg(long, default_value_t = 43)]
     seed: u64,
-    /// Threads of the rayon pool [default: all cores]
-    #[arg(long, value_name = "P", value_parser = parse_positive)]
-    threads: Option<usize>,
-    /// Print one JSON object instead of the table
-    #[arg(long)]
-    json: bool,
-    /// No progress bar
-    #[arg(long, short)]
-    quiet: bool,
+    #[command(flatten)]
+    common: Common,
 }
 
 #[derive(Args, Debug)]
@@ -209,15 +241,8 @@ struct RepackArgs {
     /// Overwrite OUT if it exists
     #[arg(long)]
     force: bool,
-    /// Threads of the rayon pool [default: all cores]
-    #[arg(long, value_name = "P", value_parser = parse_positive)]
-    threads: Option<usize>,
-    /// Print one JSON object instead of the report
-    #[arg(long)]
-    json: bool,
-    /// No progress bar
-    #[arg(long, short)]
-    quiet: bool,
+    #[command(flatten)]
+    common: Common,
 }
 
 #[derive(Args, Debug)]
@@ -236,30 +261,29 @@ struct MatmulArgs {
     /// Force this layout (an error if it does not fit the tensor)
     #[arg(long, value_name = "LAYOUT", value_parser = parse_layout)]
     layout: Option<Layout>,
-    /// Threads of the rayon pool [default: all cores]
-    #[arg(long, value_name = "P", value_parser = parse_positive)]
-    threads: Option<usize>,
-    /// Print one JSON object instead of the summary line
-    #[arg(long)]
-    json: bool,
-    /// No progress bar
-    #[arg(long, short)]
-    quiet: bool,
+    #[command(flatten)]
+    common: Common,
 }
 
+/// `bench`. The options that only apply to the synthetic matrices conflict with a MODEL;
+/// `--sweep` turns it into `qrepack sweep`.
 #[derive(Args, Debug)]
+#[command(group(shape_group()))]
 struct BenchArgs {
     /// A GGUF model: time every weight matrix of it (repacked vs plain) instead of the suite
-    #[arg(value_name = "MODEL")]
+    #[arg(
+        value_name = "MODEL",
+        conflicts_with_all = ["types", "rows", "cols", "layout", "vs_plain", "check", "sweep"]
+    )]
     model: Option<PathBuf>,
-    /// Sweep the batch 1..512 per type on one shape (default 4096x4096), chosen layout vs plain
-    #[arg(long)]
+    /// Run `qrepack sweep` (the batch 1..512 per type on one shape, chosen layout vs plain)
+    #[arg(long, conflicts_with_all = ["layout", "vs_plain", "check"])]
     sweep: bool,
     /// With --sweep: draw GFLOP/s against batch as an SVG line chart into FILE
-    #[arg(long, value_name = "FILE.svg")]
+    #[arg(long, value_name = "FILE.svg", requires = "sweep")]
     plot: Option<PathBuf>,
     /// With MODEL: also list every matrix
-    #[arg(long)]
+    #[arg(long, requires = "model")]
     per_tensor: bool,
     /// Weight type(s), comma-separated [default: q4_0,q4_K,iq4_nl,q8_0]
     #[arg(long = "type", value_name = "TYPE", value_delimiter = ',', value_parser = parse_type)]
@@ -273,9 +297,6 @@ struct BenchArgs {
     /// Activation rows (tokens, ggml N), comma-separated [default: 1,512]
     #[arg(long, value_name = "N", value_delimiter = ',', value_parser = parse_positive)]
     batch: Vec<usize>,
-    /// Threads of the rayon pool the matmuls run on [default: all cores]
-    #[arg(long, value_name = "P", value_parser = parse_positive)]
-    threads: Option<usize>,
     /// Time exactly these layouts (comma-separated, e.g. q4_0_8x8,plain) instead of the chosen one
     #[arg(long, value_name = "LAYOUT", value_delimiter = ',', value_parser = parse_layout)]
     layout: Vec<Layout>,
@@ -294,15 +315,75 @@ struct BenchArgs {
     /// Seed of the weights (the activations use seed + 1)
     #[arg(long, default_value_t = 42)]
     seed: u64,
-    /// Also compare every result with an f64 reference on the dequantized weights (sampled rows)
+    /// Also compare every result with an f64 reference on the dequantized weights (sampled rows;
+    /// for a MODEL, use `qrepack verify`)
     #[arg(long)]
     check: bool,
-    /// One JSON object per measurement and line on stdout instead of the table
-    #[arg(long)]
-    json: bool,
-    /// No progress lines on stderr
-    #[arg(long, short)]
-    quiet: bool,
+    /// Cap the kernel sets at NAME (scalar, avx2, avxvnni, avx512, neon, dotprod, i8mm), as QREPACK_ISA=NAME
+    #[arg(long, value_name = "NAME", value_parser = parse_isa)]
+    isa: Option<KernelSet>,
+    #[command(flatten)]
+    common: Common,
+}
+
+#[derive(Args, Debug)]
+#[command(group(shape_group()))]
+struct SweepArgs {
+    /// Weight type(s), comma-separated [default: the types with an interleaved layout]
+    #[arg(long = "type", value_name = "TYPE", value_delimiter = ',', value_parser = parse_type)]
+    types: Vec<GgmlType>,
+    /// Weight rows (output features, ggml M) [default: 4096]; needs --cols
+    #[arg(long, value_name = "M", value_parser = parse_positive)]
+    rows: Option<usize>,
+    /// Weight columns (input features, ggml K) [default: 4096]; needs --rows
+    #[arg(long, value_name = "K", value_parser = parse_positive)]
+    cols: Option<usize>,
+    /// Activation rows, comma-separated [default: 1,2,4,...,512]
+    #[arg(long, value_name = "N", value_delimiter = ',', value_parser = parse_positive)]
+    batch: Vec<usize>,
+    /// Timed reps per point [default: adaptive, until min(--min-time, 0.2 s) and at least 3]
+    #[arg(long, value_name = "R", value_parser = parse_positive)]
+    reps: Option<usize>,
+    /// Seconds of timed reps per point when --reps is not given (at most 0.2 are used)
+    #[arg(long, value_name = "SECONDS", default_value_t = 0.3)]
+    min_time: f64,
+    /// Seed of the weights (the activations use seed + 1)
+    #[arg(long, default_value_t = 42)]
+    seed: u64,
+    /// Draw GFLOP/s against batch as an SVG line chart into FILE
+    #[arg(long, value_name = "FILE.svg")]
+    plot: Option<PathBuf>,
+    /// Cap the kernel sets at NAME (scalar, avx2, avxvnni, avx512, neon, dotprod, i8mm), as QREPACK_ISA=NAME
+    #[arg(long, value_name = "NAME", value_parser = parse_isa)]
+    isa: Option<KernelSet>,
+    #[command(flatten)]
+    common: Common,
+}
+
+impl From<BenchArgs> for SweepArgs {
+    /// `bench --sweep`: the options the two share (clap rejects the others).
+    fn from(b: BenchArgs) -> SweepArgs {
+        SweepArgs {
+            types: b.types,
+            rows: b.rows,
+            cols: b.cols,
+            batch: b.batch,
+            reps: b.reps,
+            min_time: b.min_time,
+            seed: b.seed,
+            plot: b.plot,
+            isa: b.isa,
+            common: b.common,
+        }
+    }
+}
+
+/// `--rows` and `--cols` go together (give both, or neither for the default shapes).
+fn shape_group() -> ArgGroup {
+    ArgGroup::new("shape")
+        .args(["rows", "cols"])
+        .multiple(true)
+        .requires_all(["rows", "cols"])
 }
 
 #[derive(Args, Debug)]
@@ -313,23 +394,28 @@ struct InfoArgs {
     /// Types to list, comma-separated [default: all]
     #[arg(long = "type", value_name = "TYPE", value_delimiter = ',', value_parser = parse_type)]
     types: Vec<GgmlType>,
-    /// Print one JSON object instead of the tables
-    #[arg(long)]
-    json: bool,
+    #[command(flatten)]
+    common: Common,
+}
+
+/// The message of a library error without its kind prefix.
+fn lib_message(e: qrepack::Error) -> String {
+    match e {
+        qrepack::Error::Unsupported(m) | qrepack::Error::Invalid(m) => m,
+        e => e.to_string(),
+    }
 }
 
 fn parse_type(s: &str) -> Result<GgmlType, String> {
-    s.trim().parse().map_err(|e: qrepack::Error| match e {
-        qrepack::Error::Unsupported(m) => m,
-        e => e.to_string(),
-    })
+    s.trim().parse().map_err(lib_message)
 }
 
 fn parse_layout(s: &str) -> Result<Layout, String> {
-    s.trim().parse().map_err(|e: qrepack::Error| match e {
-        qrepack::Error::Unsupported(m) => m,
-        e => e.to_string(),
-    })
+    s.trim().parse().map_err(lib_message)
+}
+
+fn parse_isa(s: &str) -> Result<KernelSet, String> {
+    s.parse().map_err(lib_message)
 }
 
 fn parse_positive(s: &str) -> Result<usize, String> {
@@ -349,6 +435,7 @@ fn out(s: &str) -> Result<()> {
     }
 }
 
+/// The rayon pool of `--threads` (default: all cores) and its size.
 fn pool(threads: Option<usize>) -> Result<(rayon::ThreadPool, usize)> {
     let threads = match threads {
         Some(p) => p,
@@ -362,35 +449,7 @@ fn pool(threads: Option<usize>) -> Result<(rayon::ThreadPool, usize)> {
 }
 
 fn bench_model(args: BenchArgs, model: PathBuf) -> Result<()> {
-    if args.sweep {
-        bail!("--sweep measures synthetic data; it does not take a MODEL");
-    }
-    let mut bad = Vec::new();
-    if !args.types.is_empty() {
-        bad.push("--type");
-    }
-    if args.rows.is_some() || args.cols.is_some() {
-        bad.push("--rows/--cols");
-    }
-    if !args.layout.is_empty() {
-        bad.push("--layout");
-    }
-    if args.vs_plain {
-        bad.push("--vs-plain (plain is always timed)");
-    }
-    if args.check {
-        bad.push("--check (use `qrepack verify MODEL`)");
-    }
-    if args.plot.is_some() {
-        bad.push("--plot (goes with --sweep)");
-    }
-    if !bad.is_empty() {
-        bail!(
-            "with a MODEL, these options do not apply: {}",
-            bad.join(", ")
-        );
-    }
-    let (pool, _) = pool(args.threads)?;
+    let (pool, _) = pool(args.common.threads)?;
     let cfg = model_bench::ModelBench {
         path: &model,
         batches: if args.batch.is_empty() {
@@ -400,24 +459,17 @@ fn bench_model(args: BenchArgs, model: PathBuf) -> Result<()> {
         },
         reps: args.reps,
         seed: args.seed,
-        json: args.json,
+        json: args.common.json,
         per_tensor: args.per_tensor,
-        quiet: args.quiet,
+        quiet: args.common.quiet,
     };
     let s = pool.install(|| model_bench::run(&cfg))?;
     out(&s)
 }
 
-fn bench_sweep(args: BenchArgs) -> Result<()> {
-    if !args.layout.is_empty() || args.vs_plain || args.check {
-        bail!("--sweep times the chosen layout and plain; --layout, --vs-plain and --check do not apply");
-    }
-    let (rows, cols) = match (args.rows, args.cols) {
-        (Some(r), Some(c)) => (r, c),
-        (None, None) => (4096, 4096),
-        _ => bail!("--rows and --cols go together"),
-    };
-    let (pool, threads) = pool(args.threads)?;
+fn sweep(args: SweepArgs) -> Result<()> {
+    let (rows, cols) = (args.rows.unwrap_or(4096), args.cols.unwrap_or(4096));
+    let (pool, threads) = pool(args.common.threads)?;
     let cfg = sweep::Sweep {
         types: if args.types.is_empty() {
             sweep::default_types()
@@ -440,7 +492,7 @@ fn bench_sweep(args: BenchArgs) -> Result<()> {
             },
         },
         seed: args.seed,
-        quiet: args.quiet,
+        quiet: args.common.quiet,
     };
     if rows.checked_mul(cols).is_none_or(|n| n > 1 << 30) {
         bail!("a {rows} x {cols} matrix is too large for the sweep");
@@ -452,13 +504,13 @@ fn bench_sweep(args: BenchArgs) -> Result<()> {
     );
     if let Some(p) = &args.plot {
         sweep::write_svg(p, &series, &title)?;
-        if !args.quiet {
+        if !args.common.quiet {
             eprintln!("wrote {}", p.display());
         }
     }
-    if args.json {
+    if args.common.json {
         let v = pool.install(|| sweep::to_json(&series, &cfg));
-        out(&format!("{v}\n"))
+        out(&format!("{}\n", serde_json::to_string(&v)?))
     } else {
         out(&format!(
             "{title}: GFLOP/s by batch (median of timed reps, hot)\n\n{}",
@@ -472,19 +524,9 @@ fn bench(args: BenchArgs) -> Result<()> {
         return bench_model(args, model);
     }
     if args.sweep {
-        return bench_sweep(args);
+        return sweep(args.into());
     }
-    if args.plot.is_some() {
-        bail!("--plot goes with --sweep");
-    }
-    if args.per_tensor {
-        bail!("--per-tensor goes with a MODEL");
-    }
-    let parameterized = match (args.rows, args.cols) {
-        (Some(_), Some(_)) => true,
-        (None, None) => false,
-        _ => bail!("--rows and --cols go together (give both, or neither for the default suite)"),
-    };
+    let parameterized = args.rows.is_some() && args.cols.is_some();
     let cfg = Config {
         types: if args.types.is_empty() {
             bench::SUITE_TYPES.to_vec()
@@ -520,34 +562,26 @@ fn bench(args: BenchArgs) -> Result<()> {
         },
         cold_mb: args.cold_mb,
         seed: args.seed,
-        progress: !args.quiet,
+        progress: !args.common.quiet,
         check: args.check,
     };
     cfg.validate()?;
 
-    let threads = match args.threads {
-        Some(p) => p,
-        None => std::thread::available_parallelism().map_or(1, |n| n.get()),
-    };
-    let pool = rayon::ThreadPoolBuilder::new()
-        .num_threads(threads)
-        .build()
-        .context("starting the thread pool")?;
-
-    if !args.quiet {
+    let (pool, threads) = pool(args.common.threads)?;
+    if !args.common.quiet {
         eprintln!(
             "qrepack bench: {} measurement(s), cpu {}, {threads} thread(s)",
             cfg.count(),
             CpuFeatures::get().describe()
         );
     }
-    let json = args.json;
+    let json = args.common.json;
     let results = pool.install(|| {
         bench::run(&cfg, |group| {
             if json {
                 let mut s = String::new();
                 for m in group {
-                    s.push_str(&m.to_json_line());
+                    s.push_str(&m.to_json_line()?);
                     s.push('\n');
                 }
                 out(&s)?;
@@ -574,6 +608,7 @@ fn bench(args: BenchArgs) -> Result<()> {
 }
 
 fn info(args: InfoArgs) -> Result<()> {
+    let (pool, _) = pool(args.common.threads)?;
     let info = info::Info {
         types: if args.types.is_empty() {
             GgmlType::ALL.to_vec()
@@ -582,22 +617,31 @@ fn info(args: InfoArgs) -> Result<()> {
         },
         rows: args.rows,
     };
-    if args.json {
-        out(&format!("{}\n", info.to_json()))
+    if args.common.json {
+        let v = pool.install(|| info.to_json());
+        out(&format!("{}\n", serde_json::to_string(&v)?))
     } else {
-        out(&info.render())
+        out(&pool.install(|| info.render()))
     }
 }
 
 fn inspect(a: InspectArgs) -> Result<()> {
-    out(&inspect::run(&a.model, a.json, a.metadata, a.quiet)?)
+    let (pool, _) = pool(a.common.threads)?;
+    let s = pool.install(|| inspect::run(&a.model, a.common.json, a.metadata, a.common.quiet))?;
+    out(&s)
 }
 
 fn verify(a: VerifyArgs) -> Result<bool> {
-    let (pool, _) = pool(a.threads)?;
+    let (pool, _) = pool(a.common.threads)?;
     let (s, ok) = pool.install(|| {
         verify::run(
-            &a.model, &a.batch, &a.tensor, a.seed, a.ref_rows, a.json, a.quiet,
+            &a.model,
+            &a.batch,
+            &a.tensor,
+            a.seed,
+            a.ref_rows,
+            a.common.json,
+            a.common.quiet,
         )
     })?;
     out(&s)?;
@@ -605,30 +649,45 @@ fn verify(a: VerifyArgs) -> Result<bool> {
 }
 
 fn repack(a: RepackArgs) -> Result<()> {
-    let (pool, _) = pool(a.threads)?;
-    let s = pool.install(|| repack::run(&a.input, &a.output, a.force, a.json, a.quiet))?;
+    let (pool, _) = pool(a.common.threads)?;
+    let s =
+        pool.install(|| repack::run(&a.input, &a.output, a.force, a.common.json, a.common.quiet))?;
     out(&s)
 }
 
 fn matmul(a: MatmulArgs) -> Result<()> {
-    let (pool, _) = pool(a.threads)?;
+    let (pool, _) = pool(a.common.threads)?;
     let args = matmul::MatmulArgs {
         model: &a.model,
         tensor: &a.tensor,
         input: &a.input,
         output: &a.output,
         layout: a.layout,
-        json: a.json,
-        quiet: a.quiet,
+        json: a.common.json,
+        quiet: a.common.quiet,
     };
     let s = pool.install(|| matmul::run(&args))?;
     out(&s)
 }
 
+/// Exit code of usage errors (clap's) and of a bad `QREPACK_ISA`.
+const USAGE: u8 = 2;
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    // `--isa` goes through the environment, which the library reads once, on the first
+    // `CpuFeatures` call: set it now, before any thread starts or any kernel is chosen.
+    if let Some(isa) = cli.command.isa() {
+        std::env::set_var(ISA_ENV, isa.name());
+    }
+    // An unknown QREPACK_ISA from the environment: one line, not a silent fallback or a panic.
+    if let Err(e) = CpuFeatures::try_get() {
+        eprintln!("error: {}", lib_message(e));
+        return ExitCode::from(USAGE);
+    }
     let r = match cli.command {
         Command::Bench(a) => bench(a),
+        Command::Sweep(a) => sweep(a),
         Command::Info(a) => info(a),
         Command::Inspect(a) => inspect(a),
         Command::Verify(a) => match verify(a) {
@@ -645,5 +704,16 @@ fn main() -> ExitCode {
             eprintln!("error: {e:#}");
             ExitCode::FAILURE
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn the_cli_definition_is_consistent() {
+        Cli::command().debug_assert();
     }
 }

@@ -9,7 +9,7 @@ use qrepack::cpu::CpuFeatures;
 use qrepack::gguf::GgufFile;
 use qrepack::model::{LayoutPolicy, CACHE_VERSION_KEY};
 use qrepack::{Layout, QMatrix};
-use serde_json::json;
+use serde::Serialize;
 
 use crate::load;
 use crate::npy;
@@ -22,6 +22,23 @@ pub struct MatmulArgs<'a> {
     pub layout: Option<Layout>,
     pub json: bool,
     pub quiet: bool,
+}
+
+/// The JSON report of `matmul` (keys in alphabetical order, as the reports always had them).
+#[derive(Debug, Serialize)]
+struct MatmulJson<'a> {
+    cols: usize,
+    input: String,
+    kernels: &'static str,
+    layout: &'static str,
+    matmul_ms: f64,
+    n: usize,
+    output: String,
+    output_shape: &'a [usize],
+    rows: usize,
+    tensor: &'a str,
+    #[serde(rename = "type")]
+    ty: &'static str,
 }
 
 /// The matrix `name` of the file, in `layout` (or the one qrepack picks).
@@ -109,20 +126,20 @@ pub fn run(a: &MatmulArgs) -> Result<String> {
     let took = t0.elapsed();
     npy::write(a.output, &out_shape, &y)?;
     if a.json {
-        let v = json!({
-            "tensor": a.tensor,
-            "type": m.ty().name(),
-            "rows": rows,
-            "cols": cols,
-            "n": n,
-            "layout": m.layout().name(),
-            "kernels": m.kernel_name(),
-            "matmul_ms": took.as_secs_f64() * 1e3,
-            "input": a.input.display().to_string(),
-            "output": a.output.display().to_string(),
-            "output_shape": out_shape,
-        });
-        Ok(format!("{v}\n"))
+        let v = MatmulJson {
+            cols,
+            input: a.input.display().to_string(),
+            kernels: m.kernel_name(),
+            layout: m.layout().name(),
+            matmul_ms: took.as_secs_f64() * 1e3,
+            n,
+            output: a.output.display().to_string(),
+            output_shape: &out_shape,
+            rows,
+            tensor: a.tensor,
+            ty: m.ty().name(),
+        };
+        Ok(format!("{}\n", serde_json::to_string(&v)?))
     } else {
         Ok(format!(
             "{}: {rows}x{cols} {} in {} ({} kernels), {n} row(s) in {:.3} ms -> {} {:?}\n",

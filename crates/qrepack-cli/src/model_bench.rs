@@ -10,7 +10,7 @@ use anyhow::{Context, Result};
 use qrepack::cpu::CpuFeatures;
 use qrepack::model::LayoutPolicy;
 use qrepack::{GgmlType, Layout, Model, QMatrix};
-use serde_json::{json, Value};
+use serde::Serialize;
 
 use crate::bench::Stats;
 use crate::data;
@@ -210,7 +210,7 @@ pub fn run(cfg: &ModelBench) -> Result<String> {
         }
         all.push(bt);
     }
-    Ok(report(
+    report(
         cfg,
         &model,
         &list,
@@ -218,7 +218,85 @@ pub fn run(cfg: &ModelBench) -> Result<String> {
         &skipped,
         open_time.as_secs_f64(),
         threads,
-    ))
+    )
+}
+
+/// The JSON report of `bench MODEL` (keys in alphabetical order, as the reports always had them).
+#[derive(Serialize)]
+struct ModelBenchJson<'a> {
+    batches: Vec<BatchJson>,
+    bytes: u64,
+    cpu: &'a str,
+    file: String,
+    is_cache: bool,
+    matrices: Vec<MatrixJson<'a>>,
+    matrices_timed: usize,
+    open_ms: f64,
+    repacked_bytes: u64,
+    repacked_pct: f64,
+    seed: u64,
+    skipped: &'a [String],
+    threads: usize,
+    types: Vec<TypeJson<'a>>,
+}
+
+/// The totals of one batch: one pass over all matrices.
+#[derive(Serialize)]
+struct BatchJson {
+    batch: usize,
+    plain_gflops: f64,
+    plain_ms: f64,
+    plain_tokens_per_s: f64,
+    repacked_gflops: f64,
+    repacked_ms: f64,
+    repacked_tokens_per_s: f64,
+    reps: usize,
+    speedup: f64,
+}
+
+/// The matrices of one type.
+#[derive(Serialize)]
+struct TypeJson<'a> {
+    batches: Vec<TypeBatchJson>,
+    bytes: u64,
+    layouts_bytes: &'a BTreeMap<String, u64>,
+    matrices: usize,
+    repacked_bytes: u64,
+    repacked_pct: f64,
+    #[serde(rename = "type")]
+    ty: &'static str,
+}
+
+/// One type at one batch: sums of the per-matrix medians.
+#[derive(Serialize)]
+struct TypeBatchJson {
+    batch: usize,
+    plain_ms: f64,
+    repacked_gflops: f64,
+    repacked_ms: f64,
+    speedup: f64,
+}
+
+/// One matrix.
+#[derive(Serialize)]
+struct MatrixJson<'a> {
+    batches: Vec<MatrixBatchJson>,
+    bytes: usize,
+    cols: usize,
+    kernels: &'static str,
+    layout: &'static str,
+    name: &'a str,
+    rows: usize,
+    #[serde(rename = "type")]
+    ty: &'static str,
+}
+
+/// One matrix at one batch: the medians.
+#[derive(Serialize)]
+struct MatrixBatchJson {
+    batch: usize,
+    plain_ms: f64,
+    repacked_ms: f64,
 }
 
 #[derive(Default)]
@@ -239,7 +317,7 @@ fn report(
     skipped: &[String],
     open_s: f64,
     threads: usize,
-) -> String {
+) -> Result<String> {
     let mut types: BTreeMap<GgmlType, TypeRow> = BTreeMap::new();
     for (i, e) in list.iter().enumerate() {
         let t = types.entry(e.ty).or_default();
@@ -274,80 +352,84 @@ fn report(
     let cpu = CpuFeatures::get().describe();
 
     if cfg.json {
-        let batches: Vec<Value> = all
+        let batches = all
             .iter()
             .map(|bt| {
                 let f = total_flop(bt);
-                json!({
-                    "batch": bt.batch,
-                    "reps": bt.reps,
-                    "repacked_ms": bt.total.0 * 1e3,
-                    "plain_ms": bt.total.1 * 1e3,
-                    "speedup": bt.total.1 / bt.total.0,
-                    "repacked_tokens_per_s": bt.batch as f64 / bt.total.0,
-                    "plain_tokens_per_s": bt.batch as f64 / bt.total.1,
-                    "repacked_gflops": f / bt.total.0 * 1e-9,
-                    "plain_gflops": f / bt.total.1 * 1e-9,
-                })
+                BatchJson {
+                    batch: bt.batch,
+                    plain_gflops: f / bt.total.1 * 1e-9,
+                    plain_ms: bt.total.1 * 1e3,
+                    plain_tokens_per_s: bt.batch as f64 / bt.total.1,
+                    repacked_gflops: f / bt.total.0 * 1e-9,
+                    repacked_ms: bt.total.0 * 1e3,
+                    repacked_tokens_per_s: bt.batch as f64 / bt.total.0,
+                    reps: bt.reps,
+                    speedup: bt.total.1 / bt.total.0,
+                }
             })
             .collect();
-        let types_json: Vec<Value> = types
+        let types_json = types
             .iter()
-            .map(|(ty, t)| {
-                json!({
-                    "type": ty.name(),
-                    "matrices": t.matrices,
-                    "bytes": t.bytes,
-                    "repacked_bytes": t.repacked_bytes,
-                    "repacked_pct": pct(t.repacked_bytes, t.bytes),
-                    "layouts_bytes": t.layouts,
-                    "batches": all.iter().zip(&t.time).map(|(bt, (r, p, f))| json!({
-                        "batch": bt.batch,
-                        "repacked_ms": r * 1e3,
-                        "plain_ms": p * 1e3,
-                        "speedup": p / r,
-                        "repacked_gflops": f / r * 1e-9,
-                    })).collect::<Vec<_>>(),
-                })
+            .map(|(ty, t)| TypeJson {
+                batches: all
+                    .iter()
+                    .zip(&t.time)
+                    .map(|(bt, (r, p, f))| TypeBatchJson {
+                        batch: bt.batch,
+                        plain_ms: p * 1e3,
+                        repacked_gflops: f / r * 1e-9,
+                        repacked_ms: r * 1e3,
+                        speedup: p / r,
+                    })
+                    .collect(),
+                bytes: t.bytes,
+                layouts_bytes: &t.layouts,
+                matrices: t.matrices,
+                repacked_bytes: t.repacked_bytes,
+                repacked_pct: pct(t.repacked_bytes, t.bytes),
+                ty: ty.name(),
             })
             .collect();
-        let matrices: Vec<Value> = list
+        let matrices = list
             .iter()
             .enumerate()
-            .map(|(i, e)| {
-                json!({
-                    "name": e.name,
-                    "type": e.ty.name(),
-                    "rows": e.rows,
-                    "cols": e.cols,
-                    "bytes": e.bytes,
-                    "layout": e.repacked.layout().name(),
-                    "kernels": e.repacked.kernel_name(),
-                    "batches": all.iter().map(|bt| json!({
-                        "batch": bt.batch,
-                        "repacked_ms": bt.per[i].0 * 1e3,
-                        "plain_ms": bt.per[i].1 * 1e3,
-                    })).collect::<Vec<_>>(),
-                })
+            .map(|(i, e)| MatrixJson {
+                batches: all
+                    .iter()
+                    .map(|bt| MatrixBatchJson {
+                        batch: bt.batch,
+                        plain_ms: bt.per[i].1 * 1e3,
+                        repacked_ms: bt.per[i].0 * 1e3,
+                    })
+                    .collect(),
+                bytes: e.bytes,
+                cols: e.cols,
+                kernels: e.repacked.kernel_name(),
+                layout: e.repacked.layout().name(),
+                name: &e.name,
+                rows: e.rows,
+                ty: e.ty.name(),
             })
             .collect();
-        let v = json!({
-            "file": cfg.path.display().to_string(),
-            "cpu": cpu,
-            "threads": threads,
-            "seed": cfg.seed,
-            "open_ms": open_s * 1e3,
-            "is_cache": model.is_cache(),
-            "matrices_timed": list.len(),
-            "bytes": total_bytes,
-            "repacked_bytes": repacked_bytes,
-            "repacked_pct": pct(repacked_bytes, total_bytes),
-            "skipped": skipped,
-            "batches": batches,
-            "types": types_json,
-            "matrices": matrices,
-        });
-        return format!("{v}\n");
+        let v = ModelBenchJson {
+            batches,
+            bytes: total_bytes,
+            cpu: &cpu,
+            file: cfg.path.display().to_string(),
+            is_cache: model.is_cache(),
+            matrices,
+            matrices_timed: list.len(),
+            open_ms: open_s * 1e3,
+            repacked_bytes,
+            repacked_pct: pct(repacked_bytes, total_bytes),
+            seed: cfg.seed,
+            skipped,
+            threads,
+            types: types_json,
+        };
+        let v = serde_json::to_string(&v)?;
+        return Ok(format!("{v}\n"));
     }
 
     let mut s = String::new();
@@ -455,5 +537,5 @@ fn report(
         }
         s.push_str(&pt.render());
     }
-    s
+    Ok(s)
 }

@@ -1,11 +1,12 @@
-//! A small reader and writer of NumPy `.npy` files holding little-endian f32 (`<f4`) arrays in
-//! C order, the format `qrepack matmul` takes and writes.
+//! NumPy `.npy` files of little-endian f32 (`<f4`) arrays in C order, the format `qrepack matmul`
+//! takes and writes. The header and the element codec are `ndarray-npy`'s; this module only
+//! decides what is accepted (exactly `<f4` in C order) and words the errors for the CLI.
 
 use std::path::Path;
 
 use anyhow::{bail, Context, Result};
-
-const MAGIC: &[u8; 6] = b"\x93NUMPY";
+use ndarray_npy::npy::header::{Header, Layout, ParseHeaderError, ReadHeaderError};
+use ndarray_npy::{ReadableElement, WritableElement};
 
 /// An f32 array: its shape and its values in C order.
 #[derive(Clone, Debug, PartialEq)]
@@ -14,98 +15,56 @@ pub struct Array {
     pub data: Vec<f32>,
 }
 
-/// The value of `key` in the header dict (`'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }`).
-fn dict_value<'a>(header: &'a str, key: &str) -> Result<&'a str> {
-    let pat = format!("'{key}':");
-    let start = header
-        .find(&pat)
-        .or_else(|| header.find(&format!("\"{key}\":")))
-        .with_context(|| format!("header has no '{key}' entry: {header}"))?
-        + pat.len();
-    let rest = header[start..].trim_start();
-    // a tuple runs to its ')', anything else to the next ',' or '}'
-    let end = if rest.starts_with('(') {
-        rest.find(')').map(|i| i + 1)
-    } else {
-        rest.find([',', '}'])
+/// The header error in the words of the CLI.
+fn header_error(e: ReadHeaderError) -> anyhow::Error {
+    match e {
+        ReadHeaderError::Io(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => {
+            anyhow::anyhow!("truncated .npy header")
+        }
+        ReadHeaderError::Io(e) => anyhow::Error::new(e).context("reading the .npy header"),
+        ReadHeaderError::Parse(ParseHeaderError::MagicString) => {
+            anyhow::anyhow!("not a .npy file (missing the \\x93NUMPY magic)")
+        }
+        ReadHeaderError::Parse(ParseHeaderError::Version { major, minor }) => anyhow::anyhow!(
+            ".npy format version {major}.{minor} is not supported (1.0, 2.0, 3.0 are)"
+        ),
+        ReadHeaderError::Parse(ParseHeaderError::MissingKey(k)) => {
+            // ndarray-npy 0.10 names a missing 'shape' "shaper"
+            let k = if k == "shaper" { "shape" } else { k.as_str() };
+            anyhow::anyhow!("the .npy header has no '{k}' entry")
+        }
+        ReadHeaderError::Parse(e) => anyhow::anyhow!("bad .npy header: {e}"),
     }
-    .with_context(|| format!("header entry '{key}' is not terminated: {header}"))?;
-    Ok(rest[..end].trim())
-}
-
-fn parse_shape(s: &str) -> Result<Vec<usize>> {
-    let inner = s
-        .strip_prefix('(')
-        .and_then(|s| s.strip_suffix(')'))
-        .with_context(|| format!("shape must be a tuple, got {s}"))?;
-    inner
-        .split(',')
-        .map(str::trim)
-        .filter(|p| !p.is_empty())
-        .map(|p| {
-            p.trim_end_matches('L')
-                .parse::<usize>()
-                .with_context(|| format!("bad dimension '{p}' in shape {s}"))
-        })
-        .collect()
 }
 
 /// Parses a whole `.npy` file held in memory.
 pub fn parse(bytes: &[u8]) -> Result<Array> {
-    if bytes.len() < 10 || &bytes[..6] != MAGIC {
-        bail!("not a .npy file (missing the \\x93NUMPY magic)");
+    let mut rest = bytes;
+    let header = Header::from_reader(&mut rest).map_err(header_error)?;
+    // the descriptor as a Python literal, e.g. '<f4'
+    let descr = header.type_descriptor.to_string();
+    match descr.as_str() {
+        "'<f4'" => {}
+        "'|f4'" | "'=f4'" if cfg!(target_endian = "little") => {}
+        d => bail!("dtype {d} is not supported: the array must be little-endian float32 ('<f4'); convert it with x.astype('<f4')"),
     }
-    let (major, minor) = (bytes[6], bytes[7]);
-    let (header_len, start) = match major {
-        1 => (u16::from_le_bytes([bytes[8], bytes[9]]) as usize, 10usize),
-        2 | 3 => {
-            if bytes.len() < 12 {
-                bail!("truncated .npy header");
-            }
-            (
-                u32::from_le_bytes([bytes[8], bytes[9], bytes[10], bytes[11]]) as usize,
-                12,
-            )
-        }
-        _ => bail!(".npy format version {major}.{minor} is not supported (1.0, 2.0, 3.0 are)"),
-    };
-    let end = start
-        .checked_add(header_len)
-        .filter(|&e| e <= bytes.len())
-        .context("truncated .npy header")?;
-    let header = std::str::from_utf8(&bytes[start..end]).context(".npy header is not text")?;
-    let header = header.trim();
-    if !header.starts_with('{') || !header.ends_with('}') {
-        bail!(".npy header is not a dict: {header}");
+    if header.layout == Layout::Fortran {
+        bail!("the array is in Fortran order; save it in C order (np.ascontiguousarray)");
     }
-    let descr = dict_value(header, "descr")?.trim_matches(|c| c == '\'' || c == '"');
-    match descr {
-        "<f4" => {}
-        "|f4" | "=f4" if cfg!(target_endian = "little") => {}
-        d => bail!("dtype '{d}' is not supported: the array must be little-endian float32 ('<f4'); convert it with x.astype('<f4')"),
-    }
-    match dict_value(header, "fortran_order")? {
-        "False" => {}
-        "True" => bail!("the array is in Fortran order; save it in C order (np.ascontiguousarray)"),
-        v => bail!("bad fortran_order value '{v}'"),
-    }
-    let shape = parse_shape(dict_value(header, "shape")?)?;
+    let shape = header.shape;
     let n = shape
         .iter()
         .try_fold(1usize, |a, &d| a.checked_mul(d))
         .context("shape overflows")?;
-    let data = &bytes[end..];
-    if Some(data.len()) != n.checked_mul(4) {
+    if Some(rest.len()) != n.checked_mul(4) {
         bail!(
             "shape {shape:?} needs {n} f32 values ({} bytes), but the file has {} data bytes",
             n.saturating_mul(4),
-            data.len()
+            rest.len()
         );
     }
-    let data = data
-        .chunks_exact(4)
-        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-        .collect();
+    let data = f32::read_to_end_exact_vec(rest, &f32::type_descriptor(), n)
+        .context("reading the .npy data")?;
     Ok(Array { shape, data })
 }
 
@@ -115,32 +74,21 @@ pub fn read(path: &Path) -> Result<Array> {
     parse(&bytes).with_context(|| format!("{}", path.display()))
 }
 
-/// The bytes of a version 1.0 `.npy` file of `<f4` values in C order.
+/// The bytes of a `.npy` file (version 1.0 unless the header needs more) of `<f4` values in C
+/// order.
 pub fn to_bytes(shape: &[usize], data: &[f32]) -> Result<Vec<u8>> {
     let n: usize = shape.iter().product();
     if n != data.len() {
         bail!("shape {shape:?} holds {n} values, got {}", data.len());
     }
-    let dims: Vec<String> = shape.iter().map(|d| d.to_string()).collect();
-    let shape_s = if dims.len() == 1 {
-        format!("({},)", dims[0])
-    } else {
-        format!("({})", dims.join(", "))
+    let header = Header {
+        type_descriptor: f32::type_descriptor(),
+        layout: Layout::Standard,
+        shape: shape.to_vec(),
     };
-    let mut header = format!("{{'descr': '<f4', 'fortran_order': False, 'shape': {shape_s}, }}");
-    // pad with spaces so that the data start at a multiple of 64, header ending in '\n'
-    let total = 10 + header.len() + 1;
-    header.push_str(&" ".repeat(total.next_multiple_of(64) - total));
-    header.push('\n');
-    let hlen = u16::try_from(header.len()).context("shape too long for a .npy v1 header")?;
-    let mut out = Vec::with_capacity(10 + header.len() + 4 * data.len());
-    out.extend_from_slice(MAGIC);
-    out.extend_from_slice(&[1, 0]);
-    out.extend_from_slice(&hlen.to_le_bytes());
-    out.extend_from_slice(header.as_bytes());
-    for v in data {
-        out.extend_from_slice(&v.to_le_bytes());
-    }
+    let mut out = header.to_bytes().context("formatting the .npy header")?;
+    out.reserve(4 * data.len());
+    f32::write_slice(data, &mut out).context("formatting the .npy data")?;
     Ok(out)
 }
 
@@ -166,18 +114,29 @@ pub fn write(path: &Path, shape: &[usize], data: &[f32]) -> Result<()> {
 mod tests {
     use super::*;
 
+    const MAGIC: &[u8; 6] = b"\x93NUMPY";
+
     #[test]
     fn round_trip_and_alignment() {
         let data: Vec<f32> = (0..6).map(|i| i as f32 * 0.5 - 1.0).collect();
         let b = to_bytes(&[2, 3], &data).unwrap();
+        assert_eq!(&b[..8], b"\x93NUMPY\x01\x00");
         let hlen = u16::from_le_bytes([b[8], b[9]]) as usize;
         assert_eq!((10 + hlen) % 64, 0);
         assert_eq!(b[10 + hlen - 1], b'\n');
+        let h = std::str::from_utf8(&b[10..10 + hlen]).unwrap();
+        assert!(h.starts_with("{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3)"));
+        assert_eq!(&b[10 + hlen..10 + hlen + 4], &(-1.0f32).to_le_bytes());
         let a = parse(&b).unwrap();
         assert_eq!(a.shape, vec![2, 3]);
         assert_eq!(a.data, data);
-        let a = parse(&to_bytes(&[3], &data[..3]).unwrap()).unwrap();
+        let b = to_bytes(&[3], &data[..3]).unwrap();
+        let hlen = u16::from_le_bytes([b[8], b[9]]) as usize;
+        let h = std::str::from_utf8(&b[10..10 + hlen]).unwrap();
+        assert!(h.contains("'shape': (3,)"), "{h}");
+        let a = parse(&b).unwrap();
         assert_eq!(a.shape, vec![3]);
+        assert!(to_bytes(&[2, 2], &data).is_err());
     }
 
     fn with_header(h: &str, data_bytes: usize) -> Vec<u8> {
@@ -187,6 +146,19 @@ mod tests {
         b.extend_from_slice(h.as_bytes());
         b.extend(std::iter::repeat_n(0u8, data_bytes));
         b
+    }
+
+    #[test]
+    fn numpy_headers_are_read() {
+        // numpy's own spelling: a trailing ", " and padding, and a double-quoted key
+        let h = "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 1), }          \n";
+        let mut b = with_header(h, 0);
+        b.extend_from_slice(&1.5f32.to_le_bytes());
+        b.extend_from_slice(&(-2.0f32).to_le_bytes());
+        let a = parse(&b).unwrap();
+        assert_eq!((a.shape, a.data), (vec![2, 1], vec![1.5, -2.0]));
+        let h = "{\"descr\": \"<f4\", \"fortran_order\": False, \"shape\": (0,)}\n";
+        assert_eq!(parse(&with_header(h, 0)).unwrap().shape, vec![0]);
     }
 
     #[test]
@@ -213,11 +185,19 @@ mod tests {
             20,
         );
         assert!(e(&short).contains("needs 6 f32 values"));
+        let long = with_header(
+            "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }\n",
+            28,
+        );
+        assert!(e(&long).contains("28 data bytes"));
         let noshape = with_header("{'descr': '<f4', 'fortran_order': False, }\n", 0);
-        assert!(e(&noshape).contains("'shape'"));
+        assert!(e(&noshape).contains("'shape'"), "{}", e(&noshape));
         let mut trunc = to_bytes(&[2], &[1.0, 2.0]).unwrap();
         trunc.truncate(20);
         assert!(e(&trunc).contains("truncated"));
+        let mut v9 = to_bytes(&[2], &[1.0, 2.0]).unwrap();
+        v9[6] = 9;
+        assert!(e(&v9).contains("version 9.0"));
         let scalar = with_header(
             "{'descr': '<f4', 'fortran_order': False, 'shape': (), }\n",
             4,

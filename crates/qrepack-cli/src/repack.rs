@@ -8,7 +8,7 @@ use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
 use qrepack::model::{Became, Checksums, LayoutPolicy};
-use serde_json::json;
+use serde::Serialize;
 
 use crate::load::{self, fmt_bytes, pct};
 use crate::progress;
@@ -30,6 +30,47 @@ fn canonical(path: &Path) -> Result<PathBuf> {
         .canonicalize()
         .with_context(|| format!("directory {} of the output", dir.display()))?;
     Ok(dir.join(name))
+}
+
+/// The JSON report of `repack` (keys in alphabetical order, as the reports always had them).
+#[derive(Serialize)]
+struct RepackJson {
+    cache_copied_tensors: usize,
+    cache_mapped_matrices: usize,
+    cache_open_first_use_checksums_ms: f64,
+    cache_open_ms: f64,
+    cache_speedup: f64,
+    cache_speedup_first_use_checksums: f64,
+    input: String,
+    input_bytes: u64,
+    layouts: BTreeMap<String, LayoutJson>,
+    open_repack_ms: f64,
+    open_repack_warm_ms: f64,
+    output: String,
+    output_bytes: u64,
+    repacked: Vec<RepackedJson>,
+    repacked_bytes: u64,
+    repacked_pct: f64,
+    repacked_tensors: usize,
+    weight_bytes: u64,
+    write_ms: f64,
+}
+
+/// The weight tensors stored in one layout.
+#[derive(Serialize)]
+struct LayoutJson {
+    bytes: u64,
+    tensors: usize,
+}
+
+/// One repacked tensor.
+#[derive(Serialize)]
+struct RepackedJson {
+    bytes: u64,
+    layout: &'static str,
+    name: String,
+    #[serde(rename = "type")]
+    ty: String,
 }
 
 pub fn run(
@@ -88,7 +129,12 @@ pub fn run(
             e.1 += info.size;
             if load::is_repacked(t) {
                 repacked_bytes += info.size;
-                repacked.push(json!({"name": t.name, "type": t.type_name(), "layout": layout.name(), "bytes": info.size}));
+                repacked.push(RepackedJson {
+                    bytes: info.size,
+                    layout: layout.name(),
+                    name: t.name.clone(),
+                    ty: t.type_name(),
+                });
             }
         }
     }
@@ -140,27 +186,33 @@ pub fn run(
 
     let ms = |d: std::time::Duration| d.as_secs_f64() * 1e3;
     if json_out {
-        let v = json!({
-            "input": input.display().to_string(),
-            "output": output.display().to_string(),
-            "input_bytes": input_size,
-            "output_bytes": output_size,
-            "weight_bytes": weight_bytes,
-            "repacked_bytes": repacked_bytes,
-            "repacked_pct": pct(repacked_bytes, weight_bytes),
-            "repacked_tensors": repacked.len(),
-            "layouts": by_layout.iter().map(|(l, (n, b))| (l.clone(), json!({"tensors": n, "bytes": b}))).collect::<serde_json::Map<_, _>>(),
-            "repacked": repacked,
-            "open_repack_ms": ms(open_time),
-            "open_repack_warm_ms": ms(reopen_time),
-            "write_ms": ms(write_time),
-            "cache_open_ms": ms(cache_time),
-            "cache_mapped_matrices": mapped,
-            "cache_copied_tensors": copied,
-            "cache_speedup": reopen_time.as_secs_f64() / cache_time.as_secs_f64().max(1e-9),
-            "cache_open_first_use_checksums_ms": ms(lazy_time),
-            "cache_speedup_first_use_checksums": reopen_time.as_secs_f64() / lazy_time.as_secs_f64().max(1e-9),
-        });
+        let repacked_tensors = repacked.len();
+        let v = RepackJson {
+            cache_copied_tensors: copied,
+            cache_mapped_matrices: mapped,
+            cache_open_first_use_checksums_ms: ms(lazy_time),
+            cache_open_ms: ms(cache_time),
+            cache_speedup: reopen_time.as_secs_f64() / cache_time.as_secs_f64().max(1e-9),
+            cache_speedup_first_use_checksums: reopen_time.as_secs_f64()
+                / lazy_time.as_secs_f64().max(1e-9),
+            input: input.display().to_string(),
+            input_bytes: input_size,
+            layouts: by_layout
+                .iter()
+                .map(|(l, &(tensors, bytes))| (l.clone(), LayoutJson { bytes, tensors }))
+                .collect(),
+            open_repack_ms: ms(open_time),
+            open_repack_warm_ms: ms(reopen_time),
+            output: output.display().to_string(),
+            output_bytes: output_size,
+            repacked,
+            repacked_bytes,
+            repacked_pct: pct(repacked_bytes, weight_bytes),
+            repacked_tensors,
+            weight_bytes,
+            write_ms: ms(write_time),
+        };
+        let v = serde_json::to_string(&v)?;
         return Ok(format!("{v}\n"));
     }
     let mut s = String::new();

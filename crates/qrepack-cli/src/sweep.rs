@@ -1,5 +1,5 @@
-//! `qrepack bench --sweep`: GFLOP/s against batch size per type, interleaved vs plain, on one
-//! shape; a table, and an SVG line chart with `--plot`.
+//! `qrepack sweep` (alias `qrepack bench --sweep`): GFLOP/s against batch size per type,
+//! interleaved vs plain, on one shape; a table, and an SVG line chart with `--plot`.
 
 use std::fmt::Write as _;
 use std::path::Path;
@@ -7,7 +7,7 @@ use std::path::Path;
 use anyhow::{bail, Context, Result};
 use qrepack::cpu::CpuFeatures;
 use qrepack::{GgmlType, Layout, QMatrix};
-use serde_json::{json, Value};
+use serde::Serialize;
 
 use crate::bench::{time_reps, Reps, Stats};
 use crate::data;
@@ -119,22 +119,60 @@ pub fn table(series: &[Series], batches: &[usize]) -> String {
     t.render()
 }
 
-pub fn to_json(series: &[Series], cfg: &Sweep) -> Value {
-    json!({
-        "rows": cfg.rows,
-        "cols": cfg.cols,
-        "seed": cfg.seed,
-        "threads": rayon::current_num_threads(),
-        "cpu": CpuFeatures::get().describe(),
-        "batches": cfg.batches,
-        "series": series.iter().map(|s| json!({
-            "type": s.ty.name(),
-            "layout": s.layout.name(),
-            "points": s.points.iter().map(|(b, t, g)| json!({
-                "batch": b, "median_ms": t * 1e3, "gflops": g,
-            })).collect::<Vec<_>>(),
-        })).collect::<Vec<_>>(),
-    })
+/// The JSON report of a sweep (keys in alphabetical order, as the reports always had them).
+#[derive(Debug, Serialize)]
+pub struct SweepJson {
+    pub batches: Vec<usize>,
+    pub cols: usize,
+    pub cpu: String,
+    pub rows: usize,
+    pub seed: u64,
+    pub series: Vec<SeriesJson>,
+    pub threads: usize,
+}
+
+/// One line of the chart in the JSON report.
+#[derive(Debug, Serialize)]
+pub struct SeriesJson {
+    pub layout: &'static str,
+    pub points: Vec<PointJson>,
+    #[serde(rename = "type")]
+    pub ty: &'static str,
+}
+
+/// One point of a series.
+#[derive(Debug, Serialize)]
+pub struct PointJson {
+    pub batch: usize,
+    pub gflops: f64,
+    pub median_ms: f64,
+}
+
+pub fn to_json(series: &[Series], cfg: &Sweep) -> SweepJson {
+    SweepJson {
+        batches: cfg.batches.clone(),
+        cols: cfg.cols,
+        cpu: CpuFeatures::get().describe(),
+        rows: cfg.rows,
+        seed: cfg.seed,
+        series: series
+            .iter()
+            .map(|s| SeriesJson {
+                layout: s.layout.name(),
+                points: s
+                    .points
+                    .iter()
+                    .map(|&(batch, t, gflops)| PointJson {
+                        batch,
+                        gflops,
+                        median_ms: t * 1e3,
+                    })
+                    .collect(),
+                ty: s.ty.name(),
+            })
+            .collect(),
+        threads: rayon::current_num_threads(),
+    }
 }
 
 const COLORS: [&str; 10] = [

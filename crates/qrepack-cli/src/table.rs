@@ -1,4 +1,7 @@
-//! Plain-text tables with aligned columns, and the number formats the reports use.
+//! Plain-text tables with aligned columns (comfy-table), and the number formats the reports use.
+
+use comfy_table::presets::NOTHING;
+use comfy_table::CellAlignment;
 
 /// Column alignment.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -34,51 +37,39 @@ impl Table {
             row.len(),
             self.headers.len()
         );
+        let mut row = row;
+        row.resize(self.headers.len(), String::new());
         self.rows.push(row);
     }
 
     /// The rendered table, one line per row, each ending in `\n`, without trailing spaces.
     pub fn render(&self) -> String {
-        let n = self.headers.len();
-        let mut widths: Vec<usize> = self.headers.iter().map(|h| h.chars().count()).collect();
-        for row in &self.rows {
-            for (w, cell) in widths.iter_mut().zip(row) {
-                *w = (*w).max(cell.chars().count());
-            }
+        // The dashes under the header are a first body row as wide as each column's content
+        // (comfy-table's own header line would also run under the gaps between the columns).
+        let mut probe = comfy_table::Table::new();
+        probe.set_header(&self.headers).add_rows(&self.rows);
+        let dashes: Vec<String> = probe
+            .column_max_content_widths()
+            .iter()
+            .map(|&w| "-".repeat(w.into()))
+            .collect();
+
+        let mut t = comfy_table::Table::new();
+        t.load_style(NOTHING)
+            .set_header(&self.headers)
+            .add_row(dashes)
+            .add_rows(&self.rows);
+        let last = self.aligns.len().saturating_sub(1);
+        for (i, (col, align)) in t.column_iter_mut().zip(&self.aligns).enumerate() {
+            col.set_cell_alignment(match align {
+                Align::Left => CellAlignment::Left,
+                Align::Right => CellAlignment::Right,
+            });
+            // two spaces between columns, none at the ends of the line
+            col.set_padding((u16::from(i > 0), u16::from(i < last)));
         }
-        let mut out = String::new();
-        let line = |cells: &mut dyn Iterator<Item = &str>, out: &mut String| {
-            let mut s = String::new();
-            for (i, cell) in cells.enumerate().take(n) {
-                if i > 0 {
-                    s.push_str("  ");
-                }
-                let pad = widths[i].saturating_sub(cell.chars().count());
-                match self.aligns[i] {
-                    Align::Left => {
-                        s.push_str(cell);
-                        s.push_str(&" ".repeat(pad));
-                    }
-                    Align::Right => {
-                        s.push_str(&" ".repeat(pad));
-                        s.push_str(cell);
-                    }
-                }
-            }
-            out.push_str(s.trim_end());
-            out.push('\n');
-        };
-        line(&mut self.headers.iter().map(String::as_str), &mut out);
-        let dashes: Vec<String> = widths.iter().map(|w| "-".repeat(*w)).collect();
-        line(&mut dashes.iter().map(String::as_str), &mut out);
-        for row in &self.rows {
-            let mut cells = row
-                .iter()
-                .map(String::as_str)
-                .chain(std::iter::repeat(""))
-                .take(n);
-            line(&mut cells, &mut out);
-        }
+        let mut out = t.trim_fmt();
+        out.push('\n');
         out
     }
 }

@@ -7,7 +7,7 @@ use anyhow::{bail, Context, Result};
 use qrepack::model::LayoutPolicy;
 use qrepack::{GgmlType, Layout, Model, QMatrix};
 use rayon::prelude::*;
-use serde_json::{json, Value};
+use serde::Serialize;
 
 use crate::data;
 use crate::load;
@@ -180,6 +180,46 @@ fn fmt_nmse(v: f64) -> String {
     }
 }
 
+/// The JSON report of `verify` (keys in alphabetical order, as the reports always had them).
+#[derive(Serialize)]
+struct VerifyJson<'a> {
+    batches: &'a [usize],
+    checked: usize,
+    failed: usize,
+    file: String,
+    pass: bool,
+    seed: u64,
+    tensors: Vec<VerifiedJson<'a>>,
+    threshold: f64,
+    worst_nmse_vs_plain: f64,
+    worst_nmse_vs_ref: f64,
+}
+
+/// One matrix of the JSON report: the worst over its batches, and each batch.
+#[derive(Serialize)]
+struct VerifiedJson<'a> {
+    batches: Vec<BatchJson>,
+    cols: usize,
+    layout: &'static str,
+    name: &'a str,
+    nmse_vs_plain: f64,
+    nmse_vs_ref: f64,
+    pass: bool,
+    ref_rows: usize,
+    rows: usize,
+    #[serde(rename = "type")]
+    ty: &'static str,
+}
+
+/// One batch of a matrix in the JSON report.
+#[derive(Serialize)]
+struct BatchJson {
+    batch: usize,
+    nmse_plain_vs_ref: f64,
+    nmse_vs_plain: f64,
+    nmse_vs_ref: f64,
+}
+
 /// Runs `verify`; returns the report and whether everything passed.
 pub fn run(
     path: &Path,
@@ -243,40 +283,43 @@ pub fn run(
     let ok = failed == 0;
 
     if json_out {
-        let list: Vec<Value> = results
+        let list = results
             .iter()
-            .map(|v| {
-                json!({
-                    "name": v.name,
-                    "type": v.ty.name(),
-                    "rows": v.rows,
-                    "cols": v.cols,
-                    "layout": v.layout.name(),
-                    "ref_rows": v.ref_rows,
-                    "nmse_vs_plain": v.worst_vs_plain(),
-                    "nmse_vs_ref": v.worst_vs_ref(),
-                    "pass": v.pass(),
-                    "batches": v.batches.iter().map(|b| json!({
-                        "batch": b.batch,
-                        "nmse_vs_plain": b.vs_plain,
-                        "nmse_vs_ref": b.vs_ref,
-                        "nmse_plain_vs_ref": b.plain_vs_ref,
-                    })).collect::<Vec<_>>(),
-                })
+            .map(|v| VerifiedJson {
+                batches: v
+                    .batches
+                    .iter()
+                    .map(|b| BatchJson {
+                        batch: b.batch,
+                        nmse_plain_vs_ref: b.plain_vs_ref,
+                        nmse_vs_plain: b.vs_plain,
+                        nmse_vs_ref: b.vs_ref,
+                    })
+                    .collect(),
+                cols: v.cols,
+                layout: v.layout.name(),
+                name: &v.name,
+                nmse_vs_plain: v.worst_vs_plain(),
+                nmse_vs_ref: v.worst_vs_ref(),
+                pass: v.pass(),
+                ref_rows: v.ref_rows,
+                rows: v.rows,
+                ty: v.ty.name(),
             })
             .collect();
-        let v = json!({
-            "file": path.display().to_string(),
-            "batches": batches,
-            "seed": seed,
-            "threshold": MAX_NMSE,
-            "tensors": list,
-            "checked": results.len(),
-            "failed": failed,
-            "pass": ok,
-            "worst_nmse_vs_plain": worst_plain,
-            "worst_nmse_vs_ref": worst_ref,
-        });
+        let v = VerifyJson {
+            batches,
+            checked: results.len(),
+            failed,
+            file: path.display().to_string(),
+            pass: ok,
+            seed,
+            tensors: list,
+            threshold: MAX_NMSE,
+            worst_nmse_vs_plain: worst_plain,
+            worst_nmse_vs_ref: worst_ref,
+        };
+        let v = serde_json::to_string(&v)?;
         return Ok((format!("{v}\n"), ok));
     }
     let mut t = Table::new(&[

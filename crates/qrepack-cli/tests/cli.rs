@@ -150,7 +150,21 @@ fn bad_arguments_fail_cleanly() {
             ],
             "interleaves 8 rows",
         ),
-        (&["bench", "--rows", "64"], "--rows and --cols"),
+        (&["bench", "--rows", "64"], "--cols <K>"),
+        (&["bench", "--per-tensor"], "<MODEL>"),
+        (
+            &["bench", "--sweep", "--check"],
+            "cannot be used with '--check'",
+        ),
+        (&["sweep", "--cols", "64"], "--rows <M>"),
+        (
+            &["bench", "--isa", "sse9"],
+            "unknown instruction set 'sse9' (known: scalar, avx2",
+        ),
+        (
+            &["sweep", "--isa", "bogus"],
+            "unknown instruction set 'bogus'",
+        ),
         (
             &[
                 "bench", "--type", "q4_0", "--rows", "64", "--cols", "256", "--batch", "0",
@@ -167,6 +181,144 @@ fn bad_arguments_fail_cleanly() {
         assert!(!err.contains("panicked"), "{args:?} panicked: {err}");
         assert!(o.stdout.is_empty(), "{args:?} printed to stdout");
     }
+}
+
+#[test]
+fn usage_errors_exit_with_2() {
+    for args in [
+        &["bench", "--rows", "64"][..],
+        &["bench", "--isa", "sse9"],
+        &["bench", "--plot", "x.svg"],
+    ] {
+        let o = qrepack(args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
+    }
+}
+
+#[test]
+fn isa_caps_the_kernels() {
+    let args = [
+        "bench", "--type", "q8_0", "--rows", "64", "--cols", "256", "--batch", "5", "--reps", "1",
+        "--json", "-q",
+    ];
+    let mut with_isa = args.to_vec();
+    with_isa.extend(["--isa", "scalar"]);
+    let o = qrepack(&with_isa);
+    assert!(o.status.success(), "stderr: {}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["kernels"], "scalar", "{v}");
+    assert_eq!(v["cpu"], "scalar", "{v}");
+    // --isa wins over a bogus QREPACK_ISA in the environment
+    let o = Command::new(env!("CARGO_BIN_EXE_qrepack"))
+        .args(&with_isa)
+        .env("QREPACK_ISA", "bogus")
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "stderr: {}", stderr(&o));
+    // the environment alone caps too
+    let o = Command::new(env!("CARGO_BIN_EXE_qrepack"))
+        .args(args)
+        .env("QREPACK_ISA", "scalar")
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "stderr: {}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["kernels"], "scalar", "{v}");
+}
+
+#[test]
+fn a_bogus_isa_in_the_environment_is_one_clear_line() {
+    for cmd in [
+        &["info"][..],
+        &["info", "--json"],
+        &["bench", "--type", "q4_0"],
+    ] {
+        let o = Command::new(env!("CARGO_BIN_EXE_qrepack"))
+            .args(cmd)
+            .env("QREPACK_ISA", "bogus")
+            .output()
+            .unwrap();
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{cmd:?}: {err}");
+        assert_eq!(err.lines().count(), 1, "{cmd:?}: {err}");
+        assert!(
+            err.starts_with("error: QREPACK_ISA")
+                && err.contains("'bogus'")
+                && err.contains("avx2"),
+            "{cmd:?}: {err}"
+        );
+        assert!(o.stdout.is_empty(), "{cmd:?} printed to stdout");
+    }
+}
+
+#[test]
+fn info_lists_the_kernel_sets_of_each_layout_and_type() {
+    let o = qrepack(&["info", "--json", "--type", "q4_0,q6_K"]);
+    assert!(o.status.success(), "stderr: {}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    for key in [
+        "avx2",
+        "avx512bw",
+        "avx512vnni",
+        "avxvnni",
+        "force_scalar",
+        "describe",
+    ] {
+        assert!(v["cpu"].get(key).is_some(), "cpu.{key} missing in {v}");
+    }
+    let kernels = v["kernels"].as_array().unwrap();
+    // every candidate layout of each listed type, plain included
+    let pairs: Vec<(String, String)> = kernels
+        .iter()
+        .map(|k| {
+            (
+                k["layout"].as_str().unwrap().to_string(),
+                k["type"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    for t in v["types"].as_array().unwrap() {
+        for l in t["layouts"].as_array().unwrap() {
+            let want = (
+                l.as_str().unwrap().to_string(),
+                t["type"].as_str().unwrap().to_string(),
+            );
+            assert!(pairs.contains(&want), "{want:?} missing in {pairs:?}");
+        }
+    }
+    assert_eq!(pairs.len(), 1 + 3 + 1 + 1);
+    for k in kernels {
+        let sets: Vec<&str> = k["sets"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s.as_str().unwrap())
+            .collect();
+        assert_eq!(sets.last(), Some(&"scalar"), "{k}");
+        assert!(sets.contains(&k["selected"].as_str().unwrap()), "{k}");
+    }
+
+    // capped at scalar: everything gets the portable kernels
+    let o = Command::new(env!("CARGO_BIN_EXE_qrepack"))
+        .args(["info", "--json"])
+        .env("QREPACK_ISA", "scalar")
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "stderr: {}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["cpu"]["describe"], "scalar");
+    assert_eq!(v["cpu"]["force_scalar"], true);
+    assert_eq!(v["cpu"]["avx2"], false);
+    assert_eq!(v["cpu"]["avx512bw"], false);
+    for k in v["kernels"].as_array().unwrap() {
+        assert_eq!(k["selected"], "scalar", "{k}");
+    }
+    let o = qrepack(&["info", "--type", "q4_0"]);
+    let text = String::from_utf8(o.stdout).unwrap();
+    assert!(
+        text.contains("kernel sets") && text.contains("selected"),
+        "{text}"
+    );
 }
 
 #[test]

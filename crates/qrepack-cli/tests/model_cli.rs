@@ -111,6 +111,15 @@ fn fails(args: &[&str], needle: &str) {
     assert!(!err.contains("panicked"), "{args:?} panicked: {err}");
 }
 
+/// A usage error: clap's exit code 2 and a message containing `needle`.
+fn usage_error(args: &[&str], needle: &str) {
+    let o = run(args);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{args:?} should fail: {err}");
+    assert!(err.contains(needle), "{args:?}: {err:?} lacks {needle:?}");
+    assert!(o.stdout.is_empty(), "{args:?} printed to stdout");
+}
+
 fn s(p: &Path) -> &str {
     p.to_str().unwrap()
 }
@@ -222,8 +231,12 @@ fn inspect_verify_bench_on_a_small_model() {
         .unwrap()
         .clone();
     assert_eq!(q4["matrices"], 2);
-    fails(&["bench", s(&m), "--type", "q4_0"], "do not apply");
-    fails(&["bench", s(&m), "--sweep"], "MODEL");
+    usage_error(
+        &["bench", s(&m), "--type", "q4_0"],
+        "'[MODEL]' cannot be used with '--type <TYPE>'",
+    );
+    usage_error(&["bench", s(&m), "--sweep"], "'--sweep'");
+    usage_error(&["bench", s(&m), "--check"], "'--check'");
 }
 
 #[test]
@@ -253,7 +266,45 @@ fn sweep_plot() {
     assert_eq!(series[0]["points"].as_array().unwrap().len(), 4);
     let plot = std::fs::read_to_string(&svg).unwrap();
     assert!(plot.starts_with("<svg") && plot.contains("<polyline"));
-    fails(&["bench", "--plot", s(&svg)], "--sweep");
+    usage_error(&["bench", "--plot", s(&svg)], "--sweep");
+
+    // `qrepack sweep` is the same command as `bench --sweep`
+    let svg2 = dir.path("s2.svg");
+    let w = ok_json(&[
+        "sweep",
+        "--rows",
+        "16",
+        "--cols",
+        "64",
+        "--type",
+        "q4_0,q8_0",
+        "--batch",
+        "1,2,4,8",
+        "--reps",
+        "1",
+        "--plot",
+        s(&svg2),
+        "--json",
+        "-q",
+    ]);
+    for key in ["rows", "cols", "seed", "threads", "cpu", "batches"] {
+        assert_eq!(v[key], w[key], "{key}");
+    }
+    let labels = |v: &Value| -> Vec<(Value, Value, usize)> {
+        v["series"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| {
+                let n = s["points"].as_array().unwrap().len();
+                (s["type"].clone(), s["layout"].clone(), n)
+            })
+            .collect()
+    };
+    assert_eq!(labels(&v), labels(&w));
+    assert!(std::fs::read_to_string(&svg2)
+        .unwrap()
+        .contains("<polyline"));
 }
 
 #[test]
