@@ -240,10 +240,10 @@ impl CpuFeatures {
 fn env_cap() -> Result<Option<KernelSet>, Error> {
     if let Ok(v) = std::env::var(ISA_ENV) {
         if !v.trim().is_empty() {
-            return v
-                .parse::<KernelSet>()
-                .map(Some)
-                .map_err(|e| Error::Invalid(format!("{ISA_ENV}: {e}")));
+            return v.parse::<KernelSet>().map(Some).map_err(|e| match e {
+                Error::Invalid(msg) => Error::Invalid(format!("{ISA_ENV}: {msg}")),
+                other => other,
+            });
         }
     }
     let force_scalar = std::env::var(FORCE_SCALAR_ENV)
