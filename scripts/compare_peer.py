@@ -3,7 +3,8 @@
 
 Usage: scripts/compare_peer.py [--peer /tmp/ggml-peer/bin/ggml_mm_bench] [--threads 2]
                                [--cases q4_0:4096x4096:1,...] [--runs 3] [--cold-mb 64]
-                               [--stat median|min]
+                               [--stat median|min] [--qrepack PATH] [--baseline PATH]
+                               [--isa avx2]
 
 For every case (type, rows x cols, batch) it runs, alternating and `--runs` times each:
 ggml with repack on, ggml with repack off, and `qrepack bench` (the chosen layout) - all on
@@ -11,6 +12,11 @@ the same splitmix64 data - and reports the median of the per-run medians and the
 qrepack's time to the faster ggml mode. `--stat min` reports the fastest repetition of all runs
 instead (on a shared, noisy machine the least disturbed measurement of both sides). Needs the peer build (../shared/peer/build.sh) and
 `cargo build --release -p qrepack-cli`.
+
+`--baseline PATH` times a second qrepack binary (an older build) in the same alternation and
+adds its time and the ratio new / baseline, for before/after comparisons in one sitting.
+`--isa NAME` caps qrepack's kernel sets (`qrepack bench --isa`), e.g. to measure the AVX2
+kernels on an AVX-512 machine against a ggml built with `ARCHFLAGS=-march=haswell`.
 """
 import argparse
 import json
@@ -50,13 +56,17 @@ def peer(bin_, ty, m, k, n, threads, repack, cold_mb):
     return float(fields[key]), fields.get("layout", "?"), fields.get("buft", "?")
 
 
-def ours(ty, m, k, n, threads, cold_mb, layout=None):
-    cmd = [str(QREPACK), "bench", "--type", ty, "--rows", str(m), "--cols", str(k),
+def ours(ty, m, k, n, threads, cold_mb, layout=None, binary=None, isa=None):
+    cmd = [str(binary or QREPACK), "bench", "--type", ty, "--rows", str(m), "--cols", str(k),
            "--batch", str(n), "--threads", str(threads), "--cold-mb", str(cold_mb),
            "--json", "-q"]
     if layout:
         cmd += ["--layout", layout]
-    out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+    env = None
+    if isa:
+        import os
+        env = dict(os.environ, QREPACK_ISA=isa)
+    out = subprocess.run(cmd, capture_output=True, text=True, check=True, env=env).stdout
     rec = json.loads(out.strip().splitlines()[-1])
     return rec["min_ms" if STAT == "min" else "median_ms"], rec["layout"], rec["kernels"]
 
@@ -69,32 +79,44 @@ def main():
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--cold-mb", type=int, default=64)
     ap.add_argument("--stat", choices=["median", "min"], default="median")
+    ap.add_argument("--qrepack", default=None, help="the qrepack binary (default: target/release)")
+    ap.add_argument("--baseline", default=None, help="a second qrepack binary to compare with")
+    ap.add_argument("--isa", default=None, help="QREPACK_ISA for both qrepack binaries")
     args = ap.parse_args()
     global STAT
     STAT = args.stat
 
     print(f"threads={args.threads} runs={args.runs} cold_mb={args.cold_mb} stat={STAT}",
           file=sys.stderr)
+    base_cols = " baseline ms | new / baseline |" if args.baseline else ""
     print("| type | rows x cols | batch | ggml repack on ms | ggml repack off ms | qrepack ms "
-          "| qrepack layout / kernels | ratio vs faster ggml |")
-    print("|---|---|---|---|---|---|---|---|")
+          "| qrepack layout / kernels | ratio vs faster ggml |" + base_cols)
+    print("|---|---|---|---|---|---|---|---|" + ("---|---|" if args.baseline else ""))
     for case in args.cases.split(","):
         ty, shape, n = case.split(":")
         m, k = (int(v) for v in shape.split("x"))
         n = int(n)
-        on, off, mine = [], [], []
+        on, off, mine, base = [], [], [], []
         for _ in range(args.runs):
             t_on, lay_on, buft = peer(args.peer, ty, m, k, n, args.threads, "on", args.cold_mb)
             on.append(t_on)
             off.append(peer(args.peer, ty, m, k, n, args.threads, "off", args.cold_mb)[0])
-            t, lay, kern = ours(ty, m, k, n, args.threads, args.cold_mb)
+            t, lay, kern = ours(ty, m, k, n, args.threads, args.cold_mb,
+                                binary=args.qrepack, isa=args.isa)
             mine.append(t)
+            if args.baseline:
+                base.append(ours(ty, m, k, n, args.threads, args.cold_mb,
+                                 binary=args.baseline, isa=args.isa)[0])
         pick = min if STAT == "min" else statistics.median
         on_m, off_m, ours_m = (pick(v) for v in (on, off, mine))
         on_s = f"{on_m:.3f}" if buft == "CPU_REPACK" else f"- ({on_m:.3f} plain)"
         best = min(on_m, off_m)
+        extra = ""
+        if base:
+            base_m = pick(base)
+            extra = f" {base_m:.3f} | {ours_m / base_m:.3f} |"
         print(f"| {ty} | {m}x{k} | {n} | {on_s} | {off_m:.3f} | {ours_m:.3f} | {lay} / {kern} "
-              f"| {ours_m / best:.2f} |", flush=True)
+              f"| {ours_m / best:.2f} |" + extra, flush=True)
 
 
 if __name__ == "__main__":
