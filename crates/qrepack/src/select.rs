@@ -70,7 +70,7 @@ kernel_table! {
     Q4_0_4x4 { ; scalar::kernels::<Q4_0_4x4>() }
     Q4_0_4x8 { ; scalar::kernels::<Q4_0_4x8>() }
     Q4_0_8x8 {
-        #[cfg(target_arch = "x86_64")] x86::Avx512 => avx512::nibble_kernels::<BlockQ4_0x8, BlockQ8_0x4Sums>,
+        #[cfg(target_arch = "x86_64")] x86::Avx512 => avx512::q4_0_kernels,
         #[cfg(target_arch = "x86_64")] x86::AvxVnni => avxvnni::nibble_kernels::<BlockQ4_0x8, BlockQ8_0x4Sums>,
         #[cfg(target_arch = "x86_64")] x86::Avx2 => avx2::nibble::q4_0_kernels,
         ; scalar::kernels::<Q4_0_8x8>()

@@ -3,10 +3,12 @@
 //! vector registers (no accumulator spills). GEMVs stream the weights and gain nothing from the
 //! extra registers, so they stay the AVX2 ones.
 
+mod q4_0;
+
 use std::arch::x86_64::*;
 
 use crate::blocks::{
-    BlockQ4_1x8, BlockQ5_0x8, BlockQ6Kx8, BlockQ8K, BlockQ8Kx4, BlockQ8_0, BlockQ8_0x4Sums,
+    BlockQ4_0x8, BlockQ4_1x8, BlockQ5_0x8, BlockQ6Kx8, BlockQ8K, BlockQ8Kx4, BlockQ8_0, BlockQ8_0x4Sums,
     BlockQ8_1x4,
 };
 use crate::cpu::KernelSet;
@@ -23,6 +25,11 @@ use crate::kernels::x86::{target_entries, Avx512};
 /// The GEMV/GEMM of an 8x8 nibble (or byte) layout with EVEX `vpdpbusd`.
 pub(crate) fn nibble_kernels<P: Nibble8x8, Q: Q8Quad>(_: Avx512) -> Kernels<P, BlockQ8_0, Q> {
     Kernels::pair(KernelSet::Avx512, nibble_gemv::<P>, nibble_gemm::<P, Q>)
+}
+
+/// `q4_0_8x8` with 512-bit `vpdpbusd` (all 8 rows of a group by 8 activations at once).
+pub(crate) fn q4_0_kernels(_: Avx512) -> Kernels<BlockQ4_0x8, BlockQ8_0, BlockQ8_0x4Sums> {
+    Kernels::pair(KernelSet::Avx512, q4_0_gemv, q4_0_gemm)
 }
 
 /// The K-quant 8x8 layouts: the AVX2 GEMV and tiles, the GEMMs with 32 registers.
@@ -80,6 +87,8 @@ unsafe fn nibble_gemm_body<P: Nibble8x8, Q: Q8Quad>(w: &[P], a: &[Q], out: &mut 
 }
 
 target_entries! { "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni";
+    fn q4_0_gemv(w: &[BlockQ4_0x8], a: &[BlockQ8_0], out: &mut [f32]) => q4_0::gemv_body;
+    fn q4_0_gemm(w: &[BlockQ4_0x8], a: &[BlockQ8_0x4Sums], out: &mut [f32]) => q4_0::gemm_body;
     fn nibble_gemv<P: Nibble8x8>(w: &[P], a: &[BlockQ8_0], out: &mut [f32]) => nibble_gemv_body;
     fn nibble_gemm<P: Nibble8x8, Q: Q8Quad>(w: &[P], a: &[Q], out: &mut [f32]) => nibble_gemm_body;
 }
