@@ -299,12 +299,13 @@ pub(crate) fn with_offsets<const OFFSET: i32>(quad: &BlockQ8_0x4) -> BlockQ8_0x4
     }
 }
 
-/// Q8_0 activations as [`Q8_0Interleaved<8>`], each quad block carrying its rows' scales as f32
-/// and the absolute values of its quants ([`BlockQ8_0x4Abs`]).
+/// Q8_0 activations as [`Q8_0Interleaved<8>`], each quad block carrying its rows' scales as f32,
+/// 128 times their quant sums and the absolute values of its quants ([`BlockQ8_0x4Abs`]).
 ///
 /// The integers are exactly Q8_0's. The extras serve kernels for signed weights that are never
-/// -128 (IQ4_NL's levels), which multiply `|a|` by `w` with the sign of `a`: `|a|` is computed
-/// once per call instead of once per row group.
+/// -128 (IQ4_NL's levels): the AVX2 ones multiply `|a|` by `w` with the sign of `a` (`|a|` is
+/// computed once per call instead of once per row group), the AVX-512 ones multiply `w + 128`
+/// by `a` and take off `128 Σa`.
 ///
 /// ```
 /// use qrepack::activation::{ActFormat, InterleavedAct, Q8_0AbsInterleaved};
@@ -317,6 +318,8 @@ pub(crate) fn with_offsets<const OFFSET: i32>(quad: &BlockQ8_0x4) -> BlockQ8_0x4
 /// for (q, a) in quad[0].qs.iter().zip(&quad[0].abs) {
 ///     assert_eq!(*a, q.unsigned_abs());
 /// }
+/// let row0: i32 = quad[0].qs.chunks(8).step_by(4).flatten().map(|&q| q as i32).sum();
+/// assert_eq!(quad[0].offsets[0], 128 * row0);
 /// let split = Q8_0AbsInterleaved::split_quad(&quad[0]);
 /// assert_eq!(split[2].d.to_f32(), quad[0].d[2]);
 /// ```
@@ -337,10 +340,13 @@ impl ActFormat for Q8_0AbsInterleaved {
     }
 }
 
-/// A Q8_0 quad interleaved in chunks of 8 bytes, with its rows' f32 scales and `|q|`.
+/// A Q8_0 quad interleaved in chunks of 8 bytes, with its rows' f32 scales, 128 times their
+/// quant sums and `|q|`.
 pub(crate) fn with_abs(quad: &BlockQ8_0x4) -> BlockQ8_0x4Abs {
+    let summed = with_offsets::<128>(quad);
     BlockQ8_0x4Abs {
-        d: quad.d.map(F16Bits::to_f32),
+        d: summed.d,
+        offsets: summed.offsets,
         qs: quad.qs,
         abs: quad.qs.map(i8::unsigned_abs),
     }

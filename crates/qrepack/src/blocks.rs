@@ -127,9 +127,10 @@ blocks! {
     /// instead of once per row group.
     BlockQ8_0x4Sums [160] { d: [f32; 4], offsets: [i32; 4], qs: [i8; 128] }
     /// Four activation rows of Q8_0 interleaved in chunks of 8 bytes (as [`BlockQ8_0x4`]), with
-    /// the rows' scales widened to f32 and the absolute values of the quants in the same order:
-    /// what a kernel that lets the activations carry the sign of a product needs per row.
-    BlockQ8_0x4Abs [272] { d: [f32; 4], qs: [i8; 128], abs: [u8; 128] }
+    /// the rows' scales widened to f32, 128 times each row's quant sum, and the absolute values
+    /// of the quants in the same order: what a kernel that lets the activations carry the sign of
+    /// a product needs per row, and one that biases its weights by 128.
+    BlockQ8_0x4Abs [288] { d: [f32; 4], offsets: [i32; 4], qs: [i8; 128], abs: [u8; 128] }
 }
 
 const _: () = assert!(QK_K == 256);

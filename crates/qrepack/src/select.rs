@@ -112,7 +112,7 @@ kernel_table! {
     }
     Iq4Nl4x4 { ; scalar::kernels::<Iq4Nl4x4>() }
     Iq4Nl8x8 {
-        #[cfg(target_arch = "x86_64")] x86::Avx512 => avx512::nibble_kernels::<BlockIq4Nlx8, BlockQ8_0x4Abs>,
+        #[cfg(target_arch = "x86_64")] x86::Avx512 => avx512::iq4_nl_kernels,
         #[cfg(target_arch = "x86_64")] x86::AvxVnni => avxvnni::nibble_kernels::<BlockIq4Nlx8, BlockQ8_0x4Abs>,
         #[cfg(target_arch = "x86_64")] x86::Avx2 => avx2::nibble::kernels::<BlockIq4Nlx8, BlockQ8_0x4Abs>,
         ; scalar::kernels::<Iq4Nl8x8>()

@@ -1,35 +1,44 @@
-//! The AVX-512 kernel set (F, BW, VL and VNNI): the nibble layouts with EVEX `vpdpbusd`, and
-//! the other layouts' AVX2 GEMM bodies compiled with AVX-512 VL, which gives the compiler 32
-//! vector registers (no accumulator spills). GEMVs stream the weights and gain nothing from the
-//! extra registers, so they stay the AVX2 ones.
+//! The AVX-512 kernel set (F, BW, VL and VNNI): the 8x8 layouts of 32-weight blocks with
+//! 512-bit `vpdpbusd` (`nibble.rs`), and the other layouts' AVX2 GEMM bodies compiled with
+//! AVX-512 VL, which gives the compiler 32 vector registers (no accumulator spills); their
+//! GEMVs stream the weights and gain nothing from the extra registers, so they stay the AVX2
+//! ones.
 
-mod q4_0;
-
-use std::arch::x86_64::*;
+mod nibble;
 
 use crate::blocks::{
-    BlockQ4_0x8, BlockQ4_1x8, BlockQ5_0x8, BlockQ6Kx8, BlockQ8K, BlockQ8Kx4, BlockQ8_0, BlockQ8_0x4Sums,
-    BlockQ8_1x4,
+    BlockIq4Nlx8, BlockQ4_0x8, BlockQ4_1x8, BlockQ5_0x8, BlockQ6Kx8, BlockQ8K, BlockQ8Kx4,
+    BlockQ8_0, BlockQ8_0x4Abs, BlockQ8_0x4Sums, BlockQ8_1x4,
 };
 use crate::cpu::KernelSet;
 use crate::kernel_api::Kernels;
 use crate::kernels::x86::avx2::k_quants::{self, K8x8};
-use crate::kernels::x86::avx2::nibble::imp::{
-    abs4, act_broadcasts, broadcast8, f16_splat, f16x8, gemm_quad, gemv_groups, row_order,
-};
-use crate::kernels::x86::avx2::nibble::{Nibble8x8, Q8Quad};
+use crate::kernels::x86::avx2::nibble::Q8Quad;
 use crate::kernels::x86::avx2::{q4_1, q5_0, q6_k};
-use crate::kernels::x86::avxvnni::row_sums_vnni_with;
 use crate::kernels::x86::{target_entries, Avx512};
+use nibble::{OffsetQuad, ZmmBlock};
 
-/// The GEMV/GEMM of an 8x8 nibble (or byte) layout with EVEX `vpdpbusd`.
-pub(crate) fn nibble_kernels<P: Nibble8x8, Q: Q8Quad>(_: Avx512) -> Kernels<P, BlockQ8_0, Q> {
-    Kernels::pair(KernelSet::Avx512, nibble_gemv::<P>, nibble_gemm::<P, Q>)
+/// The GEMV/GEMM of an 8x8 nibble (or byte) layout with 512-bit `vpdpbusd`.
+pub(crate) fn nibble_kernels<P: ZmmBlock, Q: Q8Quad>(_: Avx512) -> Kernels<P, BlockQ8_0, Q> {
+    Kernels::pair(KernelSet::Avx512, zmm_gemv::<P>, zmm_gemm::<P, Q>)
 }
 
 /// `q4_0_8x8` with 512-bit `vpdpbusd` (all 8 rows of a group by 8 activations at once).
 pub(crate) fn q4_0_kernels(_: Avx512) -> Kernels<BlockQ4_0x8, BlockQ8_0, BlockQ8_0x4Sums> {
-    Kernels::pair(KernelSet::Avx512, q4_0_gemv, q4_0_gemm)
+    Kernels::pair(
+        KernelSet::Avx512,
+        q4_0_gemv,
+        offset_gemm::<BlockQ4_0x8, BlockQ8_0x4Sums>,
+    )
+}
+
+/// `iq4_nl_8x8` with 512-bit `vpdpbusd`: levels + 128 from a table, `128 Σa` from the quads.
+pub(crate) fn iq4_nl_kernels(_: Avx512) -> Kernels<BlockIq4Nlx8, BlockQ8_0, BlockQ8_0x4Abs> {
+    Kernels::pair(
+        KernelSet::Avx512,
+        zmm_gemv::<BlockIq4Nlx8>,
+        offset_gemm::<BlockIq4Nlx8, BlockQ8_0x4Abs>,
+    )
 }
 
 /// The K-quant 8x8 layouts: the AVX2 GEMV and tiles, the GEMMs with 32 registers.
@@ -71,26 +80,11 @@ pub(crate) fn q6_k_kernels(t: Avx512) -> Kernels<BlockQ6Kx8, BlockQ8K, BlockQ8Kx
     }
 }
 
-#[inline(always)]
-unsafe fn row_sums(w: &[[__m256i; 2]; 4], a: [__m256i; 4], _abs: [__m256i; 4]) -> __m256i {
-    unsafe { row_sums_vnni_with::<true>(w, a) }
-}
-
-#[inline(always)]
-unsafe fn nibble_gemv_body<P: Nibble8x8>(w: &[P], a: &[BlockQ8_0], out: &mut [f32]) {
-    unsafe { gemv_groups!(w, a, out, decode_biased, row_sums) }
-}
-
-#[inline(always)]
-unsafe fn nibble_gemm_body<P: Nibble8x8, Q: Q8Quad>(w: &[P], a: &[Q], out: &mut [f32]) {
-    unsafe { gemm_quad!(w, a, out, decode_biased, row_sums) }
-}
-
 target_entries! { "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni";
-    fn q4_0_gemv(w: &[BlockQ4_0x8], a: &[BlockQ8_0], out: &mut [f32]) => q4_0::gemv_body;
-    fn q4_0_gemm(w: &[BlockQ4_0x8], a: &[BlockQ8_0x4Sums], out: &mut [f32]) => q4_0::gemm_body;
-    fn nibble_gemv<P: Nibble8x8>(w: &[P], a: &[BlockQ8_0], out: &mut [f32]) => nibble_gemv_body;
-    fn nibble_gemm<P: Nibble8x8, Q: Q8Quad>(w: &[P], a: &[Q], out: &mut [f32]) => nibble_gemm_body;
+    fn q4_0_gemv(w: &[BlockQ4_0x8], a: &[BlockQ8_0], out: &mut [f32]) => nibble::gemv_body::<BlockQ4_0x8>;
+    fn offset_gemm<P: ZmmBlock, Q: OffsetQuad>(w: &[P], a: &[Q], out: &mut [f32]) => nibble::gemm_body;
+    fn zmm_gemv<P: ZmmBlock>(w: &[P], a: &[BlockQ8_0], out: &mut [f32]) => nibble::gemv_body;
+    fn zmm_gemm<P: ZmmBlock, Q: Q8Quad>(w: &[P], a: &[Q], out: &mut [f32]) => nibble::gemm_sums_body;
 }
 
 target_entries! { "avx2,fma,f16c,avx512f,avx512bw,avx512vl";

@@ -18,57 +18,34 @@ pub(crate) fn nibble_kernels<P: Nibble8x8, Q: Q8Quad>(_: AvxVnni) -> Kernels<P, 
     Kernels::pair(KernelSet::AvxVnni, gemv::<P>, gemm::<P, Q>)
 }
 
-/// `vpdpbusd` in the VEX (AVX-VNNI) or EVEX (AVX-512 VNNI + VL) encoding.
+/// `vpdpbusd` in its VEX (AVX-VNNI) encoding.
 #[inline(always)]
-unsafe fn dp<const EVEX: bool>(acc: __m256i, u: __m256i, s: __m256i) -> __m256i {
-    // SAFETY: callers meet this function's contract: the CPU has the features of the
-    // kernel set that calls it, and the slices are as long as the body reads.
-    unsafe {
-        if EVEX {
-            _mm256_dpbusd_epi32(acc, u, s)
-        } else {
-            _mm256_dpbusd_avx_epi32(acc, u, s)
-        }
-    }
+unsafe fn dp(acc: __m256i, u: __m256i, s: __m256i) -> __m256i {
+    // SAFETY: register-only AVX-VNNI, which the caller's token proves.
+    unsafe { _mm256_dpbusd_avx_epi32(acc, u, s) }
 }
 
 /// Row sums with `vpdpbusd`: biased weights (w + 128) times activations, minus 128 x the
-/// activation sum, which each row pair of lanes receives once. Lanes in `row_order`. The
-/// AVX-512 set uses it with the EVEX encoding, which can use 32 vector registers.
+/// activation sum, which each row pair of lanes receives once. Lanes in `row_order`.
 #[inline(always)]
-pub(in crate::kernels::x86) unsafe fn row_sums_vnni_with<const EVEX: bool>(
-    w: &[[__m256i; 2]; 4],
-    a: [__m256i; 4],
-) -> __m256i {
+unsafe fn row_sums_vnni(w: &[[__m256i; 2]; 4], a: [__m256i; 4]) -> __m256i {
     // SAFETY: callers meet this function's contract: the CPU has the features of the
     // kernel set that calls it, and the slices are as long as the body reads.
     unsafe {
         let z = _mm256_setzero_si256();
-        let s03 = dp::<EVEX>(
-            dp::<EVEX>(
-                dp::<EVEX>(dp::<EVEX>(z, w[0][0], a[0]), w[0][1], a[2]),
-                w[2][0],
-                a[1],
-            ),
+        let s03 = dp(
+            dp(dp(dp(z, w[0][0], a[0]), w[0][1], a[2]), w[2][0], a[1]),
             w[2][1],
             a[3],
         );
-        let s47 = dp::<EVEX>(
-            dp::<EVEX>(
-                dp::<EVEX>(dp::<EVEX>(z, w[1][0], a[0]), w[1][1], a[2]),
-                w[3][0],
-                a[1],
-            ),
+        let s47 = dp(
+            dp(dp(dp(z, w[1][0], a[0]), w[1][1], a[2]), w[3][0], a[1]),
             w[3][1],
             a[3],
         );
         let ones = _mm256_set1_epi8(1);
-        let sum_a = dp::<EVEX>(
-            dp::<EVEX>(
-                dp::<EVEX>(dp::<EVEX>(z, ones, a[0]), ones, a[1]),
-                ones,
-                a[2],
-            ),
+        let sum_a = dp(
+            dp(dp(dp(z, ones, a[0]), ones, a[1]), ones, a[2]),
             ones,
             a[3],
         );
@@ -79,7 +56,7 @@ pub(in crate::kernels::x86) unsafe fn row_sums_vnni_with<const EVEX: bool>(
 
 #[inline(always)]
 unsafe fn row_sums(w: &[[__m256i; 2]; 4], a: [__m256i; 4], _abs: [__m256i; 4]) -> __m256i {
-    unsafe { row_sums_vnni_with::<false>(w, a) }
+    unsafe { row_sums_vnni(w, a) }
 }
 
 #[target_feature(enable = "avx2,fma,f16c,avxvnni")]

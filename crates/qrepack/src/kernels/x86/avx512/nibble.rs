@@ -1,0 +1,340 @@
+//! The 8x8 layouts of 32-weight blocks (`q4_0_8x8`, `iq4_nl_8x8`, `q8_0_8x8`) with 512-bit
+//! `vpdpbusd`: one instruction multiplies all 8 rows of a row group by 8 activations.
+//!
+//! The packed blocks need no re-layout. For Q4_0 and IQ4_NL: Its first 64 quant bytes are bytes 0-7 of rows 0-7 (row
+//! `r` at `8r`), the last 64 bytes 8-15. Loaded as one zmm, dword lane `2r + h` holds bytes
+//! `4h..4h + 4` of row `r`; a qword broadcast of 8 activations puts activations `4h..4h + 4` in
+//! the same lanes. So `vpdpbusd(acc, nibbles, broadcast)` adds, in lane `(r, h)`, four products
+//! of row `r` with the half `h` of those 8 activations. Low nibbles of the two halves are weights
+//! 0-7 and 8-15, high nibbles 16-23 and 24-31: four `vpdpbusd` per block and activation row.
+//!
+//! Q8_0's 256 quant bytes are four such 64-byte vectors (activations 0-7, 8-15, 16-23, 24-31).
+//!
+//! `vpdpbusd` wants its weights unsigned, so they are biased: Q4_0 nibbles read as `q = nibble
+//! ^ 8` (weight `q - 8`), IQ4_NL levels looked up as `level + 128`, Q8_0 bytes as `q + 128`.
+//! The bias times the activations' sum is taken off again: for Q4_0's GEMM the sums come with
+//! the activations (`Q8_0SumsInterleaved<8>`), elsewhere from a `vpdpbusd` of ones with the same
+//! broadcasts, which sums exactly the activations each lane multiplies. The two lanes of a row
+//! share its scale; they are added once, after the last block.
+
+use std::arch::x86_64::*;
+
+use crate::blocks::{
+    BlockIq4Nlx8, BlockQ4_0x8, BlockQ8_0, BlockQ8_0x4Abs, BlockQ8_0x4Sums, BlockQ8_0x8, F16Bits,
+    IQ4NL_LEVELS,
+};
+use crate::kernel_api::prefetch_ahead;
+use crate::kernels::x86::avx2::nibble::Q8Quad;
+
+/// Lanes `(r, 0)`: where the whole-row correction is subtracted once.
+const EVEN_LANES: __mmask16 = 0x5555;
+
+/// An 8-row block of 32 weights per row as the 512-bit kernels see it.
+pub(crate) trait ZmmBlock: Copy + Send + Sync + 'static {
+    /// log2 of the bias added to every weight to make it unsigned.
+    const BIAS_SHIFT: u32;
+    /// The rows' scales.
+    fn scales(&self) -> &[F16Bits; 8];
+    /// The four weight vectors (activations 0-7, 8-15, 16-23, 24-31), biased to unsigned.
+    unsafe fn weights(&self) -> [__m512i; 4];
+}
+
+/// Low and high nibbles of the two 64-byte halves: activations 0-7, 8-15, 16-23, 24-31.
+#[inline(always)]
+unsafe fn nibbles(qs: &[u8; 128], xor: i8) -> [__m512i; 4] {
+    // SAFETY: callers meet this function's contract (AVX-512 F/BW); `qs` is 128 bytes, read as
+    // two 64-byte halves.
+    unsafe {
+        let low4 = _mm512_set1_epi8(0x0f);
+        let flip = _mm512_set1_epi8(xor);
+        let p = qs.as_ptr() as *const __m512i;
+        let first = _mm512_xor_si512(_mm512_loadu_si512(p), flip);
+        let second = _mm512_xor_si512(_mm512_loadu_si512(p.add(1)), flip);
+        [
+            _mm512_and_si512(first, low4),
+            _mm512_and_si512(second, low4),
+            _mm512_and_si512(_mm512_srli_epi16::<4>(first), low4),
+            _mm512_and_si512(_mm512_srli_epi16::<4>(second), low4),
+        ]
+    }
+}
+
+impl ZmmBlock for BlockQ4_0x8 {
+    const BIAS_SHIFT: u32 = 3;
+    fn scales(&self) -> &[F16Bits; 8] {
+        &self.d
+    }
+    #[inline(always)]
+    unsafe fn weights(&self) -> [__m512i; 4] {
+        // SAFETY: AVX-512 F/BW per the caller's contract. ggml stores `q ^ 8`; undo it.
+        unsafe { nibbles(&self.qs, 0x88u8 as i8) }
+    }
+}
+
+/// IQ4_NL's levels plus 128, as unsigned bytes.
+const BIASED_IQ4NL_LEVELS: [u8; 16] = {
+    let mut t = [0u8; 16];
+    let mut i = 0;
+    while i < 16 {
+        t[i] = (IQ4NL_LEVELS[i] as i16 + 128) as u8;
+        i += 1;
+    }
+    t
+};
+
+impl ZmmBlock for BlockIq4Nlx8 {
+    const BIAS_SHIFT: u32 = 7;
+    fn scales(&self) -> &[F16Bits; 8] {
+        &self.d
+    }
+    #[inline(always)]
+    unsafe fn weights(&self) -> [__m512i; 4] {
+        // SAFETY: AVX-512 F/BW per the caller's contract.
+        unsafe {
+            let lut = _mm512_broadcast_i32x4(_mm_loadu_si128(
+                BIASED_IQ4NL_LEVELS.as_ptr() as *const __m128i
+            ));
+            let n = nibbles(&self.qs, 0);
+            // No closures here: they would not inherit the kernel's target features.
+            [
+                _mm512_shuffle_epi8(lut, n[0]),
+                _mm512_shuffle_epi8(lut, n[1]),
+                _mm512_shuffle_epi8(lut, n[2]),
+                _mm512_shuffle_epi8(lut, n[3]),
+            ]
+        }
+    }
+}
+
+impl ZmmBlock for BlockQ8_0x8 {
+    const BIAS_SHIFT: u32 = 7;
+    fn scales(&self) -> &[F16Bits; 8] {
+        &self.d
+    }
+    #[inline(always)]
+    unsafe fn weights(&self) -> [__m512i; 4] {
+        // SAFETY: AVX-512 F per the caller's contract; `qs` is 256 bytes, four 64-byte vectors.
+        unsafe {
+            let flip = _mm512_set1_epi8(0x80u8 as i8);
+            let p = self.qs.as_ptr() as *const __m512i;
+            [
+                _mm512_xor_si512(_mm512_loadu_si512(p), flip),
+                _mm512_xor_si512(_mm512_loadu_si512(p.add(1)), flip),
+                _mm512_xor_si512(_mm512_loadu_si512(p.add(2)), flip),
+                _mm512_xor_si512(_mm512_loadu_si512(p.add(3)), flip),
+            ]
+        }
+    }
+}
+
+/// The 8 row scales of a block, each twice (lanes `(r, 0)` and `(r, 1)`).
+#[inline(always)]
+unsafe fn scales_twice(d: &[F16Bits; 8]) -> __m512 {
+    // SAFETY: 8 halves are 16 bytes; AVX-512 F and F16C per the caller's contract.
+    unsafe {
+        let s = _mm256_cvtph_ps(_mm_loadu_si128(d.as_ptr() as *const __m128i));
+        let twice = _mm512_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7);
+        _mm512_permutexvar_ps(twice, _mm512_castps256_ps512(s))
+    }
+}
+
+/// Eight activations (bytes `at..at + 8` of `q`) in every qword.
+#[inline(always)]
+unsafe fn broadcast8(q: &[i8], at: usize) -> __m512i {
+    assert!(at + 8 <= q.len());
+    // SAFETY: the 8 bytes are in bounds (asserted above); unaligned read.
+    unsafe { _mm512_set1_epi64(std::ptr::read_unaligned(q.as_ptr().add(at) as *const i64)) }
+}
+
+/// `Σ q·a` per lane `(r, h)` for one block and one activation row given as its four broadcasts.
+#[inline(always)]
+unsafe fn lane_dots(w: &[__m512i; 4], a: &[__m512i; 4]) -> __m512i {
+    // SAFETY: register-only AVX-512 VNNI per the caller's contract.
+    unsafe {
+        let s = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w[0], a[0]);
+        let s = _mm512_dpbusd_epi32(s, w[1], a[1]);
+        let s = _mm512_dpbusd_epi32(s, w[2], a[2]);
+        _mm512_dpbusd_epi32(s, w[3], a[3])
+    }
+}
+
+/// Row `r`'s result: lanes `(r, 0)` plus `(r, 1)`.
+#[inline(always)]
+unsafe fn fold_halves(acc: __m512) -> __m256 {
+    // SAFETY: register-only AVX-512 F per the caller's contract.
+    unsafe {
+        let even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 0, 2, 4, 6, 8, 10, 12, 14);
+        let odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 1, 3, 5, 7, 9, 11, 13, 15);
+        let sum = _mm512_add_ps(
+            _mm512_permutexvar_ps(even, acc),
+            _mm512_permutexvar_ps(odd, acc),
+        );
+        _mm512_castps512_ps256(sum)
+    }
+}
+
+/// A quad of four Q8_0 rows (interleaved in chunks of 8 bytes) that carries f32 scales and
+/// each row's quant sum times the weights' bias.
+pub(crate) trait OffsetQuad: Copy + Send + Sync + 'static {
+    fn d(&self) -> &[f32; 4];
+    fn offsets(&self) -> &[i32; 4];
+    fn qs(&self) -> &[i8; 128];
+}
+
+macro_rules! offset_quads {
+    ($($t:ty),*) => {$(
+        impl OffsetQuad for $t {
+            #[inline(always)]
+            fn d(&self) -> &[f32; 4] {
+                &self.d
+            }
+            #[inline(always)]
+            fn offsets(&self) -> &[i32; 4] {
+                &self.offsets
+            }
+            #[inline(always)]
+            fn qs(&self) -> &[i8; 128] {
+                &self.qs
+            }
+        }
+    )*};
+}
+offset_quads!(BlockQ8_0x4Sums, BlockQ8_0x4Abs);
+
+/// GEMM of one row group (`w`, one block per quad in `a`) with four activation rows into
+/// `out[8m + r]`; the quads carry the bias correction (`offsets` = bias x quant sum).
+#[inline(always)]
+pub(super) unsafe fn gemm_body<P: ZmmBlock, Q: OffsetQuad>(w: &[P], a: &[Q], out: &mut [f32]) {
+    assert!(out.len() >= 32);
+    // SAFETY: AVX-512 F/BW/VL/VNNI per the caller's contract; every read is from fixed-size
+    // block fields, and `out` holds 32 floats (asserted above).
+    unsafe {
+        let mut acc = [_mm512_setzero_ps(); 4];
+        for (wb, ab) in w.iter().zip(a) {
+            let wq = wb.weights();
+            let dw = scales_twice(wb.scales());
+            let qs = ab.qs();
+            for (m, acc_m) in acc.iter_mut().enumerate() {
+                // Row m's activations 8j..8j + 8 sit at 32j + 8m in the interleaved quad.
+                let am = [
+                    broadcast8(qs, 8 * m),
+                    broadcast8(qs, 32 + 8 * m),
+                    broadcast8(qs, 64 + 8 * m),
+                    broadcast8(qs, 96 + 8 * m),
+                ];
+                let dots = lane_dots(&wq, &am);
+                let dots = _mm512_mask_sub_epi32(
+                    dots,
+                    EVEN_LANES,
+                    dots,
+                    _mm512_set1_epi32(ab.offsets()[m]),
+                );
+                let scale = _mm512_mul_ps(dw, _mm512_set1_ps(ab.d()[m]));
+                *acc_m = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dots), scale, *acc_m);
+            }
+        }
+        for (m, acc_m) in acc.iter().enumerate() {
+            _mm256_storeu_ps(out.as_mut_ptr().add(8 * m), fold_halves(*acc_m));
+        }
+    }
+}
+
+/// GEMM of one row group with four activation rows whose sums are not in the quad: each row's
+/// correction comes from a `vpdpbusd` of ones with its broadcasts.
+#[inline(always)]
+pub(super) unsafe fn gemm_sums_body<P: ZmmBlock, Q: Q8Quad>(w: &[P], a: &[Q], out: &mut [f32]) {
+    assert!(out.len() >= 32);
+    // SAFETY: AVX-512 F/BW/VL/VNNI per the caller's contract; every read is from fixed-size
+    // block fields, and `out` holds 32 floats (asserted above).
+    unsafe {
+        let ones = [_mm512_set1_epi8(1); 4];
+        let mut acc = [_mm512_setzero_ps(); 4];
+        for (wb, ab) in w.iter().zip(a) {
+            let wq = wb.weights();
+            let dw = scales_twice(wb.scales());
+            let mut da = [0f32; 4];
+            _mm_storeu_ps(da.as_mut_ptr(), ab.scales());
+            let qs = ab.quants();
+            for (m, acc_m) in acc.iter_mut().enumerate() {
+                let am = [
+                    broadcast8(qs, 8 * m),
+                    broadcast8(qs, 32 + 8 * m),
+                    broadcast8(qs, 64 + 8 * m),
+                    broadcast8(qs, 96 + 8 * m),
+                ];
+                let bias = _mm512_sll_epi32(
+                    lane_dots(&ones, &am),
+                    _mm_cvtsi32_si128(P::BIAS_SHIFT as i32),
+                );
+                let dots = _mm512_sub_epi32(lane_dots(&wq, &am), bias);
+                let scale = _mm512_mul_ps(dw, _mm512_set1_ps(da[m]));
+                *acc_m = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dots), scale, *acc_m);
+            }
+        }
+        for (m, acc_m) in acc.iter().enumerate() {
+            _mm256_storeu_ps(out.as_mut_ptr().add(8 * m), fold_halves(*acc_m));
+        }
+    }
+}
+
+/// One block of one row group against one activation row: the scaled lane sums added to `acc`.
+#[inline(always)]
+unsafe fn gemv_block<P: ZmmBlock>(
+    wb: &P,
+    act: &[__m512i; 4],
+    act_bias: __m512i,
+    da: __m512,
+    acc: __m512,
+) -> __m512 {
+    // SAFETY: AVX-512 F/BW/VNNI per the caller's contract.
+    unsafe {
+        let dots = _mm512_sub_epi32(lane_dots(&wb.weights(), act), act_bias);
+        let scale = _mm512_mul_ps(scales_twice(wb.scales()), da);
+        _mm512_fmadd_ps(_mm512_cvtepi32_ps(dots), scale, acc)
+    }
+}
+
+/// GEMV over every row group in `w` (`a.len()` blocks each), two groups at a time so that the
+/// activation broadcasts and their sums serve both.
+#[inline(always)]
+pub(super) unsafe fn gemv_body<P: ZmmBlock>(w: &[P], a: &[BlockQ8_0], out: &mut [f32]) {
+    let nb = a.len();
+    if nb == 0 {
+        out.fill(0.0);
+        return;
+    }
+    assert!(out.len() >= w.len() / nb * 8);
+    // SAFETY: AVX-512 F/BW/VL/VNNI per the caller's contract; block reads are of fixed-size
+    // fields and every store is into an 8-float chunk of `out` (asserted above).
+    unsafe {
+        let ones = _mm512_set1_epi8(1);
+        let mut groups = w.chunks_exact(nb).zip(out.chunks_exact_mut(8));
+        while let Some((w0, o0)) = groups.next() {
+            let second = groups.next();
+            let mut acc0 = _mm512_setzero_ps();
+            let mut acc1 = _mm512_setzero_ps();
+            for (i, ab) in a.iter().enumerate() {
+                let act = [
+                    broadcast8(&ab.qs, 0),
+                    broadcast8(&ab.qs, 8),
+                    broadcast8(&ab.qs, 16),
+                    broadcast8(&ab.qs, 24),
+                ];
+                // Lane (r, h) holds the sum of the activations that lane multiplies.
+                let shift = _mm_cvtsi32_si128(P::BIAS_SHIFT as i32);
+                let act_bias = _mm512_sll_epi32(lane_dots(&[ones; 4], &act), shift);
+                let da = _mm512_set1_ps(ab.d.to_f32());
+                acc0 = gemv_block(&w0[i], &act, act_bias, da, acc0);
+                if let Some((w1, _)) = &second {
+                    prefetch_ahead(&w0[i], 2 * nb);
+                    prefetch_ahead(&w1[i], 2 * nb);
+                    acc1 = gemv_block(&w1[i], &act, act_bias, da, acc1);
+                }
+            }
+            _mm256_storeu_ps(o0.as_mut_ptr(), fold_halves(acc0));
+            if let Some((_, o1)) = second {
+                _mm256_storeu_ps(o1.as_mut_ptr(), fold_halves(acc1));
+            }
+        }
+    }
+}
