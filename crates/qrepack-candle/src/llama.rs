@@ -482,8 +482,10 @@ impl Llama {
 /// `cos` and `sin` of every position and frequency: `[context_length, head_dim / 2]` each.
 fn rope_tables(cfg: &Config, device: &Device) -> Result<(Tensor, Tensor)> {
     let half = cfg.head_dim / 2;
+    // theta_i = base^(-2i / head_dim), computed in f32 like llama.cpp and candle-transformers
+    let base = cfg.rope_base as f32;
     let inv_freq: Vec<f32> = (0..half)
-        .map(|i| (1.0 / cfg.rope_base.powf(2.0 * i as f64 / cfg.head_dim as f64)) as f32)
+        .map(|i| 1.0 / base.powf((2 * i) as f32 / cfg.head_dim as f32))
         .collect();
     let inv_freq = Tensor::from_vec(inv_freq, (1, half), device)?;
     let positions = Tensor::arange(0u32, cfg.context_length as u32, device)?
