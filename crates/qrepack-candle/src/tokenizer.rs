@@ -305,7 +305,7 @@ fn gpt2_split<'a>(text: &'a str, out: &mut Vec<&'a str>) {
         // ` ?\p{L}+`, ` ?\p{N}+`, ` ?[^\s\p{L}\p{N}]+`
         let body = if c == ' ' { i + 1 } else { i };
         let classes: [&dyn Fn(char) -> bool; 3] = [&letter, &number, &other];
-        if let Some(class) = classes.iter().find(|f| at(body).is_some_and(|c| f(c))) {
+        if let Some(class) = classes.iter().find(|f| at(body).is_some_and(f)) {
             let end = run(body, *class);
             out.push(&text[offset(i)..offset(end)]);
             i = end;
