@@ -1,0 +1,219 @@
+//! Model-level speed: a prompt of P tokens (default 512), then G greedy tokens (default 128),
+//! through qrepack-candle's `Llama` and through candle-transformers' stock `quantized_llama` on
+//! the same GGUF file, with the same number of threads on both sides.
+//!
+//! ```text
+//! cargo run --release -p qrepack-candle --features stock --example bench -- MODEL.gguf \
+//!     [--threads 2] [--prompt 512] [--gen 128] [--reps 3] [--no-fuse] [--only qrepack|stock]
+//! ```
+//!
+//! `--threads N` sets `RAYON_NUM_THREADS` and `CANDLE_NUM_THREADS` (read by candle's pools) and
+//! builds the global rayon pool (qrepack's) with N threads, before anything runs. The two
+//! models run alternately, `--reps` times each (best of the reps reported: the machine may be
+//! shared). The prompt is deterministic pseudo-random token ids; prompt tokens/s counts the
+//! whole prompt forward pass (logits of its last token included), generation tokens/s the G
+//! single-token forward passes after it.
+
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Instant;
+
+use candle_core::{Device, Tensor};
+use qrepack::rng::SplitMix64;
+use qrepack::Model;
+use qrepack_candle::stock::StockLlama;
+use qrepack_candle::{Llama, LoadOptions};
+
+struct Opts {
+    path: String,
+    threads: usize,
+    prompt: usize,
+    gen: usize,
+    reps: usize,
+    fuse: bool,
+    only: Option<String>,
+}
+
+/// Runs the prompt and the generation; returns (prompt seconds, generation seconds).
+fn run_once(
+    forward: &mut dyn FnMut(&Tensor, usize) -> candle_core::Result<Tensor>,
+    prompt: &[u32],
+    gen: usize,
+) -> candle_core::Result<(f64, f64)> {
+    let dev = Device::Cpu;
+    let ids = Tensor::new(prompt, &dev)?.unsqueeze(0)?;
+    let t = Instant::now();
+    let mut logits = forward(&ids, 0)?;
+    let mut next = logits.squeeze(0)?.argmax(0)?.to_scalar::<u32>()?;
+    let prompt_s = t.elapsed().as_secs_f64();
+    let t = Instant::now();
+    for i in 0..gen {
+        let ids = Tensor::new(&[[next]], &dev)?;
+        logits = forward(&ids, prompt.len() + i)?;
+        next = logits.squeeze(0)?.argmax(0)?.to_scalar::<u32>()?;
+    }
+    Ok((prompt_s, t.elapsed().as_secs_f64()))
+}
+
+fn cpu_name() -> String {
+    std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("model name"))
+                .and_then(|l| l.split(':').nth(1))
+                .map(|s| s.trim().to_string())
+        })
+        .unwrap_or_else(|| "unknown CPU".into())
+}
+
+fn run(o: Opts) -> Result<(), String> {
+    let vocab;
+    let mut ours = if o.only.as_deref() != Some("stock") {
+        let t = Instant::now();
+        let model = Arc::new(Model::open(&o.path).map_err(|e| e.to_string())?);
+        let l = Llama::load(
+            model,
+            &LoadOptions {
+                fuse: o.fuse,
+                ..LoadOptions::default()
+            },
+        )
+        .map_err(|e| e.to_string())?;
+        eprintln!(
+            "qrepack-candle loaded in {:.2} s",
+            t.elapsed().as_secs_f64()
+        );
+        vocab = l.config().vocab_size;
+        Some(l)
+    } else {
+        vocab = 49152;
+        None
+    };
+    let mut stock = if o.only.as_deref() != Some("qrepack") {
+        let t = Instant::now();
+        let s = StockLlama::open(&o.path).map_err(|e| e.to_string())?;
+        eprintln!("stock candle loaded in {:.2} s", t.elapsed().as_secs_f64());
+        Some(s)
+    } else {
+        None
+    };
+    let mut rng = SplitMix64::new(42);
+    let prompt: Vec<u32> = (0..o.prompt).map(|_| rng.below(vocab) as u32).collect();
+    let mut best = [(f64::MAX, f64::MAX); 2];
+    for rep in 0..o.reps {
+        if let Some(l) = ours.as_mut() {
+            l.clear_cache();
+            let r =
+                run_once(&mut |x, p| l.forward(x, p), &prompt, o.gen).map_err(|e| e.to_string())?;
+            eprintln!(
+                "rep {rep} qrepack-candle: prompt {:.3} s, generation {:.3} s",
+                r.0, r.1
+            );
+            best[0] = (best[0].0.min(r.0), best[0].1.min(r.1));
+        }
+        if let Some(s) = stock.as_mut() {
+            s.weights.clear_kv_cache();
+            let r =
+                run_once(&mut |x, p| s.forward(x, p), &prompt, o.gen).map_err(|e| e.to_string())?;
+            eprintln!(
+                "rep {rep} stock candle:   prompt {:.3} s, generation {:.3} s",
+                r.0, r.1
+            );
+            best[1] = (best[1].0.min(r.0), best[1].1.min(r.1));
+        }
+    }
+    let name = std::path::Path::new(&o.path)
+        .file_name()
+        .map_or(o.path.clone(), |n| n.to_string_lossy().into_owned());
+    println!(
+        "{name}: {} threads, prompt {} + {} generated, best of {} ({})",
+        o.threads,
+        o.prompt,
+        o.gen,
+        o.reps,
+        cpu_name()
+    );
+    let tps = |(p, g): (f64, f64)| (o.prompt as f64 / p, o.gen as f64 / g);
+    let mut rows = Vec::new();
+    if ours.is_some() {
+        rows.push(("qrepack-candle", tps(best[0])));
+    }
+    if stock.is_some() {
+        rows.push(("stock candle", tps(best[1])));
+    }
+    for (who, (p, g)) in &rows {
+        println!("  {who:<15} prompt {p:>8.1} tokens/s   generation {g:>7.1} tokens/s");
+    }
+    if rows.len() == 2 {
+        let (a, b) = (rows[0].1, rows[1].1);
+        println!(
+            "  speedup         prompt {:>8.2}x          generation {:>7.2}x",
+            a.0 / b.0,
+            a.1 / b.1
+        );
+    }
+    Ok(())
+}
+
+fn parse(args: &[String]) -> Result<Opts, String> {
+    let mut o = Opts {
+        path: String::new(),
+        threads: 2,
+        prompt: 512,
+        gen: 128,
+        reps: 3,
+        fuse: true,
+        only: None,
+    };
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        let mut num = |name: &str| -> Result<usize, String> {
+            it.next()
+                .and_then(|s| s.parse().ok())
+                .ok_or(format!("{name} needs a number"))
+        };
+        match a.as_str() {
+            "--threads" => o.threads = num("--threads")?,
+            "--prompt" => o.prompt = num("--prompt")?,
+            "--gen" => o.gen = num("--gen")?,
+            "--reps" => o.reps = num("--reps")?,
+            "--no-fuse" => o.fuse = false,
+            "--only" => o.only = it.next().cloned(),
+            s if o.path.is_empty() && !s.starts_with("--") => o.path = s.to_string(),
+            s => return Err(format!("unexpected argument '{s}'")),
+        }
+    }
+    if o.path.is_empty() || o.prompt == 0 || o.threads == 0 {
+        return Err("usage: bench MODEL.gguf [--threads 2] [--prompt 512] [--gen 128] [--reps 3] [--no-fuse] [--only qrepack|stock]".into());
+    }
+    Ok(o)
+}
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let o = match parse(&args) {
+        Ok(o) => o,
+        Err(e) => {
+            eprintln!("bench: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    // before any candle or rayon call: both read the thread count once
+    std::env::set_var("RAYON_NUM_THREADS", o.threads.to_string());
+    std::env::set_var("CANDLE_NUM_THREADS", o.threads.to_string());
+    if let Err(e) = rayon::ThreadPoolBuilder::new()
+        .num_threads(o.threads)
+        .build_global()
+    {
+        eprintln!("bench: {e}");
+        return ExitCode::FAILURE;
+    }
+    match run(o) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("bench: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}

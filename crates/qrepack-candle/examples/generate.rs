@@ -1,0 +1,282 @@
+//! Greedy generation from a GGUF model with qrepack-candle's `Llama`.
+//!
+//! ```text
+//! cargo run --release -p qrepack-candle --example generate -- MODEL.gguf --prompt "What is 2+2?" --chat
+//! cargo run --release -p qrepack-candle --example generate -- MODEL.gguf --tokens 1,2,3 --steps 16 --top 5 --json
+//! ```
+//!
+//! Options:
+//!
+//! * `--tokens 504,3575,282`: the prompt as token ids; or `--prompt TEXT`, tokenized with the
+//!   GGUF file's GPT-2 style BPE tokenizer (`--chat` wraps it in the ChatML template of models
+//!   that have `<|im_start|>`);
+//! * `--steps N` tokens to generate (default 32); text mode stops early at the end-of-sequence
+//!   token, `--json` always runs N steps;
+//! * `--top K` and `--json`: one JSON object per step on stdout,
+//!   `{"step": 0, "token": 7042, "top": [[7042, 17.74], [260, 15.23], ...]}` (K ids with their
+//!   logits, largest first);
+//! * `--threads N`: the rayon pool for qrepack and candle (`RAYON_NUM_THREADS`); default all;
+//! * `--backend candle`: candle-core's `QMatMul` instead of qrepack, same model code.
+//!
+//! The generated text goes to stdout (without `--json`), the prompt and generation speeds in
+//! tokens/s to stderr.
+
+use std::io::Write;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Instant;
+
+use candle_core::{Device, Tensor};
+use qrepack::model::{LayoutPolicy, OpenOptions};
+use qrepack::Model;
+use qrepack_candle::{Backend, Llama, LoadOptions, Tokenizer};
+
+const USAGE: &str = "usage: generate MODEL.gguf (--tokens 1,2,3 | --prompt TEXT [--chat]) \
+[--steps N] [--top K] [--json] [--threads N] [--backend qrepack|candle]";
+
+struct Args {
+    model: String,
+    tokens: Option<Vec<u32>>,
+    prompt: Option<String>,
+    chat: bool,
+    steps: usize,
+    top: usize,
+    json: bool,
+    threads: Option<usize>,
+    backend: Backend,
+}
+
+fn parse(args: &[String]) -> Result<Args, String> {
+    let mut a = Args {
+        model: String::new(),
+        tokens: None,
+        prompt: None,
+        chat: false,
+        steps: 32,
+        top: 5,
+        json: false,
+        threads: None,
+        backend: Backend::Qrepack,
+    };
+    let mut it = args.iter();
+    while let Some(arg) = it.next() {
+        let mut value = |name: &str| {
+            it.next()
+                .cloned()
+                .ok_or_else(|| format!("{name} needs a value\n{USAGE}"))
+        };
+        let number = |s: String, name: &str| {
+            s.parse::<usize>()
+                .map_err(|_| format!("{name}: '{s}' is not a number"))
+        };
+        match arg.as_str() {
+            "--tokens" => {
+                let v = value("--tokens")?;
+                let ids = v
+                    .split(',')
+                    .map(|t| {
+                        t.trim()
+                            .parse::<u32>()
+                            .map_err(|_| format!("--tokens: bad id '{t}'"))
+                    })
+                    .collect::<Result<Vec<_>, _>>()?;
+                a.tokens = Some(ids);
+            }
+            "--prompt" => a.prompt = Some(value("--prompt")?),
+            "--chat" => a.chat = true,
+            "--steps" => a.steps = number(value("--steps")?, "--steps")?,
+            "--top" => a.top = number(value("--top")?, "--top")?,
+            "--json" => a.json = true,
+            "--threads" => a.threads = Some(number(value("--threads")?, "--threads")?),
+            "--backend" => {
+                a.backend = match value("--backend")?.as_str() {
+                    "qrepack" => Backend::Qrepack,
+                    "candle" => Backend::CandleQMatMul,
+                    other => return Err(format!("--backend: '{other}' (qrepack or candle)")),
+                }
+            }
+            "-h" | "--help" => return Err(USAGE.into()),
+            s if s.starts_with("--") => return Err(format!("unknown option {s}\n{USAGE}")),
+            s if a.model.is_empty() => a.model = s.to_string(),
+            s => return Err(format!("unexpected argument '{s}'\n{USAGE}")),
+        }
+    }
+    if a.model.is_empty() {
+        return Err(USAGE.into());
+    }
+    if a.tokens.is_some() == a.prompt.is_some() {
+        return Err(format!("give the prompt as --tokens or --prompt\n{USAGE}"));
+    }
+    Ok(a)
+}
+
+/// The `k` largest logits, largest first.
+fn top_k(logits: &[f32], k: usize) -> Vec<(u32, f32)> {
+    let mut idx: Vec<u32> = (0..logits.len() as u32).collect();
+    idx.sort_by(|&a, &b| {
+        logits[b as usize]
+            .total_cmp(&logits[a as usize])
+            .then(a.cmp(&b))
+    });
+    idx.into_iter()
+        .take(k)
+        .map(|i| (i, logits[i as usize]))
+        .collect()
+}
+
+fn json_number(x: f32) -> String {
+    if x.is_finite() {
+        format!("{x}")
+    } else {
+        "null".into()
+    }
+}
+
+fn run(a: Args) -> Result<(), String> {
+    if let Some(n) = a.threads {
+        // candle reads RAYON_NUM_THREADS for its own pool; qrepack uses the global rayon pool
+        std::env::set_var("RAYON_NUM_THREADS", n.to_string());
+        rayon::ThreadPoolBuilder::new()
+            .num_threads(n)
+            .build_global()
+            .map_err(|e| e.to_string())?;
+    }
+    let t0 = Instant::now();
+    let options = OpenOptions {
+        layout: match a.backend {
+            Backend::Qrepack => LayoutPolicy::Best,
+            Backend::CandleQMatMul => LayoutPolicy::Plain,
+        },
+        ..OpenOptions::default()
+    };
+    let model = Arc::new(Model::open_with(&a.model, &options).map_err(|e| e.to_string())?);
+    let tokenizer = Tokenizer::from_gguf(model.gguf()).ok();
+    let mut llama = Llama::load(
+        Arc::clone(&model),
+        &LoadOptions {
+            backend: a.backend,
+            ..LoadOptions::default()
+        },
+    )
+    .map_err(|e| e.to_string())?;
+    let load_s = t0.elapsed().as_secs_f64();
+
+    let prompt: Vec<u32> = match (&a.tokens, &a.prompt) {
+        (Some(ids), _) => ids.clone(),
+        (None, Some(text)) => {
+            let tok = tokenizer
+                .as_ref()
+                .ok_or("this GGUF file has no gpt2 tokenizer: give the prompt as --tokens")?;
+            let text = if a.chat && tok.token_id("<|im_start|>").is_some() {
+                format!("<|im_start|>user\n{text}<|im_end|>\n<|im_start|>assistant\n")
+            } else {
+                text.clone()
+            };
+            tok.encode(&text)
+        }
+        (None, None) => unreachable!("parse checks the prompt"),
+    };
+    if prompt.is_empty() {
+        return Err("the prompt is empty".into());
+    }
+    if let Some(&bad) = prompt
+        .iter()
+        .find(|&&t| t as usize >= llama.config().vocab_size)
+    {
+        return Err(format!("token id {bad} is outside the vocabulary"));
+    }
+    let eos = tokenizer.as_ref().and_then(Tokenizer::eos);
+    eprintln!(
+        "{}: {} layers, {} x {} heads ({} kv), loaded in {load_s:.2} s; prompt {} tokens{}",
+        a.model,
+        llama.config().n_layer,
+        llama.config().n_head,
+        llama.config().head_dim,
+        llama.config().n_kv_head,
+        prompt.len(),
+        match &tokenizer {
+            Some(t) if !a.json => format!(": {:?}", t.decode(&prompt)),
+            _ => String::new(),
+        }
+    );
+
+    let dev = Device::Cpu;
+    let mut stdout = std::io::stdout().lock();
+    let t_prompt = Instant::now();
+    let ids = Tensor::new(prompt.as_slice(), &dev)
+        .and_then(|t| t.unsqueeze(0))
+        .map_err(|e| e.to_string())?;
+    let mut logits = llama.forward(&ids, 0).map_err(|e| e.to_string())?;
+    let prompt_s = t_prompt.elapsed().as_secs_f64();
+    let mut generated = Vec::new();
+    let mut gen_s = 0.0;
+    let mut printed = 0; // bytes of generated text printed so far
+    for step in 0..a.steps {
+        let row: Vec<f32> = logits
+            .squeeze(0)
+            .and_then(|l| l.to_vec1())
+            .map_err(|e| e.to_string())?;
+        let top = top_k(&row, a.top.max(1));
+        let next = top[0].0;
+        generated.push(next);
+        if a.json {
+            let pairs: Vec<String> = top
+                .iter()
+                .take(a.top)
+                .map(|(t, l)| format!("[{t}, {}]", json_number(*l)))
+                .collect();
+            writeln!(
+                stdout,
+                "{{\"step\": {step}, \"token\": {next}, \"top\": [{}]}}",
+                pairs.join(", ")
+            )
+            .map_err(|e| e.to_string())?;
+        } else if let Some(t) = &tokenizer {
+            // print whole characters only: a token may end inside a UTF-8 sequence
+            let text = t.decode(&generated);
+            let text = text.trim_end_matches('\u{FFFD}');
+            if text.len() > printed {
+                write!(stdout, "{}", &text[printed..]).map_err(|e| e.to_string())?;
+                stdout.flush().map_err(|e| e.to_string())?;
+                printed = text.len();
+            }
+        } else {
+            write!(stdout, "{next} ").map_err(|e| e.to_string())?;
+        }
+        if step + 1 == a.steps || (!a.json && Some(next) == eos) {
+            break;
+        }
+        let t = Instant::now();
+        let ids = Tensor::new(&[[next]], &dev).map_err(|e| e.to_string())?;
+        logits = llama
+            .forward(&ids, prompt.len() + step)
+            .map_err(|e| e.to_string())?;
+        gen_s += t.elapsed().as_secs_f64();
+    }
+    if !a.json {
+        writeln!(stdout).map_err(|e| e.to_string())?;
+    }
+    let decode_steps = generated.len().saturating_sub(1);
+    eprintln!(
+        "prompt: {} tokens in {:.3} s = {:.1} tokens/s; generation: {} tokens in {:.3} s = {:.1} tokens/s ({} threads)",
+        prompt.len(),
+        prompt_s,
+        prompt.len() as f64 / prompt_s,
+        decode_steps,
+        gen_s,
+        if gen_s > 0.0 { decode_steps as f64 / gen_s } else { 0.0 },
+        rayon::current_num_threads()
+    );
+    Ok(())
+}
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    match parse(&args).and_then(run) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("generate: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}

