@@ -175,6 +175,8 @@ pub(in crate::kernels::x86) mod imp {
     impl ScaleSource for TileScales<'_> {
         #[inline(always)]
         unsafe fn sc(&self, sb: usize, h: usize) -> __m256i {
+            // SAFETY: the enclosing unsafe fn's contract (the kernel set's CPU features, in-bounds
+            // slices) is the callee's; register-only intrinsics need nothing more.
             unsafe { self.vector(2 * sb + h) }
         }
         #[inline(always)]
@@ -446,6 +448,8 @@ pub(in crate::kernels::x86) mod imp {
 
     #[target_feature(enable = "avx2,fma,f16c")]
     pub(super) unsafe fn gemv<P: K8x8>(w: &[P], a: &[BlockQ8K], out: &mut [f32]) {
+        // SAFETY: the enclosing unsafe fn's contract (the kernel set's CPU features, in-bounds
+        // slices) is the callee's; register-only intrinsics need nothing more.
         unsafe { gemv_body(w, a, out) }
     }
 
@@ -492,6 +496,8 @@ pub(in crate::kernels::x86) mod imp {
 
     #[target_feature(enable = "avx2,fma,f16c")]
     pub(super) unsafe fn gemm<P: K8x8>(w: &[P], a: &[BlockQ8Kx4], out: &mut [f32]) {
+        // SAFETY: the enclosing unsafe fn's contract (the kernel set's CPU features, in-bounds
+        // slices) is the callee's; register-only intrinsics need nothing more.
         unsafe { gemm_body(w, a, out) }
     }
 
@@ -528,6 +534,8 @@ pub(in crate::kernels::x86) mod imp {
         a: &[BlockQ8Kx4],
         out: &mut [f32],
     ) {
+        // SAFETY: the enclosing unsafe fn's contract (the kernel set's CPU features, in-bounds
+        // slices) is the callee's; register-only intrinsics need nothing more.
         unsafe { gemm_tiled_body(w, tile, a, out) }
     }
 
@@ -553,6 +561,8 @@ pub(in crate::kernels::x86) mod imp {
         a: &[BlockQ8Kx4],
         out: &mut [f32],
     ) {
+        // SAFETY: the enclosing unsafe fn's contract (the kernel set's CPU features, in-bounds
+        // slices) is the callee's; register-only intrinsics need nothing more.
         unsafe { gemm_body_with::<P, false>(w, &[], a, out) }
     }
 

@@ -282,6 +282,8 @@ pub(in crate::kernels::x86) mod imp {
     /// broadcasts (bytes 0-7, 8-15, 16-23, 24-31). Lanes come out in row order 0 1 4 5 2 3 6 7.
     #[inline(always)]
     unsafe fn row_sums(w: &[[__m256i; 2]; 4], a: [__m256i; 4], abs: [__m256i; 4]) -> __m256i {
+        // SAFETY: the enclosing unsafe fn's contract (the kernel set's CPU features, in-bounds
+        // slices) is the callee's; register-only intrinsics need nothing more.
         unsafe { row_sums_with::<false>(w, a, abs) }
     }
 
@@ -293,6 +295,8 @@ pub(in crate::kernels::x86) mod imp {
         a: [__m256i; 4],
         abs: [__m256i; 4],
     ) -> __m256i {
+        // SAFETY: the enclosing unsafe fn's contract (the kernel set's CPU features, in-bounds
+        // slices) is the callee's; register-only intrinsics need nothing more.
         unsafe { row_sums_with::<true>(w, a, abs) }
     }
 
@@ -344,12 +348,16 @@ pub(in crate::kernels::x86) mod imp {
     /// Takes row-ordered lanes to `PAIRED` order.
     #[inline(always)]
     unsafe fn to_paired() -> __m256i {
+        // SAFETY: the enclosing unsafe fn's contract (the kernel set's CPU features, in-bounds
+        // slices) is the callee's; register-only intrinsics need nothing more.
         unsafe { _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7) }
     }
 
     /// Takes `PAIRED` lanes back to row order.
     #[inline(always)]
     unsafe fn from_paired() -> __m256i {
+        // SAFETY: the enclosing unsafe fn's contract (the kernel set's CPU features, in-bounds
+        // slices) is the callee's; register-only intrinsics need nothing more.
         unsafe { _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7) }
     }
 
@@ -402,6 +410,8 @@ pub(in crate::kernels::x86) mod imp {
     /// Lane order produced by `row_sums` (and its own inverse).
     #[inline(always)]
     pub(in crate::kernels::x86) unsafe fn row_order() -> __m256i {
+        // SAFETY: the enclosing unsafe fn's contract (the kernel set's CPU features, in-bounds
+        // slices) is the callee's; register-only intrinsics need nothing more.
         unsafe { _mm256_setr_epi32(0, 1, 4, 5, 2, 3, 6, 7) }
     }
 
@@ -663,12 +673,16 @@ pub(in crate::kernels::x86) mod imp {
         a: [__m256i; 4],
         _abs: [__m256i; 4],
     ) -> __m256i {
+        // SAFETY: the enclosing unsafe fn's contract (the kernel set's CPU features, in-bounds
+        // slices) is the callee's; register-only intrinsics need nothing more.
         unsafe { _mm256_sub_epi32(row_sums_unsigned(w, a), _mm256_slli_epi32(lane_sums(a), 3)) }
     }
 
     impl BlockQ4_0x8 {
         #[inline(always)]
         unsafe fn unsigned_quants(&self) -> [[__m256i; 2]; 4] {
+            // SAFETY: the enclosing unsafe fn's contract (the kernel set's CPU features, in-bounds
+            // slices) is the callee's; register-only intrinsics need nothing more.
             unsafe { decode_unsigned(&self.qs) }
         }
     }

@@ -56,16 +56,22 @@ unsafe fn row_sums_vnni(w: &[[__m256i; 2]; 4], a: [__m256i; 4]) -> __m256i {
 
 #[inline(always)]
 unsafe fn row_sums(w: &[[__m256i; 2]; 4], a: [__m256i; 4], _abs: [__m256i; 4]) -> __m256i {
+    // SAFETY: the enclosing unsafe fn's contract (the kernel set's CPU features, in-bounds
+    // slices) is the callee's; register-only intrinsics need nothing more.
     unsafe { row_sums_vnni(w, a) }
 }
 
 #[target_feature(enable = "avx2,fma,f16c,avxvnni")]
 unsafe fn gemv_avxvnni<P: Nibble8x8>(w: &[P], a: &[BlockQ8_0], out: &mut [f32]) {
+    // SAFETY: the enclosing unsafe fn's contract (the kernel set's CPU features, in-bounds
+    // slices) is the callee's; register-only intrinsics need nothing more.
     unsafe { gemv_groups!(w, a, out, decode_biased, row_sums) }
 }
 
 #[target_feature(enable = "avx2,fma,f16c,avxvnni")]
 unsafe fn gemm_avxvnni<P: Nibble8x8, Q: Q8Quad>(w: &[P], a: &[Q], out: &mut [f32]) {
+    // SAFETY: the enclosing unsafe fn's contract (the kernel set's CPU features, in-bounds
+    // slices) is the callee's; register-only intrinsics need nothing more.
     unsafe { gemm_quad!(w, a, out, decode_biased, row_sums) }
 }
 

@@ -124,6 +124,8 @@ mod imp {
     /// The CPU must support AVX2.
     #[inline(always)]
     unsafe fn pairs_to_i32(p: __m256i) -> __m256i {
+        // SAFETY: the enclosing unsafe fn's contract (the kernel set's CPU features, in-bounds
+        // slices) is the callee's; register-only intrinsics need nothing more.
         unsafe { _mm256_madd_epi16(p, _mm256_set1_epi16(1)) }
     }
 
@@ -134,6 +136,8 @@ mod imp {
     /// The CPU must support AVX2.
     #[inline(always)]
     unsafe fn mul_signed_pairs(w: __m256i, a: __m256i) -> __m256i {
+        // SAFETY: the enclosing unsafe fn's contract (the kernel set's CPU features, in-bounds
+        // slices) is the callee's; register-only intrinsics need nothing more.
         unsafe { _mm256_maddubs_epi16(_mm256_abs_epi8(a), _mm256_sign_epi8(w, a)) }
     }
 
@@ -445,6 +449,8 @@ mod imp {
         acc: &mut __m256,
         acc_min: &mut __m128,
     ) {
+        // SAFETY: the enclosing unsafe fn's contract (the kernel set's CPU features, in-bounds
+        // slices) is the callee's; register-only intrinsics need nothing more.
         unsafe {
             let dd = k4_scales_f32(d, dmin, ab.d);
             let (sc, mn) = k4_scales_mins(scales);
