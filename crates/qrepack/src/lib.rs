@@ -22,7 +22,7 @@ pub mod cpu;
 mod driver;
 pub mod error;
 pub mod gguf;
-pub mod kernel_api;
+mod kernel_api;
 mod kernels;
 pub mod layout;
 mod matrix;

@@ -33,7 +33,8 @@ pub type Row<L> = <<L as PackedLayout>::Act as ActFormat>::Row;
 pub type Quad<L> = <<L as PackedLayout>::Act as ActFormat>::Quad;
 
 /// The kernels of layout `L` from one kernel set.
-pub type Kernels<L> = crate::kernel_api::Kernels<<L as PackedLayout>::Packed, Row<L>, Quad<L>>;
+pub(crate) type Kernels<L> =
+    crate::kernel_api::Kernels<<L as PackedLayout>::Packed, Row<L>, Quad<L>>;
 
 /// A layout whose kernels the selection table (`select.rs`) knows: which kernel sets have
 /// kernels for it, and the best of them for a CPU. Implemented there, for every row of the
