@@ -36,11 +36,11 @@ def loops(body):
             j = addrs.index(target)
             ins = body[j:i + 1]
             kinds = lambda p: sum(1 for _, o, _ in ins if re.match(p, o))
-            out.append((len(ins), kinds(r'sdot|smmla|udot'), kinds(r'ld'), hex(target)))
+            out.append((len(ins), kinds(r'sdot|smmla|udot'), kinds(r'ld'), kinds(r'shl|tbl'), hex(target)))
     return out
 
 path, pats = sys.argv[1], sys.argv[2:]
 for name, body in functions(path):
     if any(re.search(p, name) for p in pats):
-        for n, dot, ld, at in loops(body):
-            print(f'{name} @{at}: {n} instructions ({dot} sdot/smmla, {ld} loads)')
+        for n, dot, ld, dec, at in loops(body):
+            print(f'{name} @{at}: {n} instructions ({dot} sdot/smmla, {ld} loads, {dec} shl/tbl)')
