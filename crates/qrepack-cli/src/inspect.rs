@@ -5,6 +5,7 @@ use std::fmt::Write as _;
 use std::path::Path;
 
 use anyhow::Result;
+use qrepack::cpu::CpuFeatures;
 use qrepack::gguf::GgufValue;
 use qrepack::model::{Became, LayoutPolicy};
 use qrepack::Model;
@@ -91,6 +92,8 @@ struct TensorJson<'a> {
     became: String,
     bytes: u64,
     dims: &'a [u64],
+    /// The kernel set that runs the tensor's products on this CPU (as `bench --json`).
+    kernels: Option<&'static str>,
     kind: &'static str,
     layout: Option<&'static str>,
     name: &'a str,
@@ -204,10 +207,16 @@ pub fn run(path: &Path, json_out: bool, metadata: bool, quiet: bool) -> Result<S
             info.size.to_string(),
             t.became.to_string(),
         ]);
+        // The set the built matrix holds kernels of; for experts, the set their layout gets.
+        let kernels = model.matrix(&t.name).map(|m| m.kernel_name()).or_else(|| {
+            let (l, ty) = (layout?, t.ty?);
+            Some(l.kernel_set_for(ty, CpuFeatures::get()).name())
+        });
         tensors_json.push(TensorJson {
             became: t.became.to_string(),
             bytes: info.size,
             dims: &t.dims,
+            kernels,
             kind,
             layout: layout.map(|l| l.name()),
             name: &t.name,

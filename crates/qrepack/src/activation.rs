@@ -87,6 +87,9 @@ pub trait ActFormat: Send + Sync + 'static {
     const BLOCK: usize;
     /// True when a group of four rows is simply four rows of `Row` blocks, one after the other.
     const QUAD_IS_ROWS: bool;
+    /// True when the Q8_0 blocks are rounded as ggml's ARM build rounds them
+    /// ([`quantize_block_q8_0_arm`]) rather than as its x86 build does.
+    const ARM_ROUNDING: bool = false;
     /// Quantizes one row (`x.len() == out.len() * BLOCK`).
     fn quantize_row(x: &[f32], out: &mut [Self::Row]);
     /// Quantizes four rows into `out`: `nb` quads, or `4 * nb` rows when `QUAD_IS_ROWS`.
@@ -199,6 +202,62 @@ fn q8_k_quad_scale(x: &[f32]) -> f32 {
         -127.0 / m
     } else {
         127.0 / m
+    }
+}
+
+/// One Q8_0 block from 32 values as ggml's ARM (NEON) build quantizes it: the scale is
+/// `d = amax / 127` and the quants `round_half_even(v * (1 / d))`. The x86 build multiplies by
+/// `127 / amax` instead, which differs from `1 / d` by an ulp now and then, and so a quant next
+/// to a rounding tie can differ: the ARM layouts' activations are their own format
+/// ([`ArmQ8_0Interleaved`]).
+pub fn quantize_block_q8_0_arm(x: &[f32]) -> BlockQ8_0 {
+    let m = amax(x);
+    let d = m / 127.0;
+    // NaN compares unequal to zero, so a NaN scale gives a NaN inverse (as the C `d ? .. : 0`).
+    let id = if d != 0.0 { 1.0 / d } else { 0.0 };
+    let mut qs = [0i8; 32];
+    for (q, &v) in qs.iter_mut().zip(x) {
+        *q = to_i8_saturating(v * id);
+    }
+    BlockQ8_0 {
+        d: F16Bits::from_f32(d),
+        qs,
+    }
+}
+
+/// Q8_0 activations as ggml's ARM build quantizes them ([`quantize_block_q8_0_arm`]), four
+/// rows interleaved in chunks of `IL` bytes (4 for the dot-product layouts `q4_0_4x4`,
+/// `iq4_nl_4x4`, `q8_0_4x4`; 8 for the i8mm layouts `q4_0_4x8`, `q8_0_4x8`).
+///
+/// ```
+/// use qrepack::activation::{quantize_block_q8_0_arm, ActFormat, ArmQ8_0Interleaved};
+/// use qrepack::blocks::BlockQ8_0;
+/// use bytemuck::Zeroable;
+/// let x: Vec<f32> = (0..32).map(|i| (i as f32 - 15.5) / 3.0).collect();
+/// let mut row = [BlockQ8_0::zeroed()];
+/// ArmQ8_0Interleaved::<4>::quantize_row(&x, &mut row);
+/// assert_eq!(row[0], quantize_block_q8_0_arm(&x));
+/// ```
+pub struct ArmQ8_0Interleaved<const IL: usize>;
+
+impl<const IL: usize> ActFormat for ArmQ8_0Interleaved<IL> {
+    type Row = BlockQ8_0;
+    type Quad = BlockQ8_0x4;
+    const BLOCK: usize = 32;
+    const QUAD_IS_ROWS: bool = false;
+    const ARM_ROUNDING: bool = true;
+
+    fn quantize_row(x: &[f32], out: &mut [BlockQ8_0]) {
+        for (b, xs) in out.iter_mut().zip(x.chunks_exact(32)) {
+            *b = quantize_block_q8_0_arm(xs);
+        }
+    }
+
+    fn quantize_quad(x: [&[f32]; 4], out: &mut [BlockQ8_0x4]) {
+        for (i, quad) in out.iter_mut().enumerate() {
+            let blocks = x.map(|row| quantize_block_q8_0_arm(&row[i * 32..i * 32 + 32]));
+            *quad = interleave_q8_0(&blocks, IL);
+        }
     }
 }
 
@@ -424,6 +483,12 @@ impl<const IL: usize> InterleavedAct for Q8_0Interleaved<IL> {
             }
         }
         rows
+    }
+}
+
+impl<const IL: usize> InterleavedAct for ArmQ8_0Interleaved<IL> {
+    fn split_quad(quad: &BlockQ8_0x4) -> [BlockQ8_0; 4] {
+        Q8_0Interleaved::<IL>::split_quad(quad)
     }
 }
 

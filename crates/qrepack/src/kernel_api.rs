@@ -73,10 +73,6 @@ impl<P, R, Q> Kernels<P, R, Q> {
 /// Proof that the CPU may run the kernels of one set: a kernel set hands out its safe kernel
 /// entry points only in exchange for its token, and a token only comes from a [`CpuFeatures`]
 /// that has the set (and `CpuFeatures` cannot be forged).
-#[cfg_attr(
-    not(target_arch = "x86_64"),
-    allow(dead_code, reason = "only the x86 sets have SIMD kernels so far")
-)]
 pub(crate) trait SetToken: Copy {
     /// The set this token proves.
     const SET: KernelSet;
@@ -85,10 +81,6 @@ pub(crate) trait SetToken: Copy {
 }
 
 /// Declares the token types of kernel sets.
-#[cfg_attr(
-    not(target_arch = "x86_64"),
-    allow(unused_macros, reason = "only the x86 sets have SIMD kernels so far")
-)]
 macro_rules! set_tokens {
     ($( $(#[$m:meta])* $name:ident; )*) => {$(
         $(#[$m])*
@@ -103,10 +95,6 @@ macro_rules! set_tokens {
         }
     )*};
 }
-#[cfg_attr(
-    not(target_arch = "x86_64"),
-    allow(unused_imports, reason = "only the x86 sets have SIMD kernels so far")
-)]
 pub(crate) use set_tokens;
 
 /// Asks for the block `blocks_ahead` blocks after `block` (in the same matrix) to be brought

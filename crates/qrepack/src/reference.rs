@@ -1,9 +1,13 @@
 //! An f64 reference product built only from the stored integers and scales: independent of the
 //! layouts and kernels, it is what tests and `qrepack verify` compare them with.
 
-use crate::activation::{quantize_block_q8_0, quantize_block_q8_1, quantize_block_q8_k, Bf16Bits};
+use crate::activation::{
+    quantize_block_q8_0, quantize_block_q8_0_arm, quantize_block_q8_1, quantize_block_q8_k,
+    Bf16Bits,
+};
 use crate::blocks::F16Bits;
 use crate::error::Error;
+use crate::layout::Layout;
 use crate::quant::dequantize_f64;
 use crate::types::GgmlType;
 
@@ -16,11 +20,19 @@ use crate::types::GgmlType;
 /// assert!((a[0] - 0.5).abs() < 1e-3);
 /// ```
 pub fn activations_f64(ty: GgmlType, x: &[f32]) -> Vec<f64> {
+    activations(ty, x, false)
+}
+
+fn activations(ty: GgmlType, x: &[f32], arm: bool) -> Vec<f64> {
     match ty.vec_dot_type() {
         GgmlType::Q8_0 => x
             .chunks_exact(32)
             .flat_map(|c| {
-                let b = quantize_block_q8_0(c);
+                let b = if arm {
+                    quantize_block_q8_0_arm(c)
+                } else {
+                    quantize_block_q8_0(c)
+                };
                 let d = b.d.to_f32() as f64;
                 b.qs.map(|q| d * q as f64)
             })
@@ -87,6 +99,37 @@ pub fn matmul_f64(
     n: usize,
     rows_wanted: Option<&[usize]>,
 ) -> Result<Vec<f64>, Error> {
+    matmul_impl(ty, w, rows, cols, x, n, rows_wanted, false)
+}
+
+/// As [`matmul_f64`], with the activations quantized as `layout`'s kernels see them: ggml's
+/// ARM rounding for its 4-row ARM layouts ([`Layout::arm_rounding`]), x86 rounding otherwise.
+#[allow(clippy::too_many_arguments)]
+pub fn matmul_f64_for_layout(
+    layout: Layout,
+    ty: GgmlType,
+    w: &[u8],
+    rows: usize,
+    cols: usize,
+    x: &[f32],
+    n: usize,
+    rows_wanted: Option<&[usize]>,
+) -> Result<Vec<f64>, Error> {
+    let arm = layout.weight_type().is_none_or(|t| t == ty) && layout.arm_rounding(ty);
+    matmul_impl(ty, w, rows, cols, x, n, rows_wanted, arm)
+}
+
+#[allow(clippy::too_many_arguments)]
+fn matmul_impl(
+    ty: GgmlType,
+    w: &[u8],
+    rows: usize,
+    cols: usize,
+    x: &[f32],
+    n: usize,
+    rows_wanted: Option<&[usize]>,
+    arm: bool,
+) -> Result<Vec<f64>, Error> {
     let all: Vec<usize>;
     let wanted = match rows_wanted {
         Some(r) => r,
@@ -119,7 +162,7 @@ pub fn matmul_f64(
     }
     let mut y = Vec::with_capacity(n * wanted.len());
     for xt in x.chunks_exact(cols.max(1)).take(n) {
-        let a = activations_f64(ty, xt);
+        let a = activations(ty, xt, arm);
         for (&r, wr) in wanted.iter().zip(&weights) {
             let mut v: f64 = wr.iter().zip(&a).map(|(w, a)| w * a).sum();
             if matches!(ty, GgmlType::Q4_1 | GgmlType::Q5_1) {

@@ -13,17 +13,21 @@
 //! product and its entry here.
 
 use crate::activation::{
-    ActQuantizer, ChooseQuantizer, PlainBf16, PlainF16, PlainF32, PlainQ8K, PlainQ8_0, PlainQ8_1,
-    Q8KInterleaved, Q8_0AbsInterleaved, Q8_0Interleaved, Q8_0SumsInterleaved,
+    ActQuantizer, ArmQ8_0Interleaved, ChooseQuantizer, PlainBf16, PlainF16, PlainF32, PlainQ8K,
+    PlainQ8_0, PlainQ8_1, Q8KInterleaved, Q8_0AbsInterleaved, Q8_0Interleaved, Q8_0SumsInterleaved,
 };
+#[cfg(target_arch = "aarch64")]
+use crate::blocks::{BlockIq4Nlx4, BlockQ4_0x4, BlockQ8_0x4};
 #[cfg(target_arch = "x86_64")]
 use crate::blocks::{
     BlockIq4Nlx8, BlockQ4Kx8, BlockQ4_0x8, BlockQ5Kx8, BlockQ8_0x4, BlockQ8_0x4Abs,
     BlockQ8_0x4Sums, BlockQ8_0x8,
 };
 use crate::cpu::{CpuFeatures, KernelSet};
-#[cfg(target_arch = "x86_64")]
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
 use crate::kernel_api::SetToken;
+#[cfg(target_arch = "aarch64")]
+use crate::kernels::aarch64::{self, dotprod, i8mm, neon};
 use crate::kernels::scalar;
 #[cfg(target_arch = "x86_64")]
 use crate::kernels::x86::{self, avx2, avx512, avxvnni};
@@ -38,7 +42,7 @@ use crate::layout::q4_k::Q4K8x8;
 use crate::layout::q5_0::Q5_0_8x8;
 use crate::layout::q5_k::Q5K8x8;
 use crate::layout::q6_k::Q6K8x8;
-use crate::layout::q8_0::Q8_0_8x8;
+use crate::layout::q8_0::{Q8_0_4x4, Q8_0_4x8, Q8_0_8x8};
 use crate::layout::{ChooseKernels, Kernels};
 
 /// One entry per layout (or plain type): `Type { #[cfg] Token => constructor, ... ; scalar }`,
@@ -67,8 +71,23 @@ macro_rules! kernel_table {
 }
 
 kernel_table! {
-    Q4_0_4x4 { ; scalar::kernels::<Q4_0_4x4>() }
-    Q4_0_4x8 { ; scalar::kernels::<Q4_0_4x8>() }
+    // ggml's ARM layouts: 4x8 with i8mm, 4x4 with dotprod, as ggml chooses them.
+    Q4_0_4x8 {
+        #[cfg(target_arch = "aarch64")] aarch64::I8mm => i8mm::rows4x8_kernels::<BlockQ4_0x4>,
+        ; scalar::kernels::<Q4_0_4x8>()
+    }
+    Q4_0_4x4 {
+        #[cfg(target_arch = "aarch64")] aarch64::Dotprod => dotprod::rows4x4_kernels::<BlockQ4_0x4>,
+        ; scalar::kernels::<Q4_0_4x4>()
+    }
+    Q8_0_4x8 {
+        #[cfg(target_arch = "aarch64")] aarch64::I8mm => i8mm::rows4x8_kernels::<BlockQ8_0x4>,
+        ; scalar::kernels::<Q8_0_4x8>()
+    }
+    Q8_0_4x4 {
+        #[cfg(target_arch = "aarch64")] aarch64::Dotprod => dotprod::rows4x4_kernels::<BlockQ8_0x4>,
+        ; scalar::kernels::<Q8_0_4x4>()
+    }
     Q4_0_8x8 {
         #[cfg(target_arch = "x86_64")] x86::Avx512 => avx512::q4_0_kernels,
         #[cfg(target_arch = "x86_64")] x86::AvxVnni => avxvnni::nibble_kernels::<BlockQ4_0x8, BlockQ8_0x4Sums>,
@@ -110,7 +129,10 @@ kernel_table! {
         #[cfg(target_arch = "x86_64")] x86::Avx2 => avx2::k_quants::kernels::<BlockQ5Kx8>,
         ; scalar::kernels::<Q5K8x8>()
     }
-    Iq4Nl4x4 { ; scalar::kernels::<Iq4Nl4x4>() }
+    Iq4Nl4x4 {
+        #[cfg(target_arch = "aarch64")] aarch64::Dotprod => dotprod::rows4x4_kernels::<BlockIq4Nlx4>,
+        ; scalar::kernels::<Iq4Nl4x4>()
+    }
     Iq4Nl8x8 {
         #[cfg(target_arch = "x86_64")] x86::Avx512 => avx512::iq4_nl_kernels,
         #[cfg(target_arch = "x86_64")] x86::AvxVnni => avxvnni::nibble_kernels::<BlockIq4Nlx8, BlockQ8_0x4Abs>,
@@ -120,25 +142,33 @@ kernel_table! {
 
     Plain<RowsF32> {
         #[cfg(target_arch = "x86_64")] x86::Avx2 => avx2::vecdot::f32_rows,
+        #[cfg(target_arch = "aarch64")] aarch64::Neon => neon::vecdot::f32_rows,
         ; scalar::plain_kernels::<RowsF32>()
     }
     Plain<RowsF16> {
         #[cfg(target_arch = "x86_64")] x86::Avx2 => avx2::vecdot::f16_rows,
+        #[cfg(target_arch = "aarch64")] aarch64::Neon => neon::vecdot::f16_rows,
         ; scalar::plain_kernels::<RowsF16>()
     }
     Plain<RowsBf16> { ; scalar::plain_kernels::<RowsBf16>() }
     Plain<RowsQ4_0> {
         #[cfg(target_arch = "x86_64")] x86::Avx2 => avx2::vecdot::q4_0_q8_0_rows,
+        #[cfg(target_arch = "aarch64")] aarch64::Neon => neon::vecdot::q4_0_rows,
         ; scalar::plain_kernels::<RowsQ4_0>()
     }
-    Plain<RowsQ4_1> { ; scalar::plain_kernels::<RowsQ4_1>() }
+    Plain<RowsQ4_1> {
+        #[cfg(target_arch = "aarch64")] aarch64::Neon => neon::vecdot::q4_1_rows,
+        ; scalar::plain_kernels::<RowsQ4_1>()
+    }
     Plain<RowsQ5_0> {
         #[cfg(target_arch = "x86_64")] x86::Avx2 => avx2::vecdot::q5_0_q8_0_rows,
+        #[cfg(target_arch = "aarch64")] aarch64::Neon => neon::vecdot::q5_0_rows,
         ; scalar::plain_kernels::<RowsQ5_0>()
     }
     Plain<RowsQ5_1> { ; scalar::plain_kernels::<RowsQ5_1>() }
     Plain<RowsQ8_0> {
         #[cfg(target_arch = "x86_64")] x86::Avx2 => avx2::vecdot::q8_0_q8_0_rows,
+        #[cfg(target_arch = "aarch64")] aarch64::Neon => neon::vecdot::q8_0_rows,
         ; scalar::plain_kernels::<RowsQ8_0>()
     }
     Plain<RowsQ8_1> { ; scalar::plain_kernels::<RowsQ8_1>() }
@@ -146,19 +176,23 @@ kernel_table! {
     Plain<RowsQ3K> { ; scalar::plain_kernels::<RowsQ3K>() }
     Plain<RowsQ4K> {
         #[cfg(target_arch = "x86_64")] x86::Avx2 => avx2::vecdot::q4_k_q8_k_rows,
+        #[cfg(target_arch = "aarch64")] aarch64::Neon => neon::vecdot::q4_k_rows,
         ; scalar::plain_kernels::<RowsQ4K>()
     }
     Plain<RowsQ5K> {
         #[cfg(target_arch = "x86_64")] x86::Avx2 => avx2::vecdot::q5_k_q8_k_rows,
+        #[cfg(target_arch = "aarch64")] aarch64::Neon => neon::vecdot::q5_k_rows,
         ; scalar::plain_kernels::<RowsQ5K>()
     }
     Plain<RowsQ6K> {
         #[cfg(target_arch = "x86_64")] x86::Avx2 => avx2::vecdot::q6_k_q8_k_rows,
+        #[cfg(target_arch = "aarch64")] aarch64::Neon => neon::vecdot::q6_k_rows,
         ; scalar::plain_kernels::<RowsQ6K>()
     }
     Plain<RowsQ8K> { ; scalar::plain_kernels::<RowsQ8K>() }
     Plain<RowsIq4Nl> {
         #[cfg(target_arch = "x86_64")] x86::Avx2 => avx2::vecdot::iq4_nl_q8_0_rows,
+        #[cfg(target_arch = "aarch64")] aarch64::Neon => neon::vecdot::iq4_nl_rows,
         ; scalar::plain_kernels::<RowsIq4Nl>()
     }
     Plain<RowsIq4Xs> { ; scalar::plain_kernels::<RowsIq4Xs>() }
@@ -187,6 +221,9 @@ quantizer_table! {
     [const IL: usize] Q8_0Interleaved<IL> {
         #[cfg(target_arch = "x86_64")] x86::Avx2 => avx2::quantize::q8_0_interleaved::<Self, IL>,
     }
+    [const IL: usize] ArmQ8_0Interleaved<IL> {
+        #[cfg(target_arch = "aarch64")] aarch64::Neon => neon::quantize::arm_q8_0_interleaved::<IL>,
+    }
     [const OFFSET: i32] Q8_0SumsInterleaved<OFFSET> {
         #[cfg(target_arch = "x86_64")] x86::Avx2 => avx2::quantize::q8_0_sums_interleaved::<Self, OFFSET>,
     }
@@ -201,6 +238,7 @@ quantizer_table! {
     }
     [] PlainQ8_0 {
         #[cfg(target_arch = "x86_64")] x86::Avx2 => avx2::quantize::q8_0_plain,
+        #[cfg(target_arch = "aarch64")] aarch64::Neon => neon::quantize::q8_0_plain,
     }
     [] PlainQ8_1 {
         #[cfg(target_arch = "x86_64")] x86::Avx2 => avx2::quantize::q8_1_plain,

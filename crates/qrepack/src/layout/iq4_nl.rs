@@ -3,7 +3,7 @@
 
 use bytemuck::Zeroable;
 
-use crate::activation::{Q8_0AbsInterleaved, Q8_0Interleaved};
+use crate::activation::{ArmQ8_0Interleaved, Q8_0AbsInterleaved};
 use crate::blocks::{BlockIq4Nl, BlockIq4Nlx4, BlockIq4Nlx8};
 use crate::layout::{deinterleave_quants, interleave_quants, Layout, PackedLayout};
 use crate::types::GgmlType;
@@ -43,5 +43,12 @@ macro_rules! iq4_nl_layout {
     };
 }
 
-iq4_nl_layout!(Iq4Nl4x4, IQ4_NL_4x4, BlockIq4Nlx4, Q8_0Interleaved<4>, 4, 4);
+iq4_nl_layout!(
+    Iq4Nl4x4,
+    IQ4_NL_4x4,
+    BlockIq4Nlx4,
+    ArmQ8_0Interleaved<4>,
+    4,
+    4
+);
 iq4_nl_layout!(Iq4Nl8x8, IQ4_NL_8x8, BlockIq4Nlx8, Q8_0AbsInterleaved, 8, 8);

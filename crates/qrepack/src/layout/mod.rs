@@ -62,6 +62,15 @@ impl LayoutVisitor for SetsOf {
     }
 }
 
+/// Whether a layout type's activations are rounded as ggml's ARM build does.
+struct ArmRounding;
+impl LayoutVisitor for ArmRounding {
+    type Output = bool;
+    fn visit<L: ChooseKernels>(self) -> bool {
+        <L::Act as ActFormat>::ARM_ROUNDING
+    }
+}
+
 /// Everything that describes one weight layout (see the module docs).
 pub trait PackedLayout: Sized + Send + Sync + 'static {
     /// The public name of the layout.
@@ -165,6 +174,10 @@ layouts! {
     Q4_K_8x8 = "q4_K_8x8" => q4_k::Q4K8x8,
     /// Q8_0, 8 rows, 8-byte chunks (qrepack's own layout).
     Q8_0_8x8 = "q8_0_8x8" => q8_0::Q8_0_8x8,
+    /// Q8_0, 4 rows, 4-byte chunks (ggml's NEON dot-product layout).
+    Q8_0_4x4 = "q8_0_4x4" => q8_0::Q8_0_4x4,
+    /// Q8_0, 4 rows, 8-byte chunks (ggml's NEON i8mm layout).
+    Q8_0_4x8 = "q8_0_4x8" => q8_0::Q8_0_4x8,
     /// Q5_0, 8 rows, 8-byte chunks, fifth bits as bit planes (qrepack's own layout).
     Q5_0_8x8 = "q5_0_8x8" => q5_0::Q5_0_8x8,
     /// Q6_K, 8 rows, 8-byte chunks, quants re-packed 4 in 3 bytes (qrepack's own layout).
@@ -270,6 +283,18 @@ impl Layout {
             .into_iter()
             .find(|s| cpu.has(*s))
             .unwrap_or(KernelSet::Scalar)
+    }
+
+    /// True when the layout's Q8_0 activations are rounded as ggml's ARM build rounds them
+    /// (ggml's 4-row ARM layouts), false for ggml's x86 rounding.
+    ///
+    /// ```
+    /// use qrepack::{GgmlType, Layout};
+    /// assert!(Layout::Q4_0_4x8.arm_rounding(GgmlType::Q4_0));
+    /// assert!(!Layout::Q4_0_8x8.arm_rounding(GgmlType::Q4_0));
+    /// ```
+    pub fn arm_rounding(self, ty: GgmlType) -> bool {
+        self.visit(ty, ArmRounding)
     }
 
     /// Layouts that can hold `ty` (always including `plain`).

@@ -6,7 +6,7 @@
 
 use bytemuck::Zeroable;
 
-use crate::activation::{Q8_0Interleaved, Q8_0SumsInterleaved};
+use crate::activation::{ArmQ8_0Interleaved, Q8_0SumsInterleaved};
 use crate::blocks::{BlockQ4_0, BlockQ4_0x4, BlockQ4_0x8};
 use crate::layout::{deinterleave_quants, interleave_quants, Layout, PackedLayout};
 use crate::types::GgmlType;
@@ -46,8 +46,8 @@ macro_rules! q4_0_layout {
     };
 }
 
-q4_0_layout!(Q4_0_4x4, Q4_0_4x4, BlockQ4_0x4, Q8_0Interleaved<4>, 4, 4);
-q4_0_layout!(Q4_0_4x8, Q4_0_4x8, BlockQ4_0x4, Q8_0Interleaved<8>, 4, 8);
+q4_0_layout!(Q4_0_4x4, Q4_0_4x4, BlockQ4_0x4, ArmQ8_0Interleaved<4>, 4, 4);
+q4_0_layout!(Q4_0_4x8, Q4_0_4x8, BlockQ4_0x4, ArmQ8_0Interleaved<8>, 4, 8);
 q4_0_layout!(
     Q4_0_8x8,
     Q4_0_8x8,

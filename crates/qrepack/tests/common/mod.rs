@@ -84,6 +84,20 @@ pub fn reference_matmul(
     qrepack::reference::matmul_f64(ty, w, rows, cols, x, n, None).unwrap()
 }
 
+/// As [`reference_matmul`], with the activations rounded as `layout`'s kernels round them.
+#[allow(dead_code)]
+pub fn reference_matmul_for(
+    layout: qrepack::Layout,
+    ty: GgmlType,
+    w: &[u8],
+    rows: usize,
+    cols: usize,
+    x: &[f32],
+    n: usize,
+) -> Vec<f64> {
+    qrepack::reference::matmul_f64_for_layout(layout, ty, w, rows, cols, x, n, None).unwrap()
+}
+
 /// Asserts `got` matches `want` row by row: max |error| <= `tol` x rms of the reference row.
 /// A row shorter than 8 outputs says little about the scale of the results (one output can
 /// cancel to almost zero), so those are measured against the rms of all outputs instead.

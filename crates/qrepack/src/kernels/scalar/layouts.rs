@@ -3,7 +3,7 @@
 
 use crate::blocks::{
     BlockIq4Nlx4, BlockIq4Nlx8, BlockQ4Kx8, BlockQ4_0x4, BlockQ4_0x8, BlockQ4_1x8, BlockQ5Kx8,
-    BlockQ5_0x8, BlockQ6Kx8, BlockQ8K, BlockQ8_0, BlockQ8_0x8, BlockQ8_1,
+    BlockQ5_0x8, BlockQ6Kx8, BlockQ8K, BlockQ8_0, BlockQ8_0x4, BlockQ8_0x8, BlockQ8_1, F16Bits,
 };
 use crate::blocks::{IQ4NL_LEVELS, SIGNED_NIBBLE};
 use crate::kernels::scalar::nibble;
@@ -15,7 +15,7 @@ use crate::layout::q4_k::{packed_scale_min, Q4K8x8};
 use crate::layout::q5_0::{self, Q5_0_8x8};
 use crate::layout::q5_k::{self, Q5K8x8};
 use crate::layout::q6_k::{self, Q6K8x8};
-use crate::layout::q8_0::Q8_0_8x8;
+use crate::layout::q8_0::{Q8_0_4x4, Q8_0_4x8, Q8_0_8x8};
 use crate::layout::PackedLayout;
 
 macro_rules! nibble_block_dot {
@@ -97,21 +97,43 @@ impl BlockDot for Q6K8x8 {
     }
 }
 
+/// Adds one block column of `R` Q8_0 rows interleaved in `IL`-byte chunks times one Q8_0 block.
+fn q8_0_rows_dot<const R: usize, const IL: usize>(
+    d: &[F16Bits],
+    qs: &[i8],
+    a: &BlockQ8_0,
+    acc: &mut [f32],
+) {
+    let mut sumi = [0i32; R];
+    for (c, chunk) in qs.chunks_exact(IL).enumerate() {
+        let base = (c / R) * IL;
+        sumi[c % R] += chunk
+            .iter()
+            .zip(&a.qs[base..base + IL])
+            .map(|(&q, &x)| q as i32 * x as i32)
+            .sum::<i32>();
+    }
+    let da = a.d.to_f32();
+    for ((o, s), d) in acc.iter_mut().zip(sumi).zip(d) {
+        *o += s as f32 * d.to_f32() * da;
+    }
+}
+
 impl BlockDot for Q8_0_8x8 {
     fn block_dot(w: &BlockQ8_0x8, a: &BlockQ8_0, acc: &mut [f32]) {
-        let mut sumi = [0i32; 8];
-        for (c, chunk) in w.qs.chunks_exact(8).enumerate() {
-            let base = (c / 8) * 8;
-            sumi[c % 8] += chunk
-                .iter()
-                .zip(&a.qs[base..base + 8])
-                .map(|(&q, &x)| q as i32 * x as i32)
-                .sum::<i32>();
-        }
-        let da = a.d.to_f32();
-        for ((o, s), d) in acc.iter_mut().zip(sumi).zip(&w.d) {
-            *o += s as f32 * d.to_f32() * da;
-        }
+        q8_0_rows_dot::<8, 8>(&w.d, &w.qs, a, acc)
+    }
+}
+
+impl BlockDot for Q8_0_4x4 {
+    fn block_dot(w: &BlockQ8_0x4, a: &BlockQ8_0, acc: &mut [f32]) {
+        q8_0_rows_dot::<4, 4>(&w.d, &w.qs, a, acc)
+    }
+}
+
+impl BlockDot for Q8_0_4x8 {
+    fn block_dot(w: &BlockQ8_0x4, a: &BlockQ8_0, acc: &mut [f32]) {
+        q8_0_rows_dot::<4, 8>(&w.d, &w.qs, a, acc)
     }
 }
 

@@ -1,0 +1,158 @@
+//! The blocks of ggml's 4-row ARM layouts (`q4_0`, `iq4_nl` and `q8_0`, interleaved in chunks of
+//! 4 or 8 bytes) decoded into signed bytes, for the `dotprod` and `i8mm` kernels.
+//!
+//! A block column of four rows holds 128 weights. Both interleaves decode into eight vectors of
+//! 16 signed bytes, `v[0..8]`, in an order that only depends on the interleave:
+//!
+//! * chunks of 4 bytes: `v[j]` holds elements `4j..4j + 4` of rows 0, 1, 2, 3 (one 4-byte group
+//!   per row, the operand of `sdot` by lane);
+//! * chunks of 8 bytes: `v[2c + p]` holds elements `8c..8c + 8` of rows `2p` and `2p + 1` (a 2x8
+//!   matrix, the operand of `smmla`).
+//!
+//! For Q8_0 the vectors are the packed bytes themselves. Q4_0 stores byte `b` of a row with
+//! weight `b` in its low and weight `b + 16` in its high nibble, so the same 16 packed bytes give
+//! the vector of the low nibbles (`v[0..4]`) and of the high nibbles (`v[4..8]`) for both
+//! interleaves; its nibbles are stored xor 8 (signed 4-bit), so `byte << 4` and `byte & 0xf0`
+//! read as `i8` are 16 times the weights, which [`Rows4::SCALE`] takes back off (once, on the
+//! accumulated outputs: a power of two, so exactly). IQ4_NL maps its
+//! nibbles through the 16 levels with one table lookup.
+
+use std::arch::aarch64::*;
+
+use crate::blocks::{BlockIq4Nlx4, BlockQ4_0x4, BlockQ8_0x4, F16Bits, IQ4NL_LEVELS};
+use crate::kernels::aarch64::asm::f16x4_to_f32;
+
+/// A 4-row block of one of ggml's ARM layouts.
+pub(crate) trait Rows4: bytemuck::Pod + Send + Sync {
+    /// The factor between the decoded integer products and the weights' (1/16 for Q4_0).
+    const SCALE: f32;
+    /// The four rows' f16 scales.
+    fn scales(&self) -> &[F16Bits; 4];
+    /// The eight vectors of signed weights (see the module docs).
+    ///
+    /// # Safety
+    /// The CPU must have NEON.
+    unsafe fn decode(&self) -> [int8x16_t; 8];
+}
+
+/// The 16 bytes of `bytes` starting at `16 * i` as one vector.
+///
+/// # Safety
+/// The CPU must have NEON.
+#[inline(always)]
+pub(crate) unsafe fn load16<T: bytemuck::Pod, const N: usize>(
+    bytes: &[T; N],
+    i: usize,
+) -> int8x16_t {
+    const { assert!(std::mem::size_of::<T>() == 1) };
+    let chunk = &bytes[16 * i..16 * i + 16];
+    // SAFETY: `chunk` is 16 one-byte elements (checked above); `ld1` needs no alignment.
+    unsafe { vld1q_s8(chunk.as_ptr().cast()) }
+}
+
+/// Four f16 scales widened to f32.
+///
+/// # Safety
+/// The CPU must have NEON.
+#[inline(always)]
+pub(crate) unsafe fn scales_f32(d: &[F16Bits; 4]) -> float32x4_t {
+    let bits = u64::from_le_bytes(bytemuck::cast(*d));
+    // SAFETY: NEON, which the caller has.
+    unsafe { f16x4_to_f32(vcreate_u16(bits)) }
+}
+
+/// One f16 value (raw bits) widened to f32 in all four lanes.
+///
+/// # Safety
+/// The CPU must have NEON.
+#[inline(always)]
+pub(crate) unsafe fn splat_f16(d: F16Bits) -> float32x4_t {
+    // SAFETY: NEON, which the caller has.
+    unsafe { f16x4_to_f32(vdup_n_u16(u16::from_le_bytes(d.0))) }
+}
+
+impl Rows4 for BlockQ4_0x4 {
+    const SCALE: f32 = 1.0 / 16.0;
+    fn scales(&self) -> &[F16Bits; 4] {
+        &self.d
+    }
+    #[inline(always)]
+    unsafe fn decode(&self) -> [int8x16_t; 8] {
+        // SAFETY: NEON, which the caller has; the loads stay inside `qs`.
+        unsafe {
+            let high = vdupq_n_s8(0xf0u8 as i8);
+            let b = [
+                load16(&self.qs, 0),
+                load16(&self.qs, 1),
+                load16(&self.qs, 2),
+                load16(&self.qs, 3),
+            ];
+            [
+                vshlq_n_s8::<4>(b[0]),
+                vshlq_n_s8::<4>(b[1]),
+                vshlq_n_s8::<4>(b[2]),
+                vshlq_n_s8::<4>(b[3]),
+                vandq_s8(b[0], high),
+                vandq_s8(b[1], high),
+                vandq_s8(b[2], high),
+                vandq_s8(b[3], high),
+            ]
+        }
+    }
+}
+
+impl Rows4 for BlockIq4Nlx4 {
+    const SCALE: f32 = 1.0;
+    fn scales(&self) -> &[F16Bits; 4] {
+        &self.d
+    }
+    #[inline(always)]
+    unsafe fn decode(&self) -> [int8x16_t; 8] {
+        // SAFETY: NEON, which the caller has; the loads stay inside `qs` and the table.
+        unsafe {
+            let levels = vld1q_s8(IQ4NL_LEVELS.as_ptr());
+            let low = vdupq_n_u8(0x0f);
+            let b = [
+                vreinterpretq_u8_s8(load16(&self.qs, 0)),
+                vreinterpretq_u8_s8(load16(&self.qs, 1)),
+                vreinterpretq_u8_s8(load16(&self.qs, 2)),
+                vreinterpretq_u8_s8(load16(&self.qs, 3)),
+            ];
+            let lo = |v: uint8x16_t| vqtbl1q_s8(levels, vandq_u8(v, low));
+            let hi = |v: uint8x16_t| vqtbl1q_s8(levels, vshrq_n_u8::<4>(v));
+            [
+                lo(b[0]),
+                lo(b[1]),
+                lo(b[2]),
+                lo(b[3]),
+                hi(b[0]),
+                hi(b[1]),
+                hi(b[2]),
+                hi(b[3]),
+            ]
+        }
+    }
+}
+
+impl Rows4 for BlockQ8_0x4 {
+    const SCALE: f32 = 1.0;
+    fn scales(&self) -> &[F16Bits; 4] {
+        &self.d
+    }
+    #[inline(always)]
+    unsafe fn decode(&self) -> [int8x16_t; 8] {
+        // SAFETY: NEON, which the caller has; the loads stay inside `qs`.
+        unsafe {
+            [
+                load16(&self.qs, 0),
+                load16(&self.qs, 1),
+                load16(&self.qs, 2),
+                load16(&self.qs, 3),
+                load16(&self.qs, 4),
+                load16(&self.qs, 5),
+                load16(&self.qs, 6),
+                load16(&self.qs, 7),
+            ]
+        }
+    }
+}
