@@ -74,7 +74,12 @@ const USAGE: &str = "usage: qmatmul_vs [--threads 2] [--types q4_0,q4_K,q8_0] \
 fn parse(args: &[String]) -> Result<Opts, String> {
     let mut o = Opts {
         threads: 2,
-        types: vec![GgmlType::Q4_0, GgmlType::Q4_K, GgmlType::Q8_0, GgmlType::IQ4_NL],
+        types: vec![
+            GgmlType::Q4_0,
+            GgmlType::Q4_K,
+            GgmlType::Q8_0,
+            GgmlType::IQ4_NL,
+        ],
         shapes: vec![(4096, 4096)],
         batches: vec![1, 8, 32, 512],
         reps: None,
@@ -344,7 +349,10 @@ fn run_case(
     // agreement, from fresh outputs
     let yc = qmm.forward(&xt).map_err(e)?;
     if yc.dims() != [batch, rows] {
-        return Err(format!("candle output {:?}, wanted [{batch}, {rows}]", yc.dims()));
+        return Err(format!(
+            "candle output {:?}, wanted [{batch}, {rows}]",
+            yc.dims()
+        ));
     }
     let yc: Vec<f32> = yc.flatten_all().map_err(e)?.to_vec1().map_err(e)?;
     if !*candle_checked {
@@ -405,7 +413,10 @@ fn run(o: &Opts) -> Result<Vec<Row>, String> {
         .map_err(|e| e.to_string())?;
     let in_pool = pool.install(rayon::current_num_threads);
     if in_pool != o.threads {
-        return Err(format!("qrepack's pool has {in_pool} threads, {} wanted", o.threads));
+        return Err(format!(
+            "qrepack's pool has {in_pool} threads, {} wanted",
+            o.threads
+        ));
     }
     eprintln!("qrepack: rayon pool of {in_pool} threads");
     let mut rows_out = Vec::new();
@@ -439,7 +450,7 @@ fn run(o: &Opts) -> Result<Vec<Row>, String> {
                 return Err("QMatMul dequantized the weights (CANDLE_DEQUANTIZE_ALL set?)".into());
             }
             eprintln!(
-                "{ty} {rows}x{cols}: qrepack layout {:?}, kernel {}",
+                "{ty} {rows}x{cols}: qrepack layout {}, kernel {}",
                 qm.layout(),
                 qm.kernel_name()
             );
