@@ -15,28 +15,7 @@ crate::kernel_api::set_tokens! {
     Avx512;
 }
 
-/// Safe entry points for `#[inline(always)]` bodies written once over 256-bit intrinsics,
-/// compiled here for one target-feature list: `$vis fn $name(args) -> ret` calls `$body(args)`
-/// inside a `#[target_feature]` function. The safe function may only be handed out by a
-/// constructor that took the set's token.
-macro_rules! target_entries {
-    ($features:literal; $(
-        fn $name:ident $(<$($g:ident: $b:path),*>)? ($($arg:ident: $ty:ty),*) $(-> $ret:ty)? => $body:path;
-    )*) => {$(
-        fn $name $(<$($g: $b),*>)? ($($arg: $ty),*) $(-> $ret)? {
-            #[target_feature(enable = $features)]
-            unsafe fn entry $(<$($g: $b),*>)? ($($arg: $ty),*) $(-> $ret)? {
-                // SAFETY: the caller's token proves the features; the body's own contract is
-                // the kernel's argument contract, which the arguments meet.
-                unsafe { $body($($arg),*) }
-            }
-            // SAFETY: only handed out by constructors that took a token of the set that
-            // `$features` describes.
-            unsafe { entry $(::<$($g),*>)? ($($arg),*) }
-        }
-    )*};
-}
-pub(crate) use target_entries;
+pub(crate) use crate::kernel_api::target_entries;
 
 impl Avx512 {
     /// The AVX2 token of the same CPU: the AVX-512 set is only detected together with AVX2,
