@@ -4,7 +4,7 @@
 
 use bytemuck::Zeroable;
 
-use crate::activation::{ArmQ8_0Interleaved, Q8_0Interleaved};
+use crate::activation::{ArmQ8_0Interleaved, Q8_0SumsInterleaved};
 use crate::blocks::{BlockQ8_0, BlockQ8_0x4, BlockQ8_0x8};
 use crate::layout::{Layout, PackedLayout};
 use crate::types::GgmlType;
@@ -22,7 +22,8 @@ impl PackedLayout for Q8_0_8x8 {
     const INTERLEAVE: usize = CHUNK;
     type Weight = BlockQ8_0;
     type Packed = BlockQ8_0x8;
-    type Act = Q8_0Interleaved<8>;
+    // 128 x the quant sums ride along for the kernels that bias the weights by 128.
+    type Act = Q8_0SumsInterleaved<128>;
 
     fn pack(rows: &[BlockQ8_0]) -> BlockQ8_0x8 {
         let mut out = BlockQ8_0x8::zeroed();

@@ -8,20 +8,14 @@ mod nibble;
 
 use crate::blocks::{
     BlockIq4Nlx8, BlockQ4_0x8, BlockQ4_1x8, BlockQ5_0x8, BlockQ6Kx8, BlockQ8K, BlockQ8Kx4,
-    BlockQ8_0, BlockQ8_0x4Abs, BlockQ8_0x4Sums, BlockQ8_1x4,
+    BlockQ8_0, BlockQ8_0x4Abs, BlockQ8_0x4Sums, BlockQ8_0x8, BlockQ8_1x4,
 };
 use crate::cpu::KernelSet;
 use crate::kernel_api::Kernels;
 use crate::kernels::x86::avx2::k_quants::{self, K8x8};
-use crate::kernels::x86::avx2::nibble::Q8Quad;
 use crate::kernels::x86::avx2::{q4_1, q5_0, q6_k};
 use crate::kernels::x86::{target_entries, Avx512};
 use nibble::{OffsetQuad, ZmmBlock};
-
-/// The GEMV/GEMM of an 8x8 nibble (or byte) layout with 512-bit `vpdpbusd`.
-pub(crate) fn nibble_kernels<P: ZmmBlock, Q: Q8Quad>(_: Avx512) -> Kernels<P, BlockQ8_0, Q> {
-    Kernels::pair(KernelSet::Avx512, zmm_gemv::<P>, zmm_gemm::<P, Q>)
-}
 
 /// `q4_0_8x8` with 512-bit `vpdpbusd` (all 8 rows of a group by 8 activations at once).
 pub(crate) fn q4_0_kernels(_: Avx512) -> Kernels<BlockQ4_0x8, BlockQ8_0, BlockQ8_0x4Sums> {
@@ -29,6 +23,15 @@ pub(crate) fn q4_0_kernels(_: Avx512) -> Kernels<BlockQ4_0x8, BlockQ8_0, BlockQ8
         KernelSet::Avx512,
         q4_0_gemv,
         offset_gemm::<BlockQ4_0x8, BlockQ8_0x4Sums>,
+    )
+}
+
+/// `q8_0_8x8` with 512-bit `vpdpbusd`: bytes + 128, `128 Σa` from the quads.
+pub(crate) fn q8_0_kernels(_: Avx512) -> Kernels<BlockQ8_0x8, BlockQ8_0, BlockQ8_0x4Sums> {
+    Kernels::pair(
+        KernelSet::Avx512,
+        zmm_gemv::<BlockQ8_0x8>,
+        offset_gemm::<BlockQ8_0x8, BlockQ8_0x4Sums>,
     )
 }
 
@@ -84,7 +87,6 @@ target_entries! { "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni";
     fn q4_0_gemv(w: &[BlockQ4_0x8], a: &[BlockQ8_0], out: &mut [f32]) => nibble::gemv_body::<BlockQ4_0x8>;
     fn offset_gemm<P: ZmmBlock, Q: OffsetQuad>(w: &[P], a: &[Q], out: &mut [f32]) => nibble::gemm_body;
     fn zmm_gemv<P: ZmmBlock>(w: &[P], a: &[BlockQ8_0], out: &mut [f32]) => nibble::gemv_body;
-    fn zmm_gemm<P: ZmmBlock, Q: Q8Quad>(w: &[P], a: &[Q], out: &mut [f32]) => nibble::gemm_sums_body;
 }
 
 target_entries! { "avx2,fma,f16c,avx512f,avx512bw,avx512vl";

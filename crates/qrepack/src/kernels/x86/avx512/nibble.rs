@@ -12,9 +12,10 @@
 //!
 //! `vpdpbusd` wants its weights unsigned, so they are biased: Q4_0 nibbles read as `q = nibble
 //! ^ 8` (weight `q - 8`), IQ4_NL levels looked up as `level + 128`, Q8_0 bytes as `q + 128`.
-//! The bias times the activations' sum is taken off again: for Q4_0's GEMM the sums come with
-//! the activations (`Q8_0SumsInterleaved<8>`), elsewhere from a `vpdpbusd` of ones with the same
-//! broadcasts, which sums exactly the activations each lane multiplies. The two lanes of a row
+//! The bias times the activations' sum is taken off again: in the GEMMs the sums come with the
+//! activations (`Q8_0SumsInterleaved<8>`, `<128>` and `Q8_0AbsInterleaved`), in the GEMV from a
+//! `vpdpbusd` of ones with the same broadcasts, which sums exactly the activations each lane
+//! multiplies. The two lanes of a row
 //! share its scale; they are added once, after the last block.
 
 use std::arch::x86_64::*;
@@ -24,7 +25,6 @@ use crate::blocks::{
     IQ4NL_LEVELS,
 };
 use crate::kernel_api::prefetch_ahead;
-use crate::kernels::x86::avx2::nibble::Q8Quad;
 
 /// Lanes `(r, 0)`: where the whole-row correction is subtracted once.
 const EVEN_LANES: __mmask16 = 0x5555;
@@ -230,44 +230,6 @@ pub(super) unsafe fn gemm_body<P: ZmmBlock, Q: OffsetQuad>(w: &[P], a: &[Q], out
                     _mm512_set1_epi32(ab.offsets()[m]),
                 );
                 let scale = _mm512_mul_ps(dw, _mm512_set1_ps(ab.d()[m]));
-                *acc_m = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dots), scale, *acc_m);
-            }
-        }
-        for (m, acc_m) in acc.iter().enumerate() {
-            _mm256_storeu_ps(out.as_mut_ptr().add(8 * m), fold_halves(*acc_m));
-        }
-    }
-}
-
-/// GEMM of one row group with four activation rows whose sums are not in the quad: each row's
-/// correction comes from a `vpdpbusd` of ones with its broadcasts.
-#[inline(always)]
-pub(super) unsafe fn gemm_sums_body<P: ZmmBlock, Q: Q8Quad>(w: &[P], a: &[Q], out: &mut [f32]) {
-    assert!(out.len() >= 32);
-    // SAFETY: AVX-512 F/BW/VL/VNNI per the caller's contract; every read is from fixed-size
-    // block fields, and `out` holds 32 floats (asserted above).
-    unsafe {
-        let ones = [_mm512_set1_epi8(1); 4];
-        let mut acc = [_mm512_setzero_ps(); 4];
-        for (wb, ab) in w.iter().zip(a) {
-            let wq = wb.weights();
-            let dw = scales_twice(wb.scales());
-            let mut da = [0f32; 4];
-            _mm_storeu_ps(da.as_mut_ptr(), ab.scales());
-            let qs = ab.quants();
-            for (m, acc_m) in acc.iter_mut().enumerate() {
-                let am = [
-                    broadcast8(qs, 8 * m),
-                    broadcast8(qs, 32 + 8 * m),
-                    broadcast8(qs, 64 + 8 * m),
-                    broadcast8(qs, 96 + 8 * m),
-                ];
-                let bias = _mm512_sll_epi32(
-                    lane_dots(&ones, &am),
-                    _mm_cvtsi32_si128(P::BIAS_SHIFT as i32),
-                );
-                let dots = _mm512_sub_epi32(lane_dots(&wq, &am), bias);
-                let scale = _mm512_mul_ps(dw, _mm512_set1_ps(da[m]));
                 *acc_m = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dots), scale, *acc_m);
             }
         }
