@@ -4,7 +4,7 @@
 Usage: scripts/compare_peer.py [--peer /tmp/ggml-peer/bin/ggml_mm_bench] [--threads 2]
                                [--cases q4_0:4096x4096:1,...] [--runs 3] [--cold-mb 64]
                                [--stat median|min] [--qrepack PATH] [--baseline PATH]
-                               [--isa avx2]
+                               [--isa avx2] [--preset llama7b|small] [--hot]
 
 For every case (type, rows x cols, batch) it runs, alternating and `--runs` times each:
 ggml with repack on, ggml with repack off, and `qrepack bench` (the chosen layout) - all on
@@ -37,14 +37,27 @@ DEFAULT_CASES = [
 ]
 
 
+# The matrix shapes of SmolLM2-135M (hidden 576, FFN 1536) and Gemma 3 270M (hidden 640,
+# FFN 2048, Q heads 1024), rows x cols. Q4_K needs columns that are a multiple of 256.
+SMALL_SHAPES = ["576x576", "1536x576", "576x1536", "1024x640", "640x1024", "2048x640", "640x2048"]
+SMALL_CASES = [
+    f"{t}:{s}:{n}"
+    for t in ["q4_0", "q4_K", "iq4_nl", "q8_0"]
+    for s in SMALL_SHAPES
+    if t != "q4_K" or int(s.split("x")[1]) % 256 == 0
+    for n in [1, 32, 128, 512]
+]
+PRESETS = {"llama7b": DEFAULT_CASES, "small": SMALL_CASES}
+
 STAT = "median"
+HOT = False
 
 
 def peer(bin_, ty, m, k, n, threads, repack, cold_mb):
     reps = 200 if n <= 3 else (20 if n <= 32 else 5)
     cmd = [bin_, "--type", ty, "--M", str(m), "--K", str(k), "--N", str(n),
            "--threads", str(threads), "--repack", repack, "--reps", str(reps)]
-    if n <= 3:
+    if n <= 3 and not HOT:
         cmd += ["--cold-mb", str(cold_mb)]
     out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
     # With --cold-mb the peer prints a "hot" line (one W) and then a "cold" one (rotating):
@@ -58,7 +71,7 @@ def peer(bin_, ty, m, k, n, threads, repack, cold_mb):
 
 def ours(ty, m, k, n, threads, cold_mb, layout=None, binary=None, isa=None):
     cmd = [str(binary or QREPACK), "bench", "--type", ty, "--rows", str(m), "--cols", str(k),
-           "--batch", str(n), "--threads", str(threads), "--cold-mb", str(cold_mb),
+           "--batch", str(n), "--threads", str(threads), "--cold-mb", str(0 if HOT else cold_mb),
            "--json", "-q"]
     if layout:
         cmd += ["--layout", layout]
@@ -75,7 +88,11 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--peer", default="/tmp/ggml-peer/bin/ggml_mm_bench")
     ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--cases", default=",".join(DEFAULT_CASES))
+    ap.add_argument("--cases", default=None, help="type:ROWSxCOLS:batch,... (default: --preset)")
+    ap.add_argument("--preset", choices=sorted(PRESETS), default="llama7b",
+                    help="llama7b: 4096x4096 and 11008x4096; small: SmolLM2/Gemma 3 shapes")
+    ap.add_argument("--hot", action="store_true",
+                    help="time batches up to 3 on one resident matrix too (default: rotate)")
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--cold-mb", type=int, default=64)
     ap.add_argument("--stat", choices=["median", "min"], default="median")
@@ -83,16 +100,18 @@ def main():
     ap.add_argument("--baseline", default=None, help="a second qrepack binary to compare with")
     ap.add_argument("--isa", default=None, help="QREPACK_ISA for both qrepack binaries")
     args = ap.parse_args()
-    global STAT
+    global STAT, HOT
     STAT = args.stat
+    HOT = args.hot
+    cases = args.cases or ",".join(PRESETS[args.preset])
 
-    print(f"threads={args.threads} runs={args.runs} cold_mb={args.cold_mb} stat={STAT}",
+    print(f"threads={args.threads} runs={args.runs} cold_mb={0 if HOT else args.cold_mb} stat={STAT}",
           file=sys.stderr)
     base_cols = " baseline ms | new / baseline |" if args.baseline else ""
     print("| type | rows x cols | batch | ggml repack on ms | ggml repack off ms | qrepack ms "
           "| qrepack layout / kernels | ratio vs faster ggml |" + base_cols)
     print("|---|---|---|---|---|---|---|---|" + ("---|---|" if args.baseline else ""))
-    for case in args.cases.split(","):
+    for case in cases.split(","):
         ty, shape, n = case.split(":")
         m, k = (int(v) for v in shape.split("x"))
         n = int(n)
