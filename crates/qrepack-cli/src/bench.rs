@@ -67,6 +67,8 @@ pub struct Config {
     pub progress: bool,
     /// Compare each result with an f64 reference on the dequantized weights (sampled rows).
     pub check: bool,
+    /// Time the phases of each call too (a second, profiled series of reps).
+    pub phases: bool,
 }
 
 impl Config {
@@ -216,6 +218,50 @@ pub struct Measurement {
     pub seed: u64,
     /// The `--check` result.
     pub check: Option<Check>,
+    /// The `--phases` result.
+    pub phases: Option<Phases>,
+}
+
+/// Where one call's time goes (`--phases`), in microseconds per call, from a profiled series
+/// of reps run after the timed ones ([`qrepack::profile`]).
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct Phases {
+    /// The profiled calls' mean, which includes the profiling's own small cost.
+    pub total_us: f64,
+    /// Quantizing the activations.
+    pub quantize_us: f64,
+    /// The parallel kernel section, wall clock.
+    pub kernel_us: f64,
+    /// Of `kernel_us`: time inside the kernel tasks of the busiest thread.
+    pub busy_us: f64,
+    /// Of `busy_us`: how much longer the busiest thread worked than the threads' mean.
+    pub imbalance_us: f64,
+    /// Of `kernel_us`: the rest, when the busiest thread ran no task (waking workers, handing
+    /// out and joining tasks).
+    pub scheduling_us: f64,
+    /// Copying the results into the output rows.
+    pub gather_us: f64,
+    /// Everything else (checks, scratch).
+    pub other_us: f64,
+    /// Kernel tasks per call.
+    pub tasks: f64,
+}
+
+impl Phases {
+    fn of(p: &qrepack::profile::PhaseTimes, threads: usize) -> Phases {
+        let us = |d: std::time::Duration| p.per_call(d).as_secs_f64() * 1e6;
+        Phases {
+            total_us: us(p.total),
+            quantize_us: us(p.quantize),
+            kernel_us: us(p.kernel_wall),
+            busy_us: us(p.busiest_thread),
+            imbalance_us: us(p.imbalance(threads)),
+            scheduling_us: us(p.scheduling()),
+            gather_us: us(p.gather),
+            other_us: us(p.other()),
+            tasks: p.tasks as f64 / p.calls.max(1) as f64,
+        }
+    }
 }
 
 /// Error of a result against an f64 reference computed from the dequantized weights.
@@ -313,6 +359,7 @@ impl Measurement {
             check_samples: self.check.map(|c| c.samples),
             check_rel_rms_err: self.check.map(|c| c.rel_rms_err),
             check_max_abs_err: self.check.map(|c| c.max_abs_err),
+            phases: self.phases,
         }
     }
 
@@ -356,6 +403,50 @@ pub struct MeasurementJson<'a> {
     pub check_rel_rms_err: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub check_max_abs_err: Option<f64>,
+    /// The `--phases` result, only with `--phases`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub phases: Option<Phases>,
+}
+
+/// The per-phase table of the measurements that have phases (`--phases`).
+pub fn phase_table(ms: &[Measurement]) -> Table {
+    let mut t = Table::new(&[
+        ("type", Align::Left),
+        ("shape", Align::Left),
+        ("batch", Align::Right),
+        ("layout", Align::Left),
+        ("mode", Align::Left),
+        ("total us", Align::Right),
+        ("quantize us", Align::Right),
+        ("kernel us", Align::Right),
+        ("busy us", Align::Right),
+        ("imbalance us", Align::Right),
+        ("scheduling us", Align::Right),
+        ("gather us", Align::Right),
+        ("other us", Align::Right),
+        ("tasks", Align::Right),
+    ]);
+    let us = |v: f64| format!("{v:.1}");
+    for m in ms {
+        let Some(p) = m.phases else { continue };
+        t.push(vec![
+            m.ty.to_string(),
+            format!("{}x{}", m.rows, m.cols),
+            m.batch.to_string(),
+            m.layout.to_string(),
+            m.mode.to_string(),
+            us(p.total_us),
+            us(p.quantize_us),
+            us(p.kernel_us),
+            us(p.busy_us),
+            us(p.imbalance_us),
+            us(p.scheduling_us),
+            us(p.gather_us),
+            us(p.other_us),
+            format!("{:.1}", p.tasks),
+        ]);
+    }
+    t
 }
 
 /// The report table of `ms`.
@@ -532,7 +623,15 @@ pub fn run(
                         speedup_vs_plain: None,
                         seed: cfg.seed,
                         check: None,
+                        phases: None,
                     };
+                    if cfg.phases {
+                        qrepack::profile::start();
+                        let profiled = time_reps(used, x, batch, &mut y, Reps::Fixed(times.len()));
+                        let p = qrepack::profile::stop();
+                        profiled?;
+                        m.phases = Some(Phases::of(&p, threads));
+                    }
                     if cfg.check {
                         let c = check(ty, &q, rows, cols, x, batch, &y)?;
                         let msg = format!(
@@ -615,6 +714,7 @@ mod tests {
             speedup_vs_plain: None,
             seed: 42,
             check: None,
+            phases: None,
         };
         let line = m.to_json_line().unwrap();
         let keys = [
@@ -678,6 +778,7 @@ mod tests {
             seed: 42,
             progress: false,
             check: false,
+            phases: false,
         }
     }
 

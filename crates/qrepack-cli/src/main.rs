@@ -319,6 +319,10 @@ struct BenchArgs {
     /// for a MODEL, use `qrepack verify`)
     #[arg(long)]
     check: bool,
+    /// Also time where each call's time goes: activation quantization, the kernel section (the
+    /// kernels' own work and the scheduling around it) and the output gather
+    #[arg(long, conflicts_with = "model")]
+    phases: bool,
     /// Cap the kernel sets at NAME (scalar, avx2, avxvnni, avx512, neon, dotprod, i8mm), as QREPACK_ISA=NAME
     #[arg(long, value_name = "NAME", value_parser = parse_isa)]
     isa: Option<KernelSet>,
@@ -564,6 +568,7 @@ fn bench(args: BenchArgs) -> Result<()> {
         seed: args.seed,
         progress: !args.common.quiet,
         check: args.check,
+        phases: args.phases,
     };
     cfg.validate()?;
 
@@ -603,6 +608,12 @@ fn bench(args: BenchArgs) -> Result<()> {
             cfg.cold_mb,
             bench::table(&results).render()
         ))?;
+        if cfg.phases {
+            out(&format!(
+                "\nwhere the time goes (mean per call over a second, profiled series of reps; kernel = busy (the busiest thread in its tasks, imbalance = its lead over the mean) + scheduling)\n\n{}",
+                bench::phase_table(&results).render()
+            ))?;
+        }
     }
     Ok(())
 }

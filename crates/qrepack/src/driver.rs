@@ -10,6 +10,7 @@ use crate::cpu::CpuFeatures;
 use crate::error::Error;
 use crate::kernel_api::TiledGemm;
 use crate::layout::{ChooseKernels, Kernels, Layout, LayoutVisitor, PackedLayout, Quad, Row};
+use crate::profile::{Phase, Timer};
 use crate::scratch;
 use crate::shared::SharedBytes;
 use crate::types::GgmlType;
@@ -201,9 +202,15 @@ impl<L: ChooseKernels> PackedEngine<L> {
             // (pieces of about two tasks here) measured faster than one job per task for a
             // streaming GEMV: iq4_nl 4096x4096, 2 threads, weights cold, 0.32 -> 0.26 ms.
             // The tasks are few and large, so the pieces stay balanced.
+            let section = Timer::begin();
             y.par_chunks_mut(per_task * r)
                 .zip(self.packed.blocks().par_chunks(per_task * nb))
-                .for_each(|(y_chunk, w_chunk)| (kernels.gemv)(w_chunk, tail, y_chunk));
+                .for_each(|(y_chunk, w_chunk)| {
+                    let busy = Timer::begin();
+                    (kernels.gemv)(w_chunk, tail, y_chunk);
+                    busy.end(Phase::TaskBusy);
+                });
+            section.end(Phase::KernelWall);
             return;
         }
 
@@ -218,8 +225,12 @@ impl<L: ChooseKernels> PackedEngine<L> {
         for g0 in (0..groups_total).step_by(wave.max(1)) {
             let g1 = (g0 + wave).min(groups_total);
             let y_t = &mut y_t[..(g1 - g0) * r * n];
+            let section = Timer::begin();
             self.run_wave(&blocks[g0 * nb..g1 * nb], quads, tail, n, tiled, &mut *y_t);
+            section.end(Phase::KernelWall);
+            let gather = Timer::begin();
             self.gather(y_t, g0..g1, n, y);
+            gather.end(Phase::Gather);
         }
     }
 
@@ -250,6 +261,7 @@ impl<L: ChooseKernels> PackedEngine<L> {
             .zip(blocks.par_chunks(per_task * nb))
             .with_max_len(1)
             .for_each(|(yt_chunk, w_chunk)| {
+                let busy = Timer::begin();
                 let groups = w_chunk.len() / nb;
                 // Activations outer, weights inner: the task's weights stay in L2 while each
                 // group of four activation rows is read once.
@@ -291,6 +303,7 @@ impl<L: ChooseKernels> PackedEngine<L> {
                         );
                     }
                 }
+                busy.end(Phase::TaskBusy);
             });
     }
 
@@ -401,13 +414,17 @@ impl<L: ChooseKernels> Engine for PackedEngine<L> {
         let bytes = scratch::arena_bytes::<Quad<L>>(n_quads * quad_len)
             + scratch::arena_bytes::<Row<L>>(tail_rows * self.nb)
             + scratch::arena_bytes::<f32>(y_t_len);
+        let call = Timer::begin();
         scratch::with_arena(bytes, |arena| {
             let (quads, rest) = arena.take::<Quad<L>>(n_quads * quad_len);
             let (tail, rest) = rest.take::<Row<L>>(tail_rows * self.nb);
             let (y_t, _) = rest.take::<f32>(y_t_len);
+            let quantize = Timer::begin();
             self.quantize_activations(x, quads, tail);
+            quantize.end(Phase::Quantize);
             self.run(quads, tail, n, y, y_t);
         });
+        call.end(Phase::Total);
     }
 
     fn to_ggml_bytes(&self) -> Vec<u8> {

@@ -27,6 +27,7 @@ mod kernels;
 pub mod layout;
 mod matrix;
 pub mod model;
+pub mod profile;
 pub mod quant;
 pub mod reference;
 pub mod rng;
