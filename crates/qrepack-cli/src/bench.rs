@@ -11,7 +11,7 @@ use serde::Serialize;
 use crate::data;
 use crate::table::{fmt_ms, fmt_rate, fmt_speedup, Align, Table};
 
-/// The default suite: LLaMA-7B-shaped matrices (attention / FFN up / FFN down).
+/// The default suite's first group: LLaMA-7B-shaped matrices (attention / FFN up / FFN down).
 pub const SUITE_SHAPES: [(usize, usize); 3] = [(4096, 4096), (11008, 4096), (4096, 11008)];
 /// The default suite's weight types.
 pub const SUITE_TYPES: [GgmlType; 4] = [
@@ -22,6 +22,33 @@ pub const SUITE_TYPES: [GgmlType; 4] = [
 ];
 /// The default suite's batches: one token (decode) and a 512-token prompt.
 pub const SUITE_BATCHES: [usize; 2] = [1, 512];
+
+/// The default suite's second group: the matrices of the small models people run on CPUs,
+/// SmolLM2-135M (hidden 576, FFN 1536) and Gemma 3 270M (hidden 640, FFN 2048, Q heads 1024),
+/// rows x cols.
+pub const SMALL_SHAPES: [(usize, usize); 7] = [
+    (576, 576),
+    (1536, 576),
+    (576, 1536),
+    (1024, 640),
+    (640, 1024),
+    (2048, 640),
+    (640, 2048),
+];
+/// The small-model group's types (each on the shapes whose columns it fits).
+pub const SMALL_TYPES: [GgmlType; 6] = [
+    GgmlType::Q4_0,
+    GgmlType::Q4_K,
+    GgmlType::IQ4_NL,
+    GgmlType::Q8_0,
+    GgmlType::Q5_0,
+    GgmlType::Q6_K,
+];
+/// The small-model group's batches: decode, a short and a long prompt.
+pub const SMALL_BATCHES: [usize; 3] = [1, 32, 512];
+/// Seconds of timed reps per small-model measurement in the default suite (its calls take
+/// microseconds to milliseconds, so this is still hundreds of reps).
+pub const SMALL_MIN_TIME: f64 = 0.1;
 
 /// Batches up to this size are timed "cold" (rotating over copies of the weights), like decode.
 pub const COLD_MAX_BATCH: usize = 3;
@@ -69,6 +96,9 @@ pub struct Config {
     pub check: bool,
     /// Time the phases of each call too (a second, profiled series of reps).
     pub phases: bool,
+    /// Leave out the (type, shape) pairs whose columns the type cannot hold, instead of
+    /// failing (a suite crossing block sizes 32 and 256).
+    pub skip_unfit: bool,
 }
 
 impl Config {
@@ -109,6 +139,9 @@ impl Config {
                 bail!("a {rows} x {cols} matrix is too large");
             }
             for &ty in &self.types {
+                if self.skip_unfit && ty.row_bytes(cols).is_err() {
+                    continue;
+                }
                 ty.row_bytes(cols)
                     .with_context(|| format!("--cols {cols} does not fit {ty}"))?;
                 for layout in self.layouts_for(ty, rows) {
@@ -137,8 +170,11 @@ impl Config {
     /// Number of measurements in the plan.
     pub fn count(&self) -> usize {
         let mut n = 0;
-        for &(rows, _) in &self.shapes {
+        for &(rows, cols) in &self.shapes {
             for &ty in &self.types {
+                if self.skip_unfit && ty.row_bytes(cols).is_err() {
+                    continue;
+                }
                 n += self.layouts_for(ty, rows).len() * self.batches.len();
             }
         }
@@ -562,6 +598,9 @@ pub fn run(
             t0.elapsed().as_secs_f64()
         ));
         for &ty in &cfg.types {
+            if cfg.skip_unfit && ty.row_bytes(cols).is_err() {
+                continue;
+            }
             let t0 = Instant::now();
             let q = data::quantize(ty, &w, rows, cols)?;
             say(format!(
@@ -779,6 +818,7 @@ mod tests {
             progress: false,
             check: false,
             phases: false,
+            skip_unfit: false,
         }
     }
 

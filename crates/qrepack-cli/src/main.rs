@@ -306,9 +306,14 @@ struct BenchArgs {
     /// Timed reps per measurement [default: adaptive, until --min-time and at least 3 (2 for calls over 1 s)]
     #[arg(long, value_name = "R", value_parser = parse_positive)]
     reps: Option<usize>,
-    /// Seconds of timed reps per measurement when --reps is not given
-    #[arg(long, value_name = "SECONDS", default_value_t = 0.3)]
-    min_time: f64,
+    /// Seconds of timed reps per measurement when --reps is not given [default: 0.3; 0.1 for
+    /// the small-model group]
+    #[arg(long, value_name = "SECONDS")]
+    min_time: Option<f64>,
+    /// Which groups of the default suite to run (without --rows/--cols): LLaMA-7B shapes,
+    /// small-model shapes (SmolLM2-135M, Gemma 3 270M), or both
+    #[arg(long, value_enum, default_value_t = SuiteSel::All, conflicts_with_all = ["rows", "cols", "model"])]
+    suite: SuiteSel,
     /// Batches up to 3 rotate over copies of the weights exceeding this many MiB (0: always hot)
     #[arg(long, value_name = "MIB", default_value_t = 64.0)]
     cold_mb: f64,
@@ -373,7 +378,7 @@ impl From<BenchArgs> for SweepArgs {
             cols: b.cols,
             batch: b.batch,
             reps: b.reps,
-            min_time: b.min_time,
+            min_time: b.min_time.unwrap_or(0.3),
             seed: b.seed,
             plot: b.plot,
             isa: b.isa,
@@ -531,78 +536,143 @@ fn bench(args: BenchArgs) -> Result<()> {
         return sweep(args.into());
     }
     let parameterized = args.rows.is_some() && args.cols.is_some();
-    let cfg = Config {
-        types: if args.types.is_empty() {
-            bench::SUITE_TYPES.to_vec()
+    let suites: Vec<Suite> = match (args.rows, args.cols) {
+        (Some(r), Some(c)) => vec![Suite::Custom(r, c)],
+        _ => match args.suite {
+            SuiteSel::All => vec![Suite::Llama7b, Suite::Small],
+            SuiteSel::Llama7b => vec![Suite::Llama7b],
+            SuiteSel::Small => vec![Suite::Small],
+        },
+    };
+    let layouts = if args.layout.is_empty() {
+        LayoutSel::Auto {
+            vs_plain: args.vs_plain || !parameterized,
+        }
+    } else {
+        if args.vs_plain && !args.layout.contains(&Layout::Plain) {
+            bail!("--vs-plain goes with the chosen layout; with --layout, list plain yourself (e.g. --layout q4_0_8x8,plain)");
+        }
+        LayoutSel::Fixed(args.layout.clone())
+    };
+    let reps = |min_time: f64| match args.reps {
+        Some(r) => Reps::Fixed(r),
+        None => Reps::Adaptive {
+            min_time,
+            min: 3,
+            max: 1000,
+        },
+    };
+    let pick = |given: &[GgmlType], default: &[GgmlType]| {
+        if given.is_empty() {
+            default.to_vec()
         } else {
-            args.types
-        },
-        shapes: match (args.rows, args.cols) {
-            (Some(r), Some(c)) => vec![(r, c)],
-            _ => bench::SUITE_SHAPES.to_vec(),
-        },
-        batches: if args.batch.is_empty() {
-            bench::SUITE_BATCHES.to_vec()
+            given.to_vec()
+        }
+    };
+    let batches = |default: &[usize]| {
+        if args.batch.is_empty() {
+            default.to_vec()
         } else {
-            args.batch
-        },
-        layouts: if args.layout.is_empty() {
-            LayoutSel::Auto {
-                vs_plain: args.vs_plain || !parameterized,
-            }
-        } else {
-            if args.vs_plain && !args.layout.contains(&Layout::Plain) {
-                bail!("--vs-plain goes with the chosen layout; with --layout, list plain yourself (e.g. --layout q4_0_8x8,plain)");
-            }
-            LayoutSel::Fixed(args.layout)
-        },
-        reps: match args.reps {
-            Some(r) => Reps::Fixed(r),
-            None => Reps::Adaptive {
-                min_time: args.min_time,
-                min: 3,
-                max: 1000,
-            },
-        },
+            args.batch.clone()
+        }
+    };
+    let base = Config {
+        types: Vec::new(),
+        shapes: Vec::new(),
+        batches: Vec::new(),
+        layouts,
+        reps: reps(args.min_time.unwrap_or(0.3)),
         cold_mb: args.cold_mb,
         seed: args.seed,
         progress: !args.common.quiet,
         check: args.check,
         phases: args.phases,
+        skip_unfit: false,
     };
-    cfg.validate()?;
+    let plans: Vec<(&str, Config)> = suites
+        .iter()
+        .map(|suite| match *suite {
+            Suite::Custom(r, c) => (
+                "",
+                Config {
+                    types: pick(&args.types, &bench::SUITE_TYPES),
+                    shapes: vec![(r, c)],
+                    batches: batches(&bench::SUITE_BATCHES),
+                    ..base.clone()
+                },
+            ),
+            Suite::Llama7b => (
+                "LLaMA-7B shapes",
+                Config {
+                    types: pick(&args.types, &bench::SUITE_TYPES),
+                    shapes: bench::SUITE_SHAPES.to_vec(),
+                    batches: batches(&bench::SUITE_BATCHES),
+                    ..base.clone()
+                },
+            ),
+            Suite::Small => (
+                "small-model shapes (SmolLM2-135M, Gemma 3 270M)",
+                Config {
+                    types: pick(&args.types, &bench::SMALL_TYPES),
+                    shapes: bench::SMALL_SHAPES.to_vec(),
+                    batches: batches(&bench::SMALL_BATCHES),
+                    // Only the chosen layout: these calls are short and many.
+                    layouts: match &base.layouts {
+                        LayoutSel::Auto { .. } => LayoutSel::Auto {
+                            vs_plain: args.vs_plain,
+                        },
+                        fixed => fixed.clone(),
+                    },
+                    reps: reps(args.min_time.unwrap_or(bench::SMALL_MIN_TIME)),
+                    skip_unfit: true,
+                    ..base.clone()
+                },
+            ),
+        })
+        .collect();
+    for (_, cfg) in &plans {
+        cfg.validate()?;
+    }
 
     let (pool, threads) = pool(args.common.threads)?;
     if !args.common.quiet {
         eprintln!(
             "qrepack bench: {} measurement(s), cpu {}, {threads} thread(s)",
-            cfg.count(),
+            plans.iter().map(|(_, c)| c.count()).sum::<usize>(),
             CpuFeatures::get().describe()
         );
     }
     let json = args.common.json;
-    let results = pool.install(|| {
-        bench::run(&cfg, |group| {
-            if json {
-                let mut s = String::new();
-                for m in group {
-                    s.push_str(&m.to_json_line()?);
-                    s.push('\n');
+    for (title, cfg) in &plans {
+        let results = pool.install(|| {
+            bench::run(cfg, |group| {
+                if json {
+                    let mut s = String::new();
+                    for m in group {
+                        s.push_str(&m.to_json_line()?);
+                        s.push('\n');
+                    }
+                    out(&s)?;
                 }
-                out(&s)?;
-            }
-            Ok(())
-        })
-    })?;
-    if !json {
+                Ok(())
+            })
+        })?;
+        if json {
+            continue;
+        }
         let mode = match cfg.reps {
             Reps::Fixed(r) => format!("{r} reps"),
             Reps::Adaptive { min_time, min, .. } => {
                 format!("reps until {min_time} s and at least {min}")
             }
         };
+        let heading = if title.is_empty() {
+            String::new()
+        } else {
+            format!("{title}: ")
+        };
         out(&format!(
-            "qrepack bench: cpu {}, {threads} thread(s), seed {}, median of {mode}; cold = rotating over copies > {} MiB\n\n{}",
+            "{heading}qrepack bench: cpu {}, {threads} thread(s), seed {}, median of {mode}; cold = rotating over copies > {} MiB\n\n{}\n",
             CpuFeatures::get().describe(),
             cfg.seed,
             cfg.cold_mb,
@@ -610,12 +680,30 @@ fn bench(args: BenchArgs) -> Result<()> {
         ))?;
         if cfg.phases {
             out(&format!(
-                "\nwhere the time goes (mean per call over a second, profiled series of reps; kernel = busy (the busiest thread in its tasks, imbalance = its lead over the mean) + scheduling)\n\n{}",
+                "where the time goes (mean per call over a second, profiled series of reps; kernel = busy (the busiest thread in its tasks, imbalance = its lead over the mean) + scheduling)\n\n{}\n",
                 bench::phase_table(&results).render()
             ))?;
         }
     }
     Ok(())
+}
+
+/// `qrepack bench --suite`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum SuiteSel {
+    All,
+    #[value(name = "llama7b")]
+    Llama7b,
+    Small,
+}
+
+/// A group of the benchmark plan.
+#[derive(Clone, Copy)]
+enum Suite {
+    Llama7b,
+    Small,
+    /// `--rows`/`--cols`.
+    Custom(usize, usize),
 }
 
 fn info(args: InfoArgs) -> Result<()> {

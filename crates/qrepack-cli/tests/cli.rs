@@ -348,3 +348,66 @@ fn info_lists_layouts_and_choices() {
     assert!(text.contains("cpu features:"), "{text}");
     assert!(text.contains("q4_0_8x8"), "{text}");
 }
+
+#[test]
+fn phases_split_each_call_and_add_up() {
+    let o = qrepack(&[
+        "bench",
+        "--type",
+        "q4_0,q8_0",
+        "--rows",
+        "64",
+        "--cols",
+        "256",
+        "--batch",
+        "1,6",
+        "--reps",
+        "3",
+        "--threads",
+        "2",
+        "--phases",
+        "--json",
+    ]);
+    assert!(o.status.success(), "stderr: {}", stderr(&o));
+    let stdout = String::from_utf8(o.stdout.clone()).unwrap();
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(lines.len(), 4, "{stdout}");
+    for line in lines {
+        let v: serde_json::Value = serde_json::from_str(line).unwrap();
+        let p = &v["phases"];
+        let f = |k: &str| p[k].as_f64().unwrap_or_else(|| panic!("{k} in {line}"));
+        let parts = f("quantize_us") + f("kernel_us") + f("gather_us") + f("other_us");
+        assert!(
+            (parts - f("total_us")).abs() <= 0.005, // whole nanoseconds per phase
+            "{line}"
+        );
+        assert!(
+            f("busy_us") + f("scheduling_us") <= f("kernel_us") + 0.005,
+            "{line}"
+        );
+        assert!(f("imbalance_us") <= f("busy_us"), "{line}");
+        assert!(f("tasks") >= 1.0, "{line}");
+        if v["batch"] == 1 {
+            assert_eq!(f("gather_us"), 0.0, "{line}");
+        }
+    }
+    // The table form adds a second table.
+    let o = qrepack(&[
+        "bench", "--type", "q4_0", "--rows", "64", "--cols", "256", "--batch", "4", "--reps", "2",
+        "--phases",
+    ]);
+    assert!(o.status.success(), "stderr: {}", stderr(&o));
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        stdout.contains("where the time goes") && stdout.contains("scheduling us"),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn the_suite_option_goes_without_shapes() {
+    let o = qrepack(&["bench", "--suite", "small", "--rows", "64", "--cols", "256"]);
+    assert_eq!(o.status.code(), Some(2), "stderr: {}", stderr(&o));
+    let o = qrepack(&["bench", "--suite", "tiny"]);
+    assert_eq!(o.status.code(), Some(2), "stderr: {}", stderr(&o));
+}
