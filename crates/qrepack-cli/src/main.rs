@@ -13,6 +13,7 @@ mod repack;
 mod sweep;
 mod table;
 mod verify;
+mod vs_ggml;
 
 use std::io::{self, Write};
 use std::path::PathBuf;
@@ -285,6 +286,14 @@ struct BenchArgs {
     /// With MODEL: also list every matrix
     #[arg(long, requires = "model")]
     per_tensor: bool,
+    /// With MODEL: also time every matrix shape of the model with ggml's own CPU backend (the
+    /// peer benchmark `ggml_mm_bench`) and compare the passes
+    #[arg(long, value_enum, value_name = "ENGINE", requires = "model")]
+    vs: Option<VsEngine>,
+    /// With --vs ggml: the peer binary [default: $QREPACK_GGML_PEER, else
+    /// /tmp/ggml-peer/bin/ggml_mm_bench]
+    #[arg(long, value_name = "PATH", requires = "vs")]
+    peer: Option<PathBuf>,
     /// Weight type(s), comma-separated [default: q4_0,q4_K,iq4_nl,q8_0]
     #[arg(long = "type", value_name = "TYPE", value_delimiter = ',', value_parser = parse_type)]
     types: Vec<GgmlType>,
@@ -471,6 +480,10 @@ fn bench_model(args: BenchArgs, model: PathBuf) -> Result<()> {
         json: args.common.json,
         per_tensor: args.per_tensor,
         quiet: args.common.quiet,
+        vs_ggml: args
+            .vs
+            .map(|VsEngine::Ggml| args.peer.clone().unwrap_or_else(vs_ggml::default_peer)),
+        cold_mb: args.cold_mb,
     };
     let s = pool.install(|| model_bench::run(&cfg))?;
     out(&s)
@@ -686,6 +699,12 @@ fn bench(args: BenchArgs) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// `qrepack bench MODEL --vs`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum VsEngine {
+    Ggml,
 }
 
 /// `qrepack bench --suite`.

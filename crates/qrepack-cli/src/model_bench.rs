@@ -17,6 +17,7 @@ use crate::data;
 use crate::load::{self, fmt_bytes, pct};
 use crate::progress;
 use crate::table::{fmt_ms, fmt_rate, Align, Table};
+use crate::vs_ggml::{self, PeerTimes, Shape};
 
 /// What to run.
 pub struct ModelBench<'a> {
@@ -29,6 +30,10 @@ pub struct ModelBench<'a> {
     pub json: bool,
     pub per_tensor: bool,
     pub quiet: bool,
+    /// Time the same shapes with ggml's peer benchmark at this path (`--vs ggml`).
+    pub vs_ggml: Option<std::path::PathBuf>,
+    /// Weights the peer rotates over for batches up to 3, in MiB.
+    pub cold_mb: f64,
 }
 
 struct Entry<'m> {
@@ -135,6 +140,9 @@ struct BatchTimes {
 }
 
 pub fn run(cfg: &ModelBench) -> Result<String> {
+    if let Some(peer) = &cfg.vs_ggml {
+        vs_ggml::ensure_peer(peer)?;
+    }
     let (model, open_time) = load::open(cfg.path, LayoutPolicy::Best, cfg.quiet)?;
     let mut skipped = Vec::new();
     let list = entries(&model, &mut skipped)?;
@@ -210,15 +218,89 @@ pub fn run(cfg: &ModelBench) -> Result<String> {
         }
         all.push(bt);
     }
+    let ggml = match &cfg.vs_ggml {
+        Some(peer) => Some(versus_ggml(cfg, peer, &list, &all, threads)?),
+        None => None,
+    };
     report(
         cfg,
         &model,
         &list,
         &all,
         &skipped,
-        open_time.as_secs_f64(),
-        threads,
+        RunInfo {
+            open_s: open_time.as_secs_f64(),
+            threads,
+            ggml: ggml.as_ref(),
+        },
     )
+}
+
+/// How the run went, for the report.
+struct RunInfo<'a> {
+    open_s: f64,
+    threads: usize,
+    ggml: Option<&'a VsGgml>,
+}
+
+/// The pass against ggml's peer (`--vs ggml`).
+struct VsGgml {
+    peer: String,
+    shapes: BTreeMap<Shape, usize>,
+    times: BTreeMap<(Shape, usize), PeerTimes>,
+    /// Per batch: qrepack's pass over the matrices ggml could time (sum of per-matrix
+    /// medians), ggml's, and the number of those matrices.
+    passes: Vec<(usize, f64, f64, usize)>,
+    /// Per (shape, batch): qrepack's mean median over the matrices of that shape.
+    ours: BTreeMap<(Shape, usize), f64>,
+}
+
+fn shape_of(e: &Entry) -> Shape {
+    Shape {
+        ty: e.ty,
+        rows: e.rows,
+        cols: e.cols,
+    }
+}
+
+fn versus_ggml(
+    cfg: &ModelBench,
+    peer: &Path,
+    list: &[Entry],
+    all: &[BatchTimes],
+    threads: usize,
+) -> Result<VsGgml> {
+    let mut shapes: BTreeMap<Shape, usize> = BTreeMap::new();
+    for e in list {
+        *shapes.entry(shape_of(e)).or_default() += 1;
+    }
+    let batches: Vec<usize> = all.iter().map(|b| b.batch).collect();
+    let times = vs_ggml::time_shapes(peer, &shapes, &batches, threads, cfg.cold_mb, cfg.quiet)?;
+    let mut ours: BTreeMap<(Shape, usize), f64> = BTreeMap::new();
+    let mut passes = Vec::new();
+    for bt in all {
+        let (ggml_s, covered) = vs_ggml::pass_time(&shapes, &times, bt.batch);
+        let mut our_s = 0.0;
+        for (i, e) in list.iter().enumerate() {
+            let shape = shape_of(e);
+            *ours.entry((shape, bt.batch)).or_default() += bt.per[i].0 / shapes[&shape] as f64;
+            if times
+                .get(&(shape, bt.batch))
+                .and_then(PeerTimes::best)
+                .is_some()
+            {
+                our_s += bt.per[i].0;
+            }
+        }
+        passes.push((bt.batch, our_s, ggml_s, covered));
+    }
+    Ok(VsGgml {
+        peer: peer.display().to_string(),
+        shapes,
+        times,
+        passes,
+        ours,
+    })
 }
 
 /// The JSON report of `bench MODEL` (keys in alphabetical order, as the reports always had them).
@@ -238,6 +320,131 @@ struct ModelBenchJson<'a> {
     skipped: &'a [String],
     threads: usize,
     types: Vec<TypeJson<'a>>,
+    /// `--vs ggml` only.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    vs_ggml: Option<VsGgmlJson>,
+}
+
+/// The `--vs ggml` part of the JSON report.
+#[derive(Serialize)]
+struct VsGgmlJson {
+    batches: Vec<VsBatchJson>,
+    peer: String,
+    shapes: Vec<VsShapeJson>,
+}
+
+/// One batch: the pass over the matrices the peer could time.
+#[derive(Serialize)]
+struct VsBatchJson {
+    batch: usize,
+    ggml_ms: f64,
+    matrices: usize,
+    qrepack_ms: f64,
+    ratio: f64,
+}
+
+/// One distinct matrix shape at one batch.
+#[derive(Serialize)]
+struct VsShapeJson {
+    batch: usize,
+    cols: usize,
+    count: usize,
+    ggml_layout: Option<String>,
+    ggml_repack_off_ms: Option<f64>,
+    ggml_repack_on_ms: Option<f64>,
+    qrepack_ms: f64,
+    rows: usize,
+    #[serde(rename = "type")]
+    ty: &'static str,
+}
+
+impl VsGgml {
+    fn json(&self) -> VsGgmlJson {
+        let ms = |v: Option<f64>| v.map(|s| s * 1e3);
+        VsGgmlJson {
+            batches: self
+                .passes
+                .iter()
+                .map(|&(batch, ours, ggml, matrices)| VsBatchJson {
+                    batch,
+                    ggml_ms: ggml * 1e3,
+                    matrices,
+                    qrepack_ms: ours * 1e3,
+                    ratio: ours / ggml,
+                })
+                .collect(),
+            peer: self.peer.clone(),
+            shapes: self
+                .times
+                .iter()
+                .map(|(&(shape, batch), t)| VsShapeJson {
+                    batch,
+                    cols: shape.cols,
+                    count: self.shapes[&shape],
+                    ggml_layout: t.layout.clone(),
+                    ggml_repack_off_ms: ms(t.repack_off),
+                    ggml_repack_on_ms: ms(t.repack_on),
+                    qrepack_ms: self.ours[&(shape, batch)] * 1e3,
+                    rows: shape.rows,
+                    ty: shape.ty.name(),
+                })
+                .collect(),
+        }
+    }
+
+    fn render(&self, s: &mut String) {
+        let _ = writeln!(
+            s,
+            "\nagainst ggml (peer {}; per shape the faster of repack on/off, weights rotated for batches up to 3):",
+            self.peer
+        );
+        let mut t = Table::new(&[
+            ("batch", Align::Right),
+            ("matrices", Align::Right),
+            ("qrepack ms", Align::Right),
+            ("ggml ms", Align::Right),
+            ("qrepack / ggml", Align::Right),
+        ]);
+        for &(batch, ours, ggml, matrices) in &self.passes {
+            t.push(vec![
+                batch.to_string(),
+                matrices.to_string(),
+                fmt_ms(ours * 1e3),
+                fmt_ms(ggml * 1e3),
+                format!("{:.2}", ours / ggml),
+            ]);
+        }
+        s.push_str(&t.render());
+        let _ = writeln!(s, "\nper shape (median ms of one product):");
+        let mut t = Table::new(&[
+            ("type", Align::Left),
+            ("shape", Align::Left),
+            ("count", Align::Right),
+            ("batch", Align::Right),
+            ("qrepack", Align::Right),
+            ("ggml repack", Align::Right),
+            ("ggml plain", Align::Right),
+            ("ggml layout", Align::Left),
+            ("ratio", Align::Right),
+        ]);
+        let opt = |v: Option<f64>| v.map_or_else(|| "-".to_string(), |s| fmt_ms(s * 1e3));
+        for (&(shape, batch), pt) in &self.times {
+            let ours = self.ours[&(shape, batch)];
+            t.push(vec![
+                shape.ty.to_string(),
+                format!("{}x{}", shape.rows, shape.cols),
+                self.shapes[&shape].to_string(),
+                batch.to_string(),
+                fmt_ms(ours * 1e3),
+                opt(pt.repack_on),
+                opt(pt.repack_off),
+                pt.layout.clone().unwrap_or_else(|| "-".into()),
+                pt.best()
+                    .map_or_else(|| "-".to_string(), |g| format!("{:.2}", ours / g)),
+            ]);
+        }
+        s.push_str(&t.render());
+    }
 }
 
 /// The totals of one batch: one pass over all matrices.
@@ -315,9 +522,13 @@ fn report(
     list: &[Entry],
     all: &[BatchTimes],
     skipped: &[String],
-    open_s: f64,
-    threads: usize,
+    info: RunInfo<'_>,
 ) -> Result<String> {
+    let RunInfo {
+        open_s,
+        threads,
+        ggml,
+    } = info;
     let mut types: BTreeMap<GgmlType, TypeRow> = BTreeMap::new();
     for (i, e) in list.iter().enumerate() {
         let t = types.entry(e.ty).or_default();
@@ -427,6 +638,7 @@ fn report(
             skipped,
             threads,
             types: types_json,
+            vs_ggml: ggml.map(VsGgml::json),
         };
         let v = serde_json::to_string(&v)?;
         return Ok(format!("{v}\n"));
@@ -508,6 +720,9 @@ fn report(
     }
     s.push_str(&tt.render());
 
+    if let Some(g) = ggml {
+        g.render(&mut s);
+    }
     if cfg.per_tensor {
         let _ = writeln!(s, "\nper matrix (median ms):");
         let mut cols: Vec<(String, Align)> = vec![

@@ -239,6 +239,96 @@ fn inspect_verify_bench_on_a_small_model() {
     usage_error(&["bench", s(&m), "--check"], "'--check'");
 }
 
+/// `bench MODEL --vs ggml` against a stand-in peer: a script that answers like
+/// `ggml_mm_bench` (1 ms per product with repack, 2 ms without; q6_K fails as an unknown type).
+#[cfg(unix)]
+#[test]
+fn bench_vs_ggml_sums_the_peer_over_the_shapes() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = TempDir::new("vs-ggml");
+    let m = dir.path("tiny.gguf");
+    write_model(&m);
+    let peer = dir.path("fake_peer.sh");
+    std::fs::write(
+        &peer,
+        r#"#!/bin/sh
+case "$*" in *q6_K*) echo "unknown type" >&2; exit 1;; esac
+case "$*" in
+  *"--repack on"*) echo "RESULT type=x buft=CPU_REPACK layout=fake_8x8 mode=hot med_ms=1.0 min_ms=1.0";;
+  *) echo "RESULT type=x buft=CPU layout=- mode=hot med_ms=2.0 min_ms=2.0";;
+esac
+"#,
+    )
+    .unwrap();
+    std::fs::set_permissions(&peer, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let v = ok_json(&[
+        "bench",
+        s(&m),
+        "--batch",
+        "1,8",
+        "--reps",
+        "1",
+        "--threads",
+        "1",
+        "--json",
+        "-q",
+        "--vs",
+        "ggml",
+        "--peer",
+        s(&peer),
+    ]);
+    let vs = &v["vs_ggml"];
+    let batches = vs["batches"].as_array().unwrap();
+    assert_eq!(batches.len(), 2, "{vs}");
+    for b in batches {
+        // 5 matrices, of which the q6_K one the peer cannot run: 4 x 1 ms.
+        assert_eq!(b["matrices"], 4, "{b}");
+        assert!((b["ggml_ms"].as_f64().unwrap() - 4.0).abs() < 1e-9, "{b}");
+        assert!(b["qrepack_ms"].as_f64().unwrap() > 0.0, "{b}");
+    }
+    let shapes = vs["shapes"].as_array().unwrap();
+    assert_eq!(
+        shapes.len(),
+        2 * 5,
+        "one per distinct shape and batch: {vs}"
+    );
+    let q6 = shapes.iter().find(|s| s["type"] == "q6_K").unwrap();
+    assert!(q6["ggml_repack_on_ms"].is_null() && q6["ggml_repack_off_ms"].is_null());
+    // The table form names the peer and the ratio column.
+    let o = run(&[
+        "bench",
+        s(&m),
+        "--batch",
+        "1",
+        "--reps",
+        "1",
+        "-q",
+        "--vs",
+        "ggml",
+        "--peer",
+        s(&peer),
+    ]);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success() && out.contains("against ggml") && out.contains("fake_8x8"),
+        "{out}"
+    );
+    // A missing peer is one clear error, before any timing.
+    fails(
+        &[
+            "bench",
+            s(&m),
+            "--vs",
+            "ggml",
+            "--peer",
+            s(&dir.path("none")),
+            "-q",
+        ],
+        "needs the ggml peer benchmark",
+    );
+    usage_error(&["bench", "--vs", "ggml"], "MODEL");
+}
+
 #[test]
 fn sweep_plot() {
     let dir = TempDir::new("sweep");

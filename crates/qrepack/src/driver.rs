@@ -169,18 +169,32 @@ impl<L: ChooseKernels> PackedEngine<L> {
         let cols = self.cols;
         let quad_len = L::Act::quad_len(self.nb);
         let quantizer = self.quantizer;
-        quads
-            .par_chunks_mut(quad_len.max(1))
-            .enumerate()
-            .for_each(|(q, out)| {
-                let base = q * 4 * cols;
-                let rows = [0, 1, 2, 3].map(|m| &x[base + m * cols..base + (m + 1) * cols]);
-                (quantizer.quad)(rows, out);
-            });
+        let quantize_quad = |(q, out): (usize, &mut [Quad<L>])| {
+            let base = q * 4 * cols;
+            let rows = [0, 1, 2, 3].map(|m| &x[base + m * cols..base + (m + 1) * cols]);
+            (quantizer.quad)(rows, out);
+        };
+        // A few microseconds of quantization are not worth waking another thread for.
+        if x.len() <= SERIAL_FLOATS {
+            quads
+                .chunks_mut(quad_len.max(1))
+                .enumerate()
+                .for_each(quantize_quad);
+        } else {
+            quads
+                .par_chunks_mut(quad_len.max(1))
+                .enumerate()
+                .for_each(quantize_quad);
+        }
         let first_tail = quads.len() / quad_len.max(1) * 4;
         let tail_x = &x[first_tail * cols..];
-        if tail.len() <= self.nb {
-            (quantizer.row)(tail_x, tail);
+        if tail.len() <= self.nb || x.len() <= SERIAL_FLOATS {
+            for (out, row) in tail
+                .chunks_mut(self.nb.max(1))
+                .zip(tail_x.chunks(cols.max(1)))
+            {
+                (quantizer.row)(row, out);
+            }
         } else {
             tail.par_chunks_mut(self.nb.max(1))
                 .zip(tail_x.par_chunks(cols.max(1)))
@@ -315,19 +329,26 @@ impl<L: ChooseKernels> PackedEngine<L> {
     fn gather(&self, y_t: &[f32], groups: std::ops::Range<usize>, n: usize, y: &mut [f32]) {
         let r = L::ROWS;
         let rows = self.rows;
-        y.par_chunks_mut(GATHER_ROWS * rows)
-            .enumerate()
-            .for_each(|(c, y_block)| {
-                let t0 = c * GATHER_ROWS;
-                let block_rows = y_block.len() / rows;
-                for (w, g) in groups.clone().enumerate() {
-                    let src = &y_t[(w * n + t0) * r..(w * n + t0 + block_rows) * r];
-                    let dst = y_block[g * r..].chunks_mut(rows);
-                    for (piece, dst_row) in src.chunks_exact(r).zip(dst) {
-                        copy_piece::<L>(piece, dst_row);
-                    }
+        let gather_block = |(c, y_block): (usize, &mut [f32])| {
+            let t0 = c * GATHER_ROWS;
+            let block_rows = y_block.len() / rows;
+            for (w, g) in groups.clone().enumerate() {
+                let src = &y_t[(w * n + t0) * r..(w * n + t0 + block_rows) * r];
+                let dst = y_block[g * r..].chunks_mut(rows);
+                for (piece, dst_row) in src.chunks_exact(r).zip(dst) {
+                    copy_piece::<L>(piece, dst_row);
                 }
-            });
+            }
+        };
+        if y_t.len() <= SERIAL_FLOATS {
+            y.chunks_mut(GATHER_ROWS * rows)
+                .enumerate()
+                .for_each(gather_block);
+        } else {
+            y.par_chunks_mut(GATHER_ROWS * rows)
+                .enumerate()
+                .for_each(gather_block);
+        }
     }
 
     /// Row groups per wave for `n` activation rows: whole tasks, as few waves as keep each
@@ -355,9 +376,18 @@ impl<L: ChooseKernels> PackedEngine<L> {
         // A few tasks per thread let work stealing even out a late or busy core.
         let balanced = groups.div_ceil(threads * 4);
         if n == 1 {
-            // Each task costs a microsecond or so of scheduling; give it at least ~256 KiB of
-            // weights (tens of microseconds of streaming) unless the matrix is smaller.
-            balanced.max(MIN_GEMV_TASK_BYTES / group_bytes).min(groups)
+            // Each task costs a microsecond or so of scheduling; give it ~256 KiB of weights
+            // (tens of microseconds of streaming), but as a whole number of tasks per thread,
+            // at least one each: a small matrix still goes to every thread (one thread alone
+            // streams at well under the machine's bandwidth), and three tasks on two threads
+            // would leave one thread a third of the time idle.
+            let matrix_bytes = groups * group_bytes;
+            let tasks = matrix_bytes
+                .div_ceil(MIN_GEMV_TASK_BYTES)
+                .clamp(1, threads * 4)
+                .next_multiple_of(threads)
+                .min(matrix_bytes.div_ceil(MIN_GEMV_PIECE_BYTES).max(1));
+            groups.div_ceil(tasks)
         } else {
             balanced.min((L2_WEIGHT_BUDGET / group_bytes).max(1))
         }
@@ -379,11 +409,18 @@ fn copy_piece<L: PackedLayout>(src: &[f32], dst: &mut [f32]) {
 /// a 262144-row output head at batch 512 to 32 MiB instead of 512 MiB.
 const WAVE_RESULT_BYTES: usize = 32 << 20;
 
+/// Activations to quantize, or results to gather, below which one thread does it alone: about
+/// five microseconds of work, the order of waking a second thread and joining it.
+const SERIAL_FLOATS: usize = 32 * 1024;
+
 /// Output rows gathered together from the per-group results (one task's worth).
 const GATHER_ROWS: usize = 16;
 
 /// Weight bytes below which a batch-1 task is not worth scheduling on its own.
 const MIN_GEMV_TASK_BYTES: usize = 256 * 1024;
+
+/// Weight bytes below which a batch-1 task is not worth waking a second thread for.
+const MIN_GEMV_PIECE_BYTES: usize = 16 * 1024;
 
 /// Weight bytes a GEMM task keeps hot while it sweeps over the activations: a fifth of a 512 KiB
 /// L2, which two threads may share when the vCPUs are siblings of one core (96 KiB measured 2-3 %
