@@ -137,7 +137,7 @@ pub(in crate::kernels::x86) mod imp {
     /// Where a kernel reads a block's decoded scales: a `Scales` in registers, or the block's
     /// 20 vectors in a tile (`TileScales`), read at each use. Building a `Scales` from a tile
     /// instead copied 640 bytes per block and call to the stack (a `memcpy`).
-    trait ScaleSource {
+    pub(in crate::kernels::x86) trait ScaleSource {
         /// `Scales::sc[sb][h]`.
         unsafe fn sc(&self, sb: usize, h: usize) -> __m256i;
         /// `Scales::mins`.
@@ -388,37 +388,96 @@ pub(in crate::kernels::x86) mod imp {
     /// i32 lane of row m's pair in `quad_sub_sums` vectors.
     const QUAD_LANE: [i32; 4] = [0, 1, 4, 5];
 
-    /// Scaled integer sums of one group against one activation row, accumulated into `s[h]`
-    /// (i32 lanes, two per row). Activations `e..e+8` start at `(e / 8) * stride + offset` in
-    /// `qs` (stride 8, offset 0 for a plain row; stride 32, offset 8m for row m of a quad). No
-    /// closures: they would not inherit the caller's target features.
-    #[inline(always)]
-    unsafe fn group_dot<S: ScaleSource>(
-        q: &[[[__m256i; 2]; 2]; 4],
-        sc: &S,
-        g: usize,
-        qs: &[i8],
-        (stride, offset): (usize, usize),
-        s: &mut [__m256i; 2],
-    ) {
-        // SAFETY: callers meet this function's contract: the CPU has the features of the
-        // kernel set that calls it, and the slices are as long as the body reads.
-        unsafe {
-            let mut lo = [_mm256_setzero_si256(); 2];
-            let mut hi = [_mm256_setzero_si256(); 2];
-            for (k, qk) in q.iter().enumerate() {
-                let p_lo = (8 * g + k) * stride + offset;
-                let p_hi = (8 * g + 4 + k) * stride + offset;
-                let a_lo = broadcast8(&qs[p_lo..p_lo + 8]);
-                let a_hi = broadcast8(&qs[p_hi..p_hi + 8]);
+    /// How a group's unsigned quants meet one activation row's signed bytes: scaled integer
+    /// sums of the group, accumulated into `s[h]` (i32 lanes, two per row, each the sum over
+    /// four bytes). Activations `e..e+8` start at `(e / 8) * stride + offset` in `qs` (stride
+    /// 8, offset 0 for a plain row; stride 32, offset 8m for row m of a quad). No closures:
+    /// they would not inherit the caller's target features.
+    pub(in crate::kernels::x86) trait GroupDot {
+        unsafe fn group_dot<S: ScaleSource>(
+            q: &[[[__m256i; 2]; 2]; 4],
+            sc: &S,
+            g: usize,
+            qs: &[i8],
+            stride_offset: (usize, usize),
+            s: &mut [__m256i; 2],
+        );
+    }
+
+    /// AVX2: `maddubs` into i16 (four products stay in range), then `madd` by the i16 scales.
+    pub(in crate::kernels::x86) struct Maddubs;
+
+    impl GroupDot for Maddubs {
+        #[inline(always)]
+        unsafe fn group_dot<S: ScaleSource>(
+            q: &[[[__m256i; 2]; 2]; 4],
+            sc: &S,
+            g: usize,
+            qs: &[i8],
+            (stride, offset): (usize, usize),
+            s: &mut [__m256i; 2],
+        ) {
+            // SAFETY: callers meet this function's contract: the CPU has the features of the
+            // kernel set that calls it, and the slices are as long as the body reads.
+            unsafe {
+                let mut lo = [_mm256_setzero_si256(); 2];
+                let mut hi = [_mm256_setzero_si256(); 2];
+                for (k, qk) in q.iter().enumerate() {
+                    let p_lo = (8 * g + k) * stride + offset;
+                    let p_hi = (8 * g + 4 + k) * stride + offset;
+                    let a_lo = broadcast8(&qs[p_lo..p_lo + 8]);
+                    let a_hi = broadcast8(&qs[p_hi..p_hi + 8]);
+                    for h in 0..2 {
+                        lo[h] = _mm256_add_epi16(lo[h], _mm256_maddubs_epi16(qk[h][0], a_lo));
+                        hi[h] = _mm256_add_epi16(hi[h], _mm256_maddubs_epi16(qk[h][1], a_hi));
+                    }
+                }
                 for h in 0..2 {
-                    lo[h] = _mm256_add_epi16(lo[h], _mm256_maddubs_epi16(qk[h][0], a_lo));
-                    hi[h] = _mm256_add_epi16(hi[h], _mm256_maddubs_epi16(qk[h][1], a_hi));
+                    s[h] = _mm256_add_epi32(s[h], _mm256_madd_epi16(lo[h], sc.sc(2 * g, h)));
+                    s[h] = _mm256_add_epi32(s[h], _mm256_madd_epi16(hi[h], sc.sc(2 * g + 1, h)));
                 }
             }
-            for h in 0..2 {
-                s[h] = _mm256_add_epi32(s[h], _mm256_madd_epi16(lo[h], sc.sc(2 * g, h)));
-                s[h] = _mm256_add_epi32(s[h], _mm256_madd_epi16(hi[h], sc.sc(2 * g + 1, h)));
+        }
+    }
+
+    /// AVX-512 VNNI (with VL): one `vpdpbusd` per 32 products into i32, where AVX2 needs a
+    /// `maddubs` and an add; the scale then multiplies the sub-block's i32 sums once
+    /// (`vpmulld`). The i16 scale vectors hold each row's scale in both halves of its dwords,
+    /// so a shift right by 16 gives it as i32. Same integers as [`Maddubs`].
+    pub(in crate::kernels::x86) struct Dpbusd;
+
+    impl GroupDot for Dpbusd {
+        #[inline(always)]
+        unsafe fn group_dot<S: ScaleSource>(
+            q: &[[[__m256i; 2]; 2]; 4],
+            sc: &S,
+            g: usize,
+            qs: &[i8],
+            (stride, offset): (usize, usize),
+            s: &mut [__m256i; 2],
+        ) {
+            // SAFETY: callers meet this function's contract: the CPU has AVX-512 VNNI and VL
+            // (only the AVX-512 set instantiates this), and the slices are as long as the body
+            // reads.
+            unsafe {
+                let mut lo = [_mm256_setzero_si256(); 2];
+                let mut hi = [_mm256_setzero_si256(); 2];
+                for (k, qk) in q.iter().enumerate() {
+                    let p_lo = (8 * g + k) * stride + offset;
+                    let p_hi = (8 * g + 4 + k) * stride + offset;
+                    let a_lo = broadcast8(&qs[p_lo..p_lo + 8]);
+                    let a_hi = broadcast8(&qs[p_hi..p_hi + 8]);
+                    for h in 0..2 {
+                        lo[h] = _mm256_dpbusd_epi32(lo[h], qk[h][0], a_lo);
+                        hi[h] = _mm256_dpbusd_epi32(hi[h], qk[h][1], a_hi);
+                    }
+                }
+                for h in 0..2 {
+                    let sc_lo = _mm256_srli_epi32::<16>(sc.sc(2 * g, h));
+                    let sc_hi = _mm256_srli_epi32::<16>(sc.sc(2 * g + 1, h));
+                    s[h] = _mm256_add_epi32(s[h], _mm256_mullo_epi32(lo[h], sc_lo));
+                    s[h] = _mm256_add_epi32(s[h], _mm256_mullo_epi32(hi[h], sc_hi));
+                }
             }
         }
     }
@@ -455,11 +514,28 @@ pub(in crate::kernels::x86) mod imp {
 
     #[inline(always)]
     unsafe fn gemv_body<P: K8x8>(w: &[P], a: &[BlockQ8K], out: &mut [f32]) {
+        // SAFETY: the enclosing unsafe fn's contract is the callee's.
+        unsafe { gemv_body_with::<P, Maddubs>(w, a, out) }
+    }
+
+    /// The GEMV with `vpdpbusd` ([`Dpbusd`]): for callers with AVX-512 VNNI and VL.
+    #[inline(always)]
+    pub(in crate::kernels::x86) unsafe fn gemv_body_vnni<P: K8x8>(
+        w: &[P],
+        a: &[BlockQ8K],
+        out: &mut [f32],
+    ) {
+        // SAFETY: the enclosing unsafe fn's contract is the callee's.
+        unsafe { gemv_body_with::<P, Dpbusd>(w, a, out) }
+    }
+
+    #[inline(always)]
+    unsafe fn gemv_body_with<P: K8x8, D: GroupDot>(w: &[P], a: &[BlockQ8K], out: &mut [f32]) {
         // SAFETY: callers meet this function's contract: the CPU has the features of the
         // kernel set that calls it, and the slices are as long as the body reads.
         unsafe {
             for (group, o) in w.chunks_exact(a.len().max(1)).zip(out.chunks_exact_mut(8)) {
-                gemv_group(group, a, o);
+                gemv_group::<P, D>(group, a, o);
             }
         }
     }
@@ -468,7 +544,7 @@ pub(in crate::kernels::x86) mod imp {
     const PREFETCH_AHEAD: usize = 2;
 
     #[inline(always)]
-    unsafe fn gemv_group<P: K8x8>(w: &[P], a: &[BlockQ8K], out: &mut [f32]) {
+    unsafe fn gemv_group<P: K8x8, D: GroupDot>(w: &[P], a: &[BlockQ8K], out: &mut [f32]) {
         // SAFETY: callers meet this function's contract: the CPU has the features of the
         // kernel set that calls it, and the slices are as long as the body reads.
         unsafe {
@@ -479,7 +555,7 @@ pub(in crate::kernels::x86) mod imp {
                 let mut s = [_mm256_setzero_si256(); 2];
                 for g in 0..4 {
                     let q = wb.decode_group(g);
-                    group_dot(&q, &sc, g, &ab.qs, (8, 0), &mut s);
+                    D::group_dot(&q, &sc, g, &ab.qs, (8, 0), &mut s);
                 }
                 let m = mins_dot(&sc.mins, &row_sub_sums(&ab.bsums), 0);
                 let da = _mm256_set1_ps(ab.d);
@@ -551,8 +627,35 @@ pub(in crate::kernels::x86) mod imp {
         // kernel set that calls it, and the slices are as long as the body reads.
         unsafe {
             assert!(tile.len() >= w.len().min(a.len()) * 4 * TILE_VECTORS);
-            gemm_body_with::<P, true>(w, tile, a, out)
+            gemm_body_with::<P, Maddubs, true>(w, tile, a, out)
         }
+    }
+
+    /// [`gemm_tiled_body`] with `vpdpbusd` ([`Dpbusd`]): for callers with AVX-512 VNNI and VL.
+    #[inline(always)]
+    pub(in crate::kernels::x86) unsafe fn gemm_tiled_body_vnni<P: K8x8>(
+        w: &[P],
+        tile: &[u64],
+        a: &[BlockQ8Kx4],
+        out: &mut [f32],
+    ) {
+        // SAFETY: callers meet this function's contract: the CPU has the features of the
+        // kernel set that calls it, and the slices are as long as the body reads.
+        unsafe {
+            assert!(tile.len() >= w.len().min(a.len()) * 4 * TILE_VECTORS);
+            gemm_body_with::<P, Dpbusd, true>(w, tile, a, out)
+        }
+    }
+
+    /// [`gemm_body`] with `vpdpbusd` ([`Dpbusd`]): for callers with AVX-512 VNNI and VL.
+    #[inline(always)]
+    pub(in crate::kernels::x86) unsafe fn gemm_body_vnni<P: K8x8>(
+        w: &[P],
+        a: &[BlockQ8Kx4],
+        out: &mut [f32],
+    ) {
+        // SAFETY: the enclosing unsafe fn's contract is the callee's.
+        unsafe { gemm_body_with::<P, Dpbusd, false>(w, &[], a, out) }
     }
 
     #[inline(always)]
@@ -563,12 +666,12 @@ pub(in crate::kernels::x86) mod imp {
     ) {
         // SAFETY: the enclosing unsafe fn's contract (the kernel set's CPU features, in-bounds
         // slices) is the callee's; register-only intrinsics need nothing more.
-        unsafe { gemm_body_with::<P, false>(w, &[], a, out) }
+        unsafe { gemm_body_with::<P, Maddubs, false>(w, &[], a, out) }
     }
 
     /// One block of a row group against one block of a quad, into the four rows' accumulators.
     #[inline(always)]
-    unsafe fn quad_block<P: K8x8, S: ScaleSource>(
+    unsafe fn quad_block<P: K8x8, D: GroupDot, S: ScaleSource>(
         wb: &P,
         sc: &S,
         ab: &BlockQ8Kx4,
@@ -582,7 +685,7 @@ pub(in crate::kernels::x86) mod imp {
                 let q = wb.decode_group(g);
                 for (m, sm) in s.iter_mut().enumerate() {
                     // Row m's activations e..e+8 sit at 32 * (e / 8) + 8m in the quad.
-                    group_dot(&q, sc, g, &ab.qs, (32, 8 * m), sm);
+                    D::group_dot(&q, sc, g, &ab.qs, (32, 8 * m), sm);
                 }
             }
             let d = f16x8(wb.d());
@@ -605,7 +708,7 @@ pub(in crate::kernels::x86) mod imp {
     /// GEMM of one row group with one quad; the scales decoded here or (`TILED`) read from
     /// the group's tile.
     #[inline(always)]
-    unsafe fn gemm_body_with<P: K8x8, const TILED: bool>(
+    unsafe fn gemm_body_with<P: K8x8, D: GroupDot, const TILED: bool>(
         w: &[P],
         tile: &[u64],
         a: &[BlockQ8Kx4],
@@ -617,9 +720,9 @@ pub(in crate::kernels::x86) mod imp {
             let mut acc = [_mm256_setzero_ps(); 4];
             for (b, (wb, ab)) in w.iter().zip(a).enumerate() {
                 if TILED {
-                    quad_block(wb, &tile_scales(tile, b), ab, &mut acc);
+                    quad_block::<P, D, _>(wb, &tile_scales(tile, b), ab, &mut acc);
                 } else {
-                    quad_block(wb, &block_scales(wb), ab, &mut acc);
+                    quad_block::<P, D, _>(wb, &block_scales(wb), ab, &mut acc);
                 }
             }
             assert!(out.len() >= 32);

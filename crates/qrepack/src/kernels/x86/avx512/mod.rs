@@ -44,13 +44,14 @@ pub(crate) fn iq4_nl_kernels(_: Avx512) -> Kernels<BlockIq4Nlx8, BlockQ8_0, Bloc
     )
 }
 
-/// The K-quant 8x8 layouts: the AVX2 GEMV and tiles, the GEMMs with 32 registers.
-pub(crate) fn k_quant_kernels<P: K8x8>(t: Avx512) -> Kernels<P, BlockQ8K, BlockQ8Kx4> {
+/// The K-quant 8x8 layouts: the AVX2 loop nest and tiles, with `vpdpbusd` for the byte
+/// products (one instruction where AVX2 takes `maddubs` and an add) and 32 registers.
+pub(crate) fn k_quant_kernels<P: K8x8>(_: Avx512) -> Kernels<P, BlockQ8K, BlockQ8Kx4> {
     Kernels {
         set: KernelSet::Avx512,
+        gemv: k_gemv::<P>,
         gemm: k_gemm::<P>,
         tiled: Some(k_quants::tiled(k_gemm_tiled::<P>)),
-        ..k_quants::kernels(t.avx2())
     }
 }
 
@@ -87,11 +88,12 @@ target_entries! { "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni";
     fn q4_0_gemv(w: &[BlockQ4_0x8], a: &[BlockQ8_0], out: &mut [f32]) => nibble::gemv_body::<BlockQ4_0x8>;
     fn offset_gemm<P: ZmmBlock, Q: OffsetQuad>(w: &[P], a: &[Q], out: &mut [f32]) => nibble::gemm_body;
     fn zmm_gemv<P: ZmmBlock>(w: &[P], a: &[BlockQ8_0], out: &mut [f32]) => nibble::gemv_body;
+    fn k_gemv<P: K8x8>(w: &[P], a: &[BlockQ8K], out: &mut [f32]) => k_quants::imp::gemv_body_vnni;
+    fn k_gemm<P: K8x8>(w: &[P], a: &[BlockQ8Kx4], out: &mut [f32]) => k_quants::imp::gemm_body_vnni;
+    fn k_gemm_tiled<P: K8x8>(w: &[P], tile: &[u64], a: &[BlockQ8Kx4], out: &mut [f32]) => k_quants::imp::gemm_tiled_body_vnni;
 }
 
 target_entries! { "avx2,fma,f16c,avx512f,avx512bw,avx512vl";
-    fn k_gemm<P: K8x8>(w: &[P], a: &[BlockQ8Kx4], out: &mut [f32]) => k_quants::imp::gemm_body;
-    fn k_gemm_tiled<P: K8x8>(w: &[P], tile: &[u64], a: &[BlockQ8Kx4], out: &mut [f32]) => k_quants::imp::gemm_tiled_body;
     fn q4_1_gemm(w: &[BlockQ4_1x8], a: &[BlockQ8_1x4], out: &mut [f32]) => q4_1::imp::gemm_body;
     fn q5_0_gemm(w: &[BlockQ5_0x8], a: &[BlockQ8_0x4Sums], out: &mut [f32]) => q5_0::imp::gemm_body;
     fn q6_k_gemm(w: &[BlockQ6Kx8], a: &[BlockQ8Kx4], out: &mut [f32]) => q6_k::imp::gemm_body;
