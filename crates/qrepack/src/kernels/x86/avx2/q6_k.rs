@@ -80,6 +80,21 @@ pub(in crate::kernels::x86) mod imp {
         }
     }
 
+    /// The scales of group `g` for rows `4h..4h + 4` as `i32`, each row's in its two lanes.
+    #[inline(always)]
+    unsafe fn group_scale32(scales: &[i8; 128], g: usize, h: usize) -> __m256i {
+        // SAFETY: callers meet this function's contract: the CPU has the features of the
+        // kernel set that calls it, and the slices are as long as the body reads.
+        unsafe {
+            let pick = if h == 0 {
+                _mm_setr_epi8(0, 0, 1, 1, 2, 2, 3, 3, 0, 0, 0, 0, 0, 0, 0, 0)
+            } else {
+                _mm_setr_epi8(4, 4, 5, 5, 6, 6, 7, 7, 0, 0, 0, 0, 0, 0, 0, 0)
+            };
+            _mm256_cvtepi8_epi32(_mm_shuffle_epi8(load8(&scales[8 * g..8 * g + 8]), pick))
+        }
+    }
+
     /// Scale pairs for the offset term: `[p]` has lanes `(sc[2p][r], sc[2p + 1][r])`, row `r`.
     #[inline(always)]
     unsafe fn scale_pairs(scales: &[i8; 128]) -> [__m256i; 8] {
@@ -121,9 +136,11 @@ pub(in crate::kernels::x86) mod imp {
     /// `Σ_g sc_g Σ u·a` of one super-block for `M` activation rows: `s[m][h]` gets rows
     /// `4h..4h + 4` (two `i32` lanes per row). Activations `e..e + 8` of row `m` start at
     /// `(e / 8) * stride + 8m` in `qs` (stride 8 for one row, 32 for a quad). No closures: they
-    /// would not inherit the caller's target features.
+    /// would not inherit the caller's target features. With `VNNI` (callers with AVX-512 VNNI
+    /// and VL), `vpdpbusd` sums the byte products into i32 and the scale multiplies them once
+    /// (`vpmulld`), instead of two `maddubs`, an add and a `madd`: the same integers.
     #[inline(always)]
-    unsafe fn block_sums<const M: usize>(
+    unsafe fn block_sums<const M: usize, const VNNI: bool>(
         w: &BlockQ6Kx8,
         qs: &[i8],
         stride: usize,
@@ -166,18 +183,29 @@ pub(in crate::kernels::x86) mod imp {
                                     ),
                                 };
                             }
-                            let scv = group_scale(&w.scales, 8 * big + 2 * sq + mm, h);
+                            let g = 8 * big + 2 * sq + mm;
+                            let scv = if VNNI {
+                                group_scale32(&w.scales, g, h)
+                            } else {
+                                group_scale(&w.scales, g, h)
+                            };
                             let e = 128 * big + 32 * sq + 16 * mm;
                             for (m, sm) in s.iter_mut().enumerate() {
                                 let p0 = (e / 8) * stride + 8 * m;
                                 let p1 = (e / 8 + 1) * stride + 8 * m;
                                 let a0 = broadcast8(&qs[p0..p0 + 8]);
                                 let a1 = broadcast8(&qs[p1..p1 + 8]);
-                                let p = _mm256_add_epi16(
-                                    _mm256_maddubs_epi16(u[0], a0),
-                                    _mm256_maddubs_epi16(u[1], a1),
-                                );
-                                sm[h] = _mm256_add_epi32(sm[h], _mm256_madd_epi16(p, scv));
+                                let scaled = if VNNI {
+                                    let d = _mm256_dpbusd_epi32(_mm256_setzero_si256(), u[0], a0);
+                                    _mm256_mullo_epi32(_mm256_dpbusd_epi32(d, u[1], a1), scv)
+                                } else {
+                                    let p = _mm256_add_epi16(
+                                        _mm256_maddubs_epi16(u[0], a0),
+                                        _mm256_maddubs_epi16(u[1], a1),
+                                    );
+                                    _mm256_madd_epi16(p, scv)
+                                };
+                                sm[h] = _mm256_add_epi32(sm[h], scaled);
                             }
                         }
                     }
@@ -222,6 +250,23 @@ pub(in crate::kernels::x86) mod imp {
         a: &[BlockQ8K],
         out: &mut [f32],
     ) {
+        // SAFETY: the enclosing unsafe fn's contract is the callee's.
+        unsafe { gemv_body_with::<false>(w, a, out) }
+    }
+
+    /// [`gemv_body`] with `vpdpbusd`: for callers with AVX-512 VNNI and VL.
+    #[inline(always)]
+    pub(in crate::kernels::x86) unsafe fn gemv_body_vnni(
+        w: &[BlockQ6Kx8],
+        a: &[BlockQ8K],
+        out: &mut [f32],
+    ) {
+        // SAFETY: the enclosing unsafe fn's contract is the callee's.
+        unsafe { gemv_body_with::<true>(w, a, out) }
+    }
+
+    #[inline(always)]
+    unsafe fn gemv_body_with<const VNNI: bool>(w: &[BlockQ6Kx8], a: &[BlockQ8K], out: &mut [f32]) {
         // SAFETY: callers meet this function's contract: the CPU has the features of the
         // kernel set that calls it, and the slices are as long as the body reads.
         unsafe {
@@ -238,7 +283,7 @@ pub(in crate::kernels::x86) mod imp {
                 for (wb, ab) in group.iter().zip(a) {
                     crate::kernel_api::prefetch_ahead(wb, PREFETCH_AHEAD);
                     let mut s = [[_mm256_setzero_si256(); 2]; 1];
-                    block_sums::<1>(wb, &ab.qs, 8, &mut s);
+                    block_sums::<1, VNNI>(wb, &ab.qs, 8, &mut s);
                     let off = offset_term(&scale_pairs(&wb.scales), &ab.bsums, &ROW_BSUMS);
                     let isum = _mm256_sub_epi32(row_sums(&s[0]), off);
                     let d = _mm256_mul_ps(f16x8(&wb.d), _mm256_set1_ps(ab.d));
@@ -256,6 +301,27 @@ pub(in crate::kernels::x86) mod imp {
         a: &[BlockQ8Kx4],
         out: &mut [f32],
     ) {
+        // SAFETY: the enclosing unsafe fn's contract is the callee's.
+        unsafe { gemm_body_with::<false>(w, a, out) }
+    }
+
+    /// [`gemm_body`] with `vpdpbusd`: for callers with AVX-512 VNNI and VL.
+    #[inline(always)]
+    pub(in crate::kernels::x86) unsafe fn gemm_body_vnni(
+        w: &[BlockQ6Kx8],
+        a: &[BlockQ8Kx4],
+        out: &mut [f32],
+    ) {
+        // SAFETY: the enclosing unsafe fn's contract is the callee's.
+        unsafe { gemm_body_with::<true>(w, a, out) }
+    }
+
+    #[inline(always)]
+    unsafe fn gemm_body_with<const VNNI: bool>(
+        w: &[BlockQ6Kx8],
+        a: &[BlockQ8Kx4],
+        out: &mut [f32],
+    ) {
         // SAFETY: callers meet this function's contract: the CPU has the features of the
         // kernel set that calls it, and the slices are as long as the body reads.
         unsafe {
@@ -264,7 +330,7 @@ pub(in crate::kernels::x86) mod imp {
             let mut acc = [_mm256_setzero_ps(); 4];
             for (wb, ab) in w.iter().zip(a) {
                 let mut s = [[_mm256_setzero_si256(); 2]; 4];
-                block_sums::<4>(wb, &ab.qs, 32, &mut s);
+                block_sums::<4, VNNI>(wb, &ab.qs, 32, &mut s);
                 let pairs = scale_pairs(&wb.scales);
                 let dw = f16x8(&wb.d);
                 for (m, acc_m) in acc.iter_mut().enumerate() {

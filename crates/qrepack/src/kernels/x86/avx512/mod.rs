@@ -75,19 +75,17 @@ pub(crate) fn q5_0_kernels(t: Avx512) -> Kernels<BlockQ5_0x8, BlockQ8_0, BlockQ8
     }
 }
 
-/// `q6_K_8x8`: the AVX2 GEMV, the GEMM with 32 registers.
-pub(crate) fn q6_k_kernels(t: Avx512) -> Kernels<BlockQ6Kx8, BlockQ8K, BlockQ8Kx4> {
-    Kernels {
-        set: KernelSet::Avx512,
-        gemm: q6_k_gemm,
-        ..q6_k::kernels(t.avx2())
-    }
+/// `q6_K_8x8`: the AVX2 loop nest with `vpdpbusd` for the byte products, 32 registers.
+pub(crate) fn q6_k_kernels(_: Avx512) -> Kernels<BlockQ6Kx8, BlockQ8K, BlockQ8Kx4> {
+    Kernels::pair(KernelSet::Avx512, q6_k_gemv, q6_k_gemm)
 }
 
 target_entries! { "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni";
     fn q4_0_gemv(w: &[BlockQ4_0x8], a: &[BlockQ8_0], out: &mut [f32]) => nibble::gemv_body::<BlockQ4_0x8>;
     fn offset_gemm<P: ZmmBlock, Q: OffsetQuad>(w: &[P], a: &[Q], out: &mut [f32]) => nibble::gemm_body;
     fn zmm_gemv<P: ZmmBlock>(w: &[P], a: &[BlockQ8_0], out: &mut [f32]) => nibble::gemv_body;
+    fn q6_k_gemv(w: &[BlockQ6Kx8], a: &[BlockQ8K], out: &mut [f32]) => q6_k::imp::gemv_body_vnni;
+    fn q6_k_gemm(w: &[BlockQ6Kx8], a: &[BlockQ8Kx4], out: &mut [f32]) => q6_k::imp::gemm_body_vnni;
     fn k_gemv<P: K8x8>(w: &[P], a: &[BlockQ8K], out: &mut [f32]) => k_quants::imp::gemv_body_vnni;
     fn k_gemm<P: K8x8>(w: &[P], a: &[BlockQ8Kx4], out: &mut [f32]) => k_quants::imp::gemm_body_vnni;
     fn k_gemm_tiled<P: K8x8>(w: &[P], tile: &[u64], a: &[BlockQ8Kx4], out: &mut [f32]) => k_quants::imp::gemm_tiled_body_vnni;
@@ -96,5 +94,4 @@ target_entries! { "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni";
 target_entries! { "avx2,fma,f16c,avx512f,avx512bw,avx512vl";
     fn q4_1_gemm(w: &[BlockQ4_1x8], a: &[BlockQ8_1x4], out: &mut [f32]) => q4_1::imp::gemm_body;
     fn q5_0_gemm(w: &[BlockQ5_0x8], a: &[BlockQ8_0x4Sums], out: &mut [f32]) => q5_0::imp::gemm_body;
-    fn q6_k_gemm(w: &[BlockQ6Kx8], a: &[BlockQ8Kx4], out: &mut [f32]) => q6_k::imp::gemm_body;
 }
