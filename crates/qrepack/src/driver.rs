@@ -8,7 +8,7 @@ use crate::activation::{ActFormat, ActQuantizer, ChooseQuantizer};
 use crate::blocks::collect_blocks;
 use crate::cpu::CpuFeatures;
 use crate::error::Error;
-use crate::kernel_api::TiledGemm;
+use crate::kernel_api::{GemmFn, TiledGemm, WideGemmFn};
 use crate::layout::{ChooseKernels, Kernels, Layout, LayoutVisitor, PackedLayout, Quad, Row};
 use crate::profile::{Phase, Timer};
 use crate::scratch;
@@ -303,9 +303,22 @@ impl<L: ChooseKernels> PackedEngine<L> {
                             });
                         });
                     }
-                    None => sweep(&mut |g, a, out| {
-                        (kernels.gemm)(&w_chunk[g * nb..(g + 1) * nb], a, out)
-                    }),
+                    None => match kernels.wide {
+                        Some(wide) => sweep_wide(
+                            wide,
+                            kernels.gemm,
+                            w_chunk,
+                            nb,
+                            quads,
+                            quad_len,
+                            n,
+                            r,
+                            yt_chunk,
+                        ),
+                        None => sweep(&mut |g, a, out| {
+                            (kernels.gemm)(&w_chunk[g * nb..(g + 1) * nb], a, out)
+                        }),
+                    },
                 }
                 for (t, a) in tail.chunks_exact(nb).enumerate() {
                     for g in 0..groups {
@@ -390,6 +403,55 @@ impl<L: ChooseKernels> PackedEngine<L> {
             groups.div_ceil(tasks)
         } else {
             balanced.min((L2_WEIGHT_BUDGET / group_bytes).max(1))
+        }
+    }
+}
+
+/// The GEMM sweep of one task with a two-group, two-quad kernel: pairs of quads outside, pairs
+/// of row groups inside, the odd group or quad left over by the four-row GEMM. `yt` is the
+/// task's `[group][activation row][row of group]` results (`n` activation rows, `r` rows per
+/// group).
+#[allow(clippy::too_many_arguments)]
+fn sweep_wide<P, Q>(
+    wide: WideGemmFn<P, Q>,
+    gemm: GemmFn<P, Q>,
+    w: &[P],
+    nb: usize,
+    quads: &[Q],
+    quad_len: usize,
+    n: usize,
+    r: usize,
+    yt: &mut [f32],
+) {
+    let groups = w.len() / nb.max(1);
+    let n_quads = quads.len() / quad_len.max(1);
+    let quad = |q: usize| &quads[q * quad_len..(q + 1) * quad_len];
+    let group = |g: usize| &w[g * nb..(g + 1) * nb];
+    let mut q = 0;
+    while q + 2 <= n_quads {
+        let (a0, a1) = (quad(q), quad(q + 1));
+        let mut g = 0;
+        while g + 2 <= groups {
+            // Group g's eight rows for quads q, q + 1 start at (g n + 4q) r, group g + 1's at
+            // ((g + 1) n + 4q) r: disjoint, as (g n + 4q + 8) r <= (g + 1) n r.
+            let (head, tail) = yt.split_at_mut(((g + 1) * n + 4 * q) * r);
+            let at = (g * n + 4 * q) * r;
+            let out0 = &mut head[at..at + 8 * r];
+            let out1 = &mut tail[..8 * r];
+            wide([group(g), group(g + 1)], [a0, a1], [out0, out1]);
+            g += 2;
+        }
+        if g < groups {
+            let at = (g * n + 4 * q) * r;
+            gemm(group(g), a0, &mut yt[at..at + 4 * r]);
+            gemm(group(g), a1, &mut yt[at + 4 * r..at + 8 * r]);
+        }
+        q += 2;
+    }
+    if q < n_quads {
+        for g in 0..groups {
+            let at = (g * n + 4 * q) * r;
+            gemm(group(g), quad(q), &mut yt[at..at + 4 * r]);
         }
     }
 }

@@ -15,6 +15,12 @@ pub type GemvFn<P, R> = fn(&[P], &[R], &mut [f32]);
 /// outputs, activation row major (`out[m * ROWS + j]`).
 pub type GemmFn<P, Q> = fn(&[P], &[Q], &mut [f32]);
 
+/// A GEMM of two row groups with two groups of four activation rows at once, where one
+/// weight decode serves eight activation rows and one activation broadcast two row groups:
+/// `out[i]` receives row group `w[i]`'s 8 x `ROWS` outputs, activation row major (the four rows
+/// of `a[0]`, then those of `a[1]`).
+pub type WideGemmFn<P, Q> = fn([&[P]; 2], [&[Q]; 2], [&mut [f32]; 2]);
+
 /// The kernel of a [`TiledGemm`]: as [`GemmFn`], with the row group's tile.
 pub type TiledGemmFn<P, Q> = fn(&[P], &[u64], &[Q], &mut [f32]);
 
@@ -49,6 +55,8 @@ pub struct Kernels<P, R, Q> {
     pub gemm: GemmFn<P, Q>,
     /// A GEMM over per-call weight tiles, where the set has one for the layout.
     pub tiled: Option<TiledGemm<P, Q>>,
+    /// A GEMM of two row groups by two quads, where the set has one for the layout.
+    pub wide: Option<WideGemmFn<P, Q>>,
 }
 
 impl<P, R, Q> Clone for Kernels<P, R, Q> {
@@ -66,6 +74,7 @@ impl<P, R, Q> Kernels<P, R, Q> {
             gemv,
             gemm,
             tiled: None,
+            wide: None,
         }
     }
 }

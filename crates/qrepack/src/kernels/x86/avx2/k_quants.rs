@@ -742,6 +742,7 @@ pub(crate) fn kernels<P: K8x8>(_: Avx2) -> Kernels<P, BlockQ8K, BlockQ8Kx4> {
         gemv: gemv::<P>,
         gemm: gemm::<P>,
         tiled: Some(tiled(gemm_tiled::<P>)),
+        wide: None,
     }
 }
 

@@ -19,29 +19,38 @@ use nibble::{OffsetQuad, ZmmBlock};
 
 /// `q4_0_8x8` with 512-bit `vpdpbusd` (all 8 rows of a group by 8 activations at once).
 pub(crate) fn q4_0_kernels(_: Avx512) -> Kernels<BlockQ4_0x8, BlockQ8_0, BlockQ8_0x4Sums> {
-    Kernels::pair(
-        KernelSet::Avx512,
-        q4_0_gemv,
-        offset_gemm::<BlockQ4_0x8, BlockQ8_0x4Sums>,
-    )
+    Kernels {
+        wide: Some(wide_gemm::<BlockQ4_0x8, BlockQ8_0x4Sums>),
+        ..Kernels::pair(
+            KernelSet::Avx512,
+            q4_0_gemv,
+            offset_gemm::<BlockQ4_0x8, BlockQ8_0x4Sums>,
+        )
+    }
 }
 
 /// `q8_0_8x8` with 512-bit `vpdpbusd`: bytes + 128, `128 Σa` from the quads.
 pub(crate) fn q8_0_kernels(_: Avx512) -> Kernels<BlockQ8_0x8, BlockQ8_0, BlockQ8_0x4Sums> {
-    Kernels::pair(
-        KernelSet::Avx512,
-        zmm_gemv::<BlockQ8_0x8>,
-        offset_gemm::<BlockQ8_0x8, BlockQ8_0x4Sums>,
-    )
+    Kernels {
+        wide: Some(wide_gemm::<BlockQ8_0x8, BlockQ8_0x4Sums>),
+        ..Kernels::pair(
+            KernelSet::Avx512,
+            zmm_gemv::<BlockQ8_0x8>,
+            offset_gemm::<BlockQ8_0x8, BlockQ8_0x4Sums>,
+        )
+    }
 }
 
 /// `iq4_nl_8x8` with 512-bit `vpdpbusd`: levels + 128 from a table, `128 Σa` from the quads.
 pub(crate) fn iq4_nl_kernels(_: Avx512) -> Kernels<BlockIq4Nlx8, BlockQ8_0, BlockQ8_0x4Abs> {
-    Kernels::pair(
-        KernelSet::Avx512,
-        zmm_gemv::<BlockIq4Nlx8>,
-        offset_gemm::<BlockIq4Nlx8, BlockQ8_0x4Abs>,
-    )
+    Kernels {
+        wide: Some(wide_gemm::<BlockIq4Nlx8, BlockQ8_0x4Abs>),
+        ..Kernels::pair(
+            KernelSet::Avx512,
+            zmm_gemv::<BlockIq4Nlx8>,
+            offset_gemm::<BlockIq4Nlx8, BlockQ8_0x4Abs>,
+        )
+    }
 }
 
 /// The K-quant 8x8 layouts: the AVX2 loop nest and tiles, with `vpdpbusd` for the byte
@@ -52,6 +61,7 @@ pub(crate) fn k_quant_kernels<P: K8x8>(_: Avx512) -> Kernels<P, BlockQ8K, BlockQ
         gemv: k_gemv::<P>,
         gemm: k_gemm::<P>,
         tiled: Some(k_quants::tiled(k_gemm_tiled::<P>)),
+        wide: None,
     }
 }
 
@@ -84,6 +94,7 @@ target_entries! { "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni";
     fn q4_0_gemv(w: &[BlockQ4_0x8], a: &[BlockQ8_0], out: &mut [f32]) => nibble::gemv_body::<BlockQ4_0x8>;
     fn offset_gemm<P: ZmmBlock, Q: OffsetQuad>(w: &[P], a: &[Q], out: &mut [f32]) => nibble::gemm_body;
     fn zmm_gemv<P: ZmmBlock>(w: &[P], a: &[BlockQ8_0], out: &mut [f32]) => nibble::gemv_body;
+    fn wide_gemm<P: ZmmBlock, Q: OffsetQuad>(w: [&[P]; 2], a: [&[Q]; 2], out: [&mut [f32]; 2]) => nibble::wide_gemm_body;
     fn q6_k_gemv(w: &[BlockQ6Kx8], a: &[BlockQ8K], out: &mut [f32]) => q6_k::imp::gemv_body_vnni;
     fn q6_k_gemm(w: &[BlockQ6Kx8], a: &[BlockQ8Kx4], out: &mut [f32]) => q6_k::imp::gemm_body_vnni;
     fn k_gemv<P: K8x8>(w: &[P], a: &[BlockQ8K], out: &mut [f32]) => k_quants::imp::gemv_body_vnni;
