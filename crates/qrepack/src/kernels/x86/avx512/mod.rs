@@ -74,7 +74,7 @@ pub(crate) fn q5_0_kernels(t: Avx512) -> Kernels<BlockQ5_0x8, BlockQ8_0, BlockQ8
     }
 }
 
-/// `q6_K_8x8`: the AVX2 GEMV, the GEMM with 32 registers.
+/// `q6_K_8x8_x86`: the AVX2 GEMV, the GEMM with 32 registers.
 pub(crate) fn q6_k_kernels(t: Avx512) -> Kernels<BlockQ6Kx8, BlockQ8K, BlockQ8Kx4> {
     Kernels {
         set: KernelSet::Avx512,
