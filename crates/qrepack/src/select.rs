@@ -260,16 +260,20 @@ quantizer_table! {
     [] Q8KInterleaved {
         #[cfg(target_arch = "x86_64")] x86::Avx2 => avx2::quantize::q8_k_interleaved,
     }
-    [const IL: usize] ArmQ8KInterleaved<IL> {}
+    [const IL: usize] ArmQ8KInterleaved<IL> {
+        #[cfg(target_arch = "aarch64")] aarch64::Neon => neon::quantize::arm_q8_k_interleaved::<IL>,
+    }
     [] PlainQ8_0 {
         #[cfg(target_arch = "x86_64")] x86::Avx2 => avx2::quantize::q8_0_plain,
         #[cfg(target_arch = "aarch64")] aarch64::Neon => neon::quantize::q8_0_plain,
     }
     [] PlainQ8_1 {
         #[cfg(target_arch = "x86_64")] x86::Avx2 => avx2::quantize::q8_1_plain,
+        #[cfg(target_arch = "aarch64")] aarch64::Neon => neon::quantize::q8_1_plain,
     }
     [] PlainQ8K {
         #[cfg(target_arch = "x86_64")] x86::Avx2 => avx2::quantize::q8_k_plain,
+        #[cfg(target_arch = "aarch64")] aarch64::Neon => neon::quantize::q8_k_plain,
     }
     [] PlainF16 {}
     [] PlainBf16 {}
