@@ -136,6 +136,9 @@ impl KBlock for BlockQ4Kx8 {
     }
 }
 
+// `BlockQ5Kx8` also holds qrepack's `q5_K_8x8_x86`, whose `qh` are bit planes: this decoding
+// is for ggml's `q5_K_8x4`/`q5_K_8x8` only (interleaved `qh` bytes), which is the only pairing
+// the selection table makes.
 impl KBlock for BlockQ5Kx8 {
     const GROUPS16: bool = false;
     fn sub_block<const HI: bool>(p: usize) -> usize {
@@ -179,6 +182,7 @@ impl KBlock for BlockQ6Kx8Ggml {
         &self.d
     }
     fn dmin(&self) -> &[F16Bits; 8] {
+        // Q6_K has no mins; the kernels never read this for `GROUPS16` blocks.
         &self.d
     }
     #[inline(always)]
