@@ -1,7 +1,7 @@
 //! `qrepack info`: CPU features, the layouts, which layout each type gets, and the kernel sets of
 //! each layout and type.
 
-use qrepack::cpu::{CpuFeatures, KernelSet, FORCE_SCALAR_ENV, ISA_ENV};
+use qrepack::cpu::{sve_vector_bits, CpuFeatures, KernelSet, FORCE_SCALAR_ENV, ISA_ENV};
 use qrepack::{GgmlType, Layout, QMatrix};
 use serde::Serialize;
 
@@ -70,6 +70,10 @@ pub struct CpuJson {
     pub force_scalar: bool,
     /// The kernel sets this CPU may run, best first.
     pub sets: Vec<&'static str>,
+    /// True on an AArch64 CPU with SVE (no kernels use it; reported for reference).
+    pub sve: bool,
+    /// The SVE vector length in bits, if the CPU has SVE.
+    pub sve_vector_bits: Option<u32>,
 }
 
 /// One layout.
@@ -169,6 +173,8 @@ impl Info {
                 describe: cpu.describe(),
                 force_scalar: cpu.force_scalar(),
                 sets: cpu.sets().map(KernelSet::name).collect(),
+                sve: sve_vector_bits().is_some(),
+                sve_vector_bits: sve_vector_bits(),
             },
             kernels: self.kernel_rows(cpu),
             layouts,
@@ -184,6 +190,12 @@ impl Info {
         let mut out = String::new();
         out.push_str(&format!("qrepack {}\n", env!("CARGO_PKG_VERSION")));
         out.push_str(&format!("cpu features: {}\n", cpu.describe()));
+        if cfg!(target_arch = "aarch64") {
+            out.push_str(&match sve_vector_bits() {
+                Some(bits) => format!("sve: {bits}-bit vectors (no SVE kernels; NEON sets run)\n"),
+                None => "sve: no\n".to_string(),
+            });
+        }
         out.push_str(&format!(
             "{FORCE_SCALAR_ENV}: {}\n",
             match std::env::var(FORCE_SCALAR_ENV).ok() {

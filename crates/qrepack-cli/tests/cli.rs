@@ -263,6 +263,8 @@ fn info_lists_the_kernel_sets_of_each_layout_and_type() {
         "avxvnni",
         "force_scalar",
         "describe",
+        "sve",
+        "sve_vector_bits",
     ] {
         assert!(v["cpu"].get(key).is_some(), "cpu.{key} missing in {v}");
     }
@@ -286,7 +288,8 @@ fn info_lists_the_kernel_sets_of_each_layout_and_type() {
             assert!(pairs.contains(&want), "{want:?} missing in {pairs:?}");
         }
     }
-    assert_eq!(pairs.len(), 1 + 3 + 1 + 1);
+    // q4_0: plain, q4_0_4x4, q4_0_4x8, q4_0_8x8; q6_K: plain, q6_K_8x8, q6_K_8x4, q6_K_8x8_x86
+    assert_eq!(pairs.len(), 4 + 4);
     for k in kernels {
         let sets: Vec<&str> = k["sets"]
             .as_array()

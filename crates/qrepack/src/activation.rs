@@ -444,6 +444,48 @@ impl ActFormat for Q8KInterleaved {
     }
 }
 
+/// Q8_K activations as ggml's ARM build quantizes them for its K-quant layouts (`q4_K_8x4`,
+/// `q4_K_8x8`, `q5_K_8x4`, ...): every row, in a quad or alone, with the reference quantizer
+/// ([`quantize_block_q8_k`]: the scale's sign is that of the first value of largest magnitude),
+/// quads interleaved in chunks of `IL` bytes (4 for the `8x4` layouts, 8 for the `8x8` ones).
+/// ggml's x86 build picks the sign of quads differently ([`Q8KInterleaved`]); the products are
+/// the same, the bytes are not.
+///
+/// ```
+/// use qrepack::activation::{quantize_block_q8_k, ActFormat, ArmQ8KInterleaved, InterleavedAct};
+/// use qrepack::blocks::BlockQ8Kx4;
+/// use bytemuck::Zeroable;
+/// let rows: Vec<Vec<f32>> =
+///     (0..4).map(|m| (0..256).map(|i| ((i * 7 + m * 13) % 31) as f32 - 15.0).collect()).collect();
+/// let mut quad = [BlockQ8Kx4::zeroed()];
+/// ArmQ8KInterleaved::<4>::quantize_quad([&rows[0], &rows[1], &rows[2], &rows[3]], &mut quad);
+/// let split = ArmQ8KInterleaved::<4>::split_quad(&quad[0]);
+/// for (m, row) in rows.iter().enumerate() {
+///     assert_eq!(split[m], quantize_block_q8_k(row));
+/// }
+/// ```
+pub struct ArmQ8KInterleaved<const IL: usize>;
+
+impl<const IL: usize> ActFormat for ArmQ8KInterleaved<IL> {
+    type Row = BlockQ8K;
+    type Quad = BlockQ8Kx4;
+    const BLOCK: usize = QK_K;
+    const QUAD_IS_ROWS: bool = false;
+
+    fn quantize_row(x: &[f32], out: &mut [BlockQ8K]) {
+        for (b, xs) in out.iter_mut().zip(x.chunks_exact(QK_K)) {
+            *b = quantize_block_q8_k(xs);
+        }
+    }
+
+    fn quantize_quad(x: [&[f32]; 4], out: &mut [BlockQ8Kx4]) {
+        for (i, quad) in out.iter_mut().enumerate() {
+            let blocks = x.map(|row| quantize_block_q8_k(&row[i * QK_K..(i + 1) * QK_K]));
+            *quad = interleave_q8_k_by(&blocks, IL);
+        }
+    }
+}
+
 /// One row's block of a Q8_K quad (before interleaving), with the 4-row routine's scale sign.
 pub(crate) fn quantize_block_q8_k_quad_row(xs: &[f32]) -> BlockQ8K {
     non_finite_q8_k(xs).unwrap_or_else(|| q8_k_with_scale(xs, q8_k_quad_scale(xs)))
@@ -452,12 +494,17 @@ pub(crate) fn quantize_block_q8_k_quad_row(xs: &[f32]) -> BlockQ8K {
 /// Interleaves one block of four Q8_K rows in chunks of 8 bytes, with ggml's bsums order:
 /// the sum of 16-group `g` of row `m` goes to `(g / 4) * 16 + m * 4 + g % 4`.
 pub fn interleave_q8_k(rows: &[BlockQ8K; 4]) -> BlockQ8Kx4 {
+    interleave_q8_k_by(rows, 8)
+}
+
+/// As [`interleave_q8_k`], in chunks of `il` bytes (4 or 8; the bsums order is the same).
+pub fn interleave_q8_k_by(rows: &[BlockQ8K; 4], il: usize) -> BlockQ8Kx4 {
     let mut out = BlockQ8Kx4::zeroed();
     for (m, row) in rows.iter().enumerate() {
         out.d[m] = row.d;
-        for (c, chunk) in row.qs.chunks_exact(8).enumerate() {
-            let dst = (c * 4 + m) * 8;
-            out.qs[dst..dst + 8].copy_from_slice(chunk);
+        for (c, chunk) in row.qs.chunks_exact(il).enumerate() {
+            let dst = (c * 4 + m) * il;
+            out.qs[dst..dst + il].copy_from_slice(chunk);
         }
         for (g, &s) in row.bsums.iter().enumerate() {
             out.bsums[(g / 4) * 16 + m * 4 + g % 4] = s;
@@ -516,19 +563,30 @@ impl InterleavedAct for Q8_0AbsInterleaved {
 
 impl InterleavedAct for Q8KInterleaved {
     fn split_quad(quad: &BlockQ8Kx4) -> [BlockQ8K; 4] {
-        let mut rows = [BlockQ8K::zeroed(); 4];
-        for (m, row) in rows.iter_mut().enumerate() {
-            row.d = quad.d[m];
-            for (c, chunk) in row.qs.chunks_exact_mut(8).enumerate() {
-                let src = (c * 4 + m) * 8;
-                chunk.copy_from_slice(&quad.qs[src..src + 8]);
-            }
-            for (g, s) in row.bsums.iter_mut().enumerate() {
-                *s = quad.bsums[(g / 4) * 16 + m * 4 + g % 4];
-            }
-        }
-        rows
+        split_q8_k(quad, 8)
     }
+}
+
+impl<const IL: usize> InterleavedAct for ArmQ8KInterleaved<IL> {
+    fn split_quad(quad: &BlockQ8Kx4) -> [BlockQ8K; 4] {
+        split_q8_k(quad, IL)
+    }
+}
+
+/// The four rows of a Q8_K quad interleaved in chunks of `il` bytes.
+fn split_q8_k(quad: &BlockQ8Kx4, il: usize) -> [BlockQ8K; 4] {
+    let mut rows = [BlockQ8K::zeroed(); 4];
+    for (m, row) in rows.iter_mut().enumerate() {
+        row.d = quad.d[m];
+        for (c, chunk) in row.qs.chunks_exact_mut(il).enumerate() {
+            let src = (c * 4 + m) * il;
+            chunk.copy_from_slice(&quad.qs[src..src + il]);
+        }
+        for (g, s) in row.bsums.iter_mut().enumerate() {
+            *s = quad.bsums[(g / 4) * 16 + m * 4 + g % 4];
+        }
+    }
+    rows
 }
 
 macro_rules! plain_format {

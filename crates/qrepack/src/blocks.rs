@@ -106,8 +106,9 @@ blocks! {
     BlockQ4_0x4 [72] { d: [F16Bits; 4], qs: [u8; 64] }
     /// Eight Q4_0 rows interleaved in chunks of 8 bytes, nibbles xor 8.
     BlockQ4_0x8 [144] { d: [F16Bits; 8], qs: [u8; 128] }
-    /// Eight Q4_K rows: scales, mins, the 6-bit sub-block scales regrouped per sub-block
-    /// (12 bytes for the 8 rows' sub-block `s`), quants in chunks of 8 bytes.
+    /// Eight Q4_K rows (ggml's `block_q4_Kx8`): scales, mins, the 6-bit sub-block scales
+    /// regrouped per sub-block (12 bytes for the 8 rows' sub-block `s`), quants in chunks of 8
+    /// bytes (`q4_K_8x8`) or 4 bytes (`q4_K_8x4`).
     BlockQ4Kx8 [1152] { d: [F16Bits; 8], dmin: [F16Bits; 8], scales: [u8; 96], qs: [u8; 1024] }
     /// Four IQ4_NL rows interleaved in chunks of 4 bytes.
     BlockIq4Nlx4 [72] { d: [F16Bits; 4], qs: [u8; 64] }
@@ -119,7 +120,8 @@ blocks! {
 
     /// Four activation rows of Q8_0 interleaved in chunks of 4 or 8 bytes.
     BlockQ8_0x4 [136] { d: [F16Bits; 4], qs: [i8; 128] }
-    /// Four activation rows of Q8_K interleaved in chunks of 8 bytes, with ggml's bsums order.
+    /// Four activation rows of Q8_K interleaved in chunks of 8 (or, for the ARM `8x4` layouts,
+    /// 4) bytes, with ggml's bsums order.
     BlockQ8Kx4 [1168] { d: [f32; 4], qs: [i8; 1024], bsums: [i16; 64] }
     /// Four activation rows of Q8_0 interleaved in chunks of 8 bytes (as [`BlockQ8_0x4`]), with
     /// each row's scale widened to f32 and its quant sum times a weight offset (8 for Q4_0's
@@ -148,9 +150,14 @@ blocks! {
     BlockQ4_1x8 [160] { d: [F16Bits; 8], m: [F16Bits; 8], qs: [u8; 128] }
     /// Four activation rows of Q8_1 interleaved in chunks of 8 bytes.
     BlockQ8_1x4 [144] { d: [F16Bits; 4], s: [F16Bits; 4], qs: [i8; 128] }
-    /// Eight Q5_K rows: as [`BlockQ4Kx8`], plus the 2048 fifth bits as bit planes (see
-    /// `layout/q5_k.rs`).
+    /// Eight Q5_K rows: as [`BlockQ4Kx8`], plus the 2048 fifth bits, either as bit planes
+    /// (qrepack's `q5_K_8x8_x86`) or as the rows' `qh` bytes in chunks of 4 or 8 bytes taken
+    /// round-robin (ggml's `q5_K_8x4` and `q5_K_8x8`, its `block_q5_Kx8`); see `layout/q5_k.rs`.
     BlockQ5Kx8 [1408] { d: [F16Bits; 8], dmin: [F16Bits; 8], scales: [u8; 96], qh: [u8; 256], qs: [u8; 1024] }
+    /// Eight Q6_K rows as ggml's `block_q6_Kx8` (the `q6_K_8x4` and `q6_K_8x8` layouts): the
+    /// scales, the 16 group scales regrouped per group (`[g][row]`), then the rows' `ql` and
+    /// `qh` bytes, each in chunks of 4 or 8 bytes taken round-robin from the rows.
+    BlockQ6Kx8Ggml [1680] { d: [F16Bits; 8], scales: [i8; 128], ql: [u8; 1024], qh: [u8; 512] }
 }
 
 /// Views `bytes` as a slice of blocks without copying.

@@ -236,6 +236,43 @@ impl CpuFeatures {
     }
 }
 
+/// The SVE vector length of this CPU in bits (128..=2048), or `None` without SVE (and on other
+/// architectures). Reported by `qrepack info`; qrepack has no SVE kernels, so an SVE CPU runs
+/// the NEON sets (ggml's only SVE use among these layouts is `q4_0_8x8` with 256-bit vectors).
+///
+/// ```
+/// let bits = qrepack::cpu::sve_vector_bits();
+/// assert!(bits.is_none_or(|b| b % 128 == 0 && (128..=2048).contains(&b)));
+/// ```
+pub fn sve_vector_bits() -> Option<u32> {
+    static SVE: OnceLock<Option<u32>> = OnceLock::new();
+    *SVE.get_or_init(detect_sve)
+}
+
+#[cfg(target_arch = "aarch64")]
+fn detect_sve() -> Option<u32> {
+    if !std::arch::is_aarch64_feature_detected!("sve") {
+        return None;
+    }
+    let bytes: u64;
+    // SAFETY: `rdvl x0, #1` (encoded with `.inst`, so no assembler SVE support is needed) only
+    // writes the vector length in bytes to x0; it runs only after the OS reported SVE, so it
+    // cannot trap, and it touches no memory, stack or flags.
+    unsafe {
+        std::arch::asm!(
+            ".inst 0x04bf5020",
+            out("x0") bytes,
+            options(pure, nomem, nostack, preserves_flags)
+        );
+    }
+    u32::try_from(bytes * 8).ok()
+}
+
+#[cfg(not(target_arch = "aarch64"))]
+fn detect_sve() -> Option<u32> {
+    None
+}
+
 /// The cap the environment asks for, if any.
 fn env_cap() -> Result<Option<KernelSet>, Error> {
     if let Ok(v) = std::env::var(ISA_ENV) {

@@ -37,8 +37,10 @@ use crate::types::GgmlType;
 
 /// Metadata key marking a repack cache (`u32`, the cache format version).
 pub const CACHE_VERSION_KEY: &str = "qrepack.version";
-/// The cache format version written and understood.
-pub const CACHE_VERSION: u32 = 1;
+/// The cache format version written and understood. Version 2: `q5_K_8x8` and `q6_K_8x8` are
+/// ggml's ARM layouts (qrepack's own x86 layouts of version 1 are now `q5_K_8x8_x86` and
+/// `q6_K_8x8_x86`), so a version-1 cache is refused rather than misread.
+pub const CACHE_VERSION: u32 = 2;
 /// Metadata key with the CPU description of the machine that wrote the cache.
 pub const CACHE_CPU_KEY: &str = "qrepack.cpu";
 /// Prefix of the per-tensor layout keys (`qrepack.layout.<tensor name>`).

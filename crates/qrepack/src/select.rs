@@ -13,14 +13,17 @@
 //! product and its entry here.
 
 use crate::activation::{
-    ActQuantizer, ArmQ8_0Interleaved, ChooseQuantizer, PlainBf16, PlainF16, PlainF32, PlainQ8K,
-    PlainQ8_0, PlainQ8_1, Q8KInterleaved, Q8_0AbsInterleaved, Q8_0Interleaved, Q8_0SumsInterleaved,
+    ActQuantizer, ArmQ8KInterleaved, ArmQ8_0Interleaved, ChooseQuantizer, PlainBf16, PlainF16,
+    PlainF32, PlainQ8K, PlainQ8_0, PlainQ8_1, Q8KInterleaved, Q8_0AbsInterleaved, Q8_0Interleaved,
+    Q8_0SumsInterleaved,
 };
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+use crate::blocks::BlockQ4Kx8;
 #[cfg(target_arch = "aarch64")]
-use crate::blocks::{BlockIq4Nlx4, BlockQ4_0x4, BlockQ8_0x4};
+use crate::blocks::{BlockIq4Nlx4, BlockQ4_0x4, BlockQ5Kx8, BlockQ6Kx8Ggml, BlockQ8_0x4};
 #[cfg(target_arch = "x86_64")]
 use crate::blocks::{
-    BlockIq4Nlx8, BlockQ4Kx8, BlockQ4_0x8, BlockQ5Kx8, BlockQ8_0x4Abs, BlockQ8_0x4Sums, BlockQ8_0x8,
+    BlockIq4Nlx8, BlockQ4_0x8, BlockQ5Kx8, BlockQ8_0x4Abs, BlockQ8_0x4Sums, BlockQ8_0x8,
 };
 use crate::cpu::{CpuFeatures, KernelSet};
 #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
@@ -37,10 +40,10 @@ use crate::layout::plain::{
 };
 use crate::layout::q4_0::{Q4_0_4x4, Q4_0_4x8, Q4_0_8x8};
 use crate::layout::q4_1::{Q4_1_8x8, Q8_1Interleaved};
-use crate::layout::q4_k::Q4K8x8;
+use crate::layout::q4_k::{Q4K8x4, Q4K8x8};
 use crate::layout::q5_0::Q5_0_8x8;
-use crate::layout::q5_k::Q5K8x8;
-use crate::layout::q6_k::Q6K8x8;
+use crate::layout::q5_k::{Q5K8x4, Q5K8x8, Q5K8x8X86};
+use crate::layout::q6_k::{Q6K8x4, Q6K8x8, Q6K8x8X86};
 use crate::layout::q8_0::{Q8_0_4x4, Q8_0_4x8, Q8_0_8x8};
 use crate::layout::{ChooseKernels, Kernels};
 
@@ -96,6 +99,7 @@ kernel_table! {
     Q4K8x8 {
         #[cfg(target_arch = "x86_64")] x86::Avx512 => avx512::k_quant_kernels::<BlockQ4Kx8>,
         #[cfg(target_arch = "x86_64")] x86::Avx2 => avx2::k_quants::kernels::<BlockQ4Kx8>,
+        #[cfg(target_arch = "aarch64")] aarch64::I8mm => i8mm::k_quants::kernels::<BlockQ4Kx8>,
         ; scalar::kernels::<Q4K8x8>()
     }
     Q8_0_8x8 {
@@ -111,10 +115,10 @@ kernel_table! {
         ; scalar::kernels::<Q5_0_8x8>()
     }
     // AVX2 against the plain AVX2 path: 1.2-1.3x at batch 1, 1.6-2.1x at batch >= 4.
-    Q6K8x8 {
+    Q6K8x8X86 {
         #[cfg(target_arch = "x86_64")] x86::Avx512 => avx512::q6_k_kernels,
         #[cfg(target_arch = "x86_64")] x86::Avx2 => avx2::q6_k::kernels,
-        ; scalar::kernels::<Q6K8x8>()
+        ; scalar::kernels::<Q6K8x8X86>()
     }
     // The plain path has no SIMD Q4_1 kernel: AVX2 is 9-14x faster at batch 1, 16-40x at >= 4.
     Q4_1_8x8 {
@@ -123,10 +127,31 @@ kernel_table! {
         ; scalar::kernels::<Q4_1_8x8>()
     }
     // AVX2 against the plain AVX2 path: 1.06-1.14x at batch 1, 1.5-2.2x at batch >= 4.
-    Q5K8x8 {
+    Q5K8x8X86 {
         #[cfg(target_arch = "x86_64")] x86::Avx512 => avx512::k_quant_kernels::<BlockQ5Kx8>,
         #[cfg(target_arch = "x86_64")] x86::Avx2 => avx2::k_quants::kernels::<BlockQ5Kx8>,
+        ; scalar::kernels::<Q5K8x8X86>()
+    }
+    // ggml's K-quant ARM layouts: 8x8 with i8mm, 8x4 with dotprod, as ggml chooses them.
+    Q4K8x4 {
+        #[cfg(target_arch = "aarch64")] aarch64::Dotprod => dotprod::k_quants::kernels::<BlockQ4Kx8>,
+        ; scalar::kernels::<Q4K8x4>()
+    }
+    Q5K8x8 {
+        #[cfg(target_arch = "aarch64")] aarch64::I8mm => i8mm::k_quants::kernels::<BlockQ5Kx8>,
         ; scalar::kernels::<Q5K8x8>()
+    }
+    Q5K8x4 {
+        #[cfg(target_arch = "aarch64")] aarch64::Dotprod => dotprod::k_quants::kernels::<BlockQ5Kx8>,
+        ; scalar::kernels::<Q5K8x4>()
+    }
+    Q6K8x8 {
+        #[cfg(target_arch = "aarch64")] aarch64::I8mm => i8mm::k_quants::kernels::<BlockQ6Kx8Ggml>,
+        ; scalar::kernels::<Q6K8x8>()
+    }
+    Q6K8x4 {
+        #[cfg(target_arch = "aarch64")] aarch64::Dotprod => dotprod::k_quants::kernels::<BlockQ6Kx8Ggml>,
+        ; scalar::kernels::<Q6K8x4>()
     }
     Iq4Nl4x4 {
         #[cfg(target_arch = "aarch64")] aarch64::Dotprod => dotprod::rows4x4_kernels::<BlockIq4Nlx4>,
@@ -235,15 +260,20 @@ quantizer_table! {
     [] Q8KInterleaved {
         #[cfg(target_arch = "x86_64")] x86::Avx2 => avx2::quantize::q8_k_interleaved,
     }
+    [const IL: usize] ArmQ8KInterleaved<IL> {
+        #[cfg(target_arch = "aarch64")] aarch64::Neon => neon::quantize::arm_q8_k_interleaved::<IL>,
+    }
     [] PlainQ8_0 {
         #[cfg(target_arch = "x86_64")] x86::Avx2 => avx2::quantize::q8_0_plain,
         #[cfg(target_arch = "aarch64")] aarch64::Neon => neon::quantize::q8_0_plain,
     }
     [] PlainQ8_1 {
         #[cfg(target_arch = "x86_64")] x86::Avx2 => avx2::quantize::q8_1_plain,
+        #[cfg(target_arch = "aarch64")] aarch64::Neon => neon::quantize::q8_1_plain,
     }
     [] PlainQ8K {
         #[cfg(target_arch = "x86_64")] x86::Avx2 => avx2::quantize::q8_k_plain,
+        #[cfg(target_arch = "aarch64")] aarch64::Neon => neon::quantize::q8_k_plain,
     }
     [] PlainF16 {}
     [] PlainBf16 {}

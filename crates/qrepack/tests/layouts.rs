@@ -106,7 +106,7 @@ fn every_kernel_family_matches_reference_on_awkward_shapes() {
             let m = QMatrix::with_layout_for_cpu(ty, rows, cols, &w, layout, cpu).unwrap();
             let mut rng = SplitMix64::new(405);
             // 37: several 16-row gather blocks and a tail of one row after the last quad
-            for n in [1, 3, 5, 9, 37] {
+            for n in [1, 3, 5, 8, 9, 37] {
                 let x = rng.pm1_vec(n * cols);
                 let mut y = vec![0.0; n * rows];
                 m.matmul(&x, n, &mut y).unwrap();
@@ -142,6 +142,53 @@ fn simd_equals_scalar(cpu: &CpuFeatures) {
                 let what = format!("{layout} {ty} {} vs scalar n={n}", fast.kernel_name());
                 assert_close_rows(&a, &want, rows, 1e-5, &what);
             }
+        }
+    }
+}
+
+/// ggml's choice for the K-quants (`ggml_repack_get_optimal_repack_type`): on ARM the 8x8
+/// layouts with i8mm, the 8x4 ones with dotprod, plain with NEON only or a row count that is not
+/// a multiple of 8; on x86 with AVX2 qrepack's 8-row layouts.
+#[test]
+fn k_quant_layout_choice_follows_ggml() {
+    for cpu in &cpu_variants() {
+        for (ty, i8mm, dotprod, x86) in [
+            (
+                GgmlType::Q4_K,
+                Layout::Q4_K_8x8,
+                Layout::Q4_K_8x4,
+                Layout::Q4_K_8x8,
+            ),
+            (
+                GgmlType::Q5_K,
+                Layout::Q5_K_8x8,
+                Layout::Q5_K_8x4,
+                Layout::Q5_K_8x8_x86,
+            ),
+            (
+                GgmlType::Q6_K,
+                Layout::Q6_K_8x8,
+                Layout::Q6_K_8x4,
+                Layout::Q6_K_8x8_x86,
+            ),
+        ] {
+            let want = if cpu.has(KernelSet::I8mm) {
+                i8mm
+            } else if cpu.has(KernelSet::Dotprod) {
+                dotprod
+            } else if cpu.has(KernelSet::Avx2) {
+                x86
+            } else {
+                Layout::Plain
+            };
+            let what = cpu.describe();
+            assert_eq!(Layout::best_for(ty, 16, cpu), want, "{ty} on {what}");
+            assert_eq!(Layout::best_for(ty, 24, cpu), want, "{ty} on {what}");
+            assert_eq!(
+                Layout::best_for(ty, 12, cpu),
+                Layout::Plain,
+                "{ty} on {what}"
+            );
         }
     }
 }

@@ -262,7 +262,10 @@ fn repack_cache_round_trip() {
     for (a, b) in model.gguf().tensors().iter().zip(g.tensors()) {
         assert_eq!((&a.name, &a.dims, a.type_id), (&b.name, &b.dims, b.type_id));
     }
-    assert_eq!(g.get("qrepack.version"), Some(&GgufValue::U32(1)));
+    assert_eq!(
+        g.get("qrepack.version"),
+        Some(&GgufValue::U32(qrepack::model::CACHE_VERSION))
+    );
     assert!(g.get("qrepack.cpu").and_then(|v| v.as_str()).is_some());
     assert_eq!(
         g.get("general.architecture").and_then(|v| v.as_str()),

@@ -170,8 +170,10 @@ layouts! {
     Q4_0_4x8 = "q4_0_4x8" => q4_0::Q4_0_4x8,
     /// Q4_0, 8 rows, 8-byte chunks (ggml's AVX2 layout).
     Q4_0_8x8 = "q4_0_8x8" => q4_0::Q4_0_8x8,
-    /// Q4_K, 8 rows, 8-byte chunks, regrouped sub-block scales.
+    /// Q4_K, 8 rows, 8-byte chunks, regrouped sub-block scales (ggml's AVX2 and i8mm layout).
     Q4_K_8x8 = "q4_K_8x8" => q4_k::Q4K8x8,
+    /// Q4_K, 8 rows, 4-byte chunks, regrouped sub-block scales (ggml's NEON dot-product layout).
+    Q4_K_8x4 = "q4_K_8x4" => q4_k::Q4K8x4,
     /// Q8_0, 8 rows, 8-byte chunks (qrepack's own layout).
     Q8_0_8x8 = "q8_0_8x8" => q8_0::Q8_0_8x8,
     /// Q8_0, 4 rows, 4-byte chunks (ggml's NEON dot-product layout).
@@ -180,12 +182,20 @@ layouts! {
     Q8_0_4x8 = "q8_0_4x8" => q8_0::Q8_0_4x8,
     /// Q5_0, 8 rows, 8-byte chunks, fifth bits as bit planes (qrepack's own layout).
     Q5_0_8x8 = "q5_0_8x8" => q5_0::Q5_0_8x8,
-    /// Q6_K, 8 rows, 8-byte chunks, quants re-packed 4 in 3 bytes (qrepack's own layout).
+    /// Q6_K, 8 rows, `ql` and `qh` in 8-byte chunks (ggml's NEON i8mm layout).
     Q6_K_8x8 = "q6_K_8x8" => q6_k::Q6K8x8,
+    /// Q6_K, 8 rows, `ql` and `qh` in 4-byte chunks (ggml's NEON dot-product layout).
+    Q6_K_8x4 = "q6_K_8x4" => q6_k::Q6K8x4,
+    /// Q6_K, 8 rows, 8-byte chunks, quants re-packed 4 in 3 bytes (qrepack's own x86 layout).
+    Q6_K_8x8_x86 = "q6_K_8x8_x86" => q6_k::Q6K8x8X86,
     /// Q4_1, 8 rows, 8-byte chunks, with interleaved Q8_1 activations (qrepack's own layout).
     Q4_1_8x8 = "q4_1_8x8" => q4_1::Q4_1_8x8,
-    /// Q5_K, 8 rows, 8-byte chunks, fifth bits as bit planes (qrepack's own layout).
+    /// Q5_K, 8 rows, `qs` and `qh` in 8-byte chunks (ggml's NEON i8mm layout).
     Q5_K_8x8 = "q5_K_8x8" => q5_k::Q5K8x8,
+    /// Q5_K, 8 rows, `qs` and `qh` in 4-byte chunks (ggml's NEON dot-product layout).
+    Q5_K_8x4 = "q5_K_8x4" => q5_k::Q5K8x4,
+    /// Q5_K, 8 rows, 8-byte chunks, fifth bits as bit planes (qrepack's own x86 layout).
+    Q5_K_8x8_x86 = "q5_K_8x8_x86" => q5_k::Q5K8x8X86,
     /// IQ4_NL, 4 rows, 4-byte chunks.
     IQ4_NL_4x4 = "iq4_nl_4x4" => iq4_nl::Iq4Nl4x4,
     /// IQ4_NL, 8 rows, 8-byte chunks.

@@ -1,5 +1,12 @@
-//! Q5_K interleaved layout `q5_K_8x8` (qrepack's own): `q4_K_8x8` plus the fifth bits as bit
-//! planes.
+//! Q5_K interleaved layouts: ggml's `q5_K_8x8` and `q5_K_8x4` (its ARM layouts,
+//! `block_q5_Kx8`), and qrepack's own `q5_K_8x8_x86`.
+//!
+//! ggml's (`Q5K8x8`, `Q5K8x4`): `q4_K_8x8`'s scales and nibbles (the nibbles in chunks of 8 or 4
+//! bytes), plus each row's 32 `qh` bytes in chunks of the same size taken round-robin from the
+//! rows: bit `s` of byte `l` of row `r` is the fifth bit of weight `32 s + l`.
+//!
+//! qrepack's `q5_K_8x8_x86` (`Q5K8x8X86`, its AVX2/AVX-512 layout): `q4_K_8x8` plus the fifth
+//! bits as bit planes.
 //!
 //! Byte layout of one packed block (1408 bytes = 8 x 176, [`BlockQ5Kx8`]):
 //!
@@ -20,14 +27,72 @@
 
 use bytemuck::Zeroable;
 
-use crate::activation::Q8KInterleaved;
+use crate::activation::{ArmQ8KInterleaved, Q8KInterleaved};
 use crate::blocks::{BlockQ5K, BlockQ5Kx8};
-use crate::layout::q4_k::{regroup_scales, row_scales};
+use crate::layout::q4_k::{interleaved_index, regroup_scales, row_scales};
 use crate::layout::{deinterleave_quants, interleave_quants, Layout, PackedLayout};
 use crate::types::GgmlType;
 
-/// The `q5_K_8x8` layout.
-pub struct Q5K8x8;
+/// qrepack's `q5_K_8x8_x86` layout (fifth bits as bit planes).
+pub struct Q5K8x8X86;
+
+/// ggml's Q5_K layouts, interleaved in chunks of `IL` bytes.
+pub struct Q5KArm<const IL: usize>;
+/// ggml's `q5_K_8x8` (i8mm on ARM).
+pub type Q5K8x8 = Q5KArm<8>;
+/// ggml's `q5_K_8x4` (dotprod on ARM).
+pub type Q5K8x4 = Q5KArm<4>;
+
+/// The unsigned 5-bit quant (0..32) of weight `e` of row `r` of one of ggml's blocks
+/// interleaved by `il`.
+#[inline]
+pub(crate) fn arm_packed_quant(p: &BlockQ5Kx8, il: usize, r: usize, e: usize) -> u8 {
+    let (sb, l) = (e / 32, e % 32);
+    let byte = p.qs[interleaved_index(il, r, 32 * (sb / 2) + l)];
+    let nibble = if sb % 2 == 0 { byte & 0x0f } else { byte >> 4 };
+    nibble | (((p.qh[interleaved_index(il, r, l)] >> sb) & 1) << 4)
+}
+
+impl<const IL: usize> PackedLayout for Q5KArm<IL> {
+    const LAYOUT: Layout = if IL == 4 {
+        Layout::Q5_K_8x4
+    } else {
+        Layout::Q5_K_8x8
+    };
+    const WEIGHT_TYPE: GgmlType = GgmlType::Q5_K;
+    const ROWS: usize = ROWS;
+    const INTERLEAVE: usize = IL;
+    type Weight = BlockQ5K;
+    type Packed = BlockQ5Kx8;
+    type Act = ArmQ8KInterleaved<IL>;
+
+    fn pack(rows: &[BlockQ5K]) -> BlockQ5Kx8 {
+        let mut out = BlockQ5Kx8::zeroed();
+        for (r, b) in rows.iter().enumerate() {
+            out.d[r] = b.d;
+            out.dmin[r] = b.dmin;
+        }
+        let row_fields: Vec<&[u8; 12]> = rows.iter().map(|b| &b.scales).collect();
+        out.scales = regroup_scales(&row_fields);
+        let qs: Vec<&[u8]> = rows.iter().map(|r| &r.qs[..]).collect();
+        interleave_quants(&qs, IL, 0, &mut out.qs);
+        let qh: Vec<&[u8]> = rows.iter().map(|r| &r.qh[..]).collect();
+        interleave_quants(&qh, IL, 0, &mut out.qh);
+        out
+    }
+
+    fn unpack(p: &BlockQ5Kx8, rows: &mut [BlockQ5K]) {
+        for (r, b) in rows.iter_mut().enumerate() {
+            b.d = p.d[r];
+            b.dmin = p.dmin[r];
+            b.scales = row_scales(&p.scales, r);
+        }
+        let mut qs: Vec<&mut [u8]> = rows.iter_mut().map(|r| &mut r.qs[..]).collect();
+        deinterleave_quants(&p.qs, IL, 0, &mut qs);
+        let mut qh: Vec<&mut [u8]> = rows.iter_mut().map(|r| &mut r.qh[..]).collect();
+        deinterleave_quants(&p.qh, IL, 0, &mut qh);
+    }
+}
 
 const ROWS: usize = 8;
 
@@ -53,8 +118,8 @@ pub(crate) fn packed_quant(p: &BlockQ5Kx8, r: usize, w: usize) -> u8 {
     nibble | (((p.qh[32 * (d / 8) + lane] >> (d % 8)) & 1) << 4)
 }
 
-impl PackedLayout for Q5K8x8 {
-    const LAYOUT: Layout = Layout::Q5_K_8x8;
+impl PackedLayout for Q5K8x8X86 {
+    const LAYOUT: Layout = Layout::Q5_K_8x8_x86;
     const WEIGHT_TYPE: GgmlType = GgmlType::Q5_K;
     const ROWS: usize = ROWS;
     const INTERLEAVE: usize = 8;
@@ -123,7 +188,7 @@ mod tests {
                 qs: std::array::from_fn(|_| next()),
             })
             .collect();
-        let p = Q5K8x8::pack(&rows);
+        let p = Q5K8x8X86::pack(&rows);
         for (r, row) in rows.iter().enumerate() {
             for w in 0..256 {
                 let (j, l) = (w / 32, w % 32);
@@ -134,7 +199,7 @@ mod tests {
             }
         }
         let mut back = vec![BlockQ5K::zeroed(); ROWS];
-        Q5K8x8::unpack(&p, &mut back);
+        Q5K8x8X86::unpack(&p, &mut back);
         assert_eq!(back, rows);
     }
 }

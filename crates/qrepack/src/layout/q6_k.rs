@@ -1,5 +1,12 @@
-//! Q6_K interleaved layout `q6_K_8x8` (qrepack's own): eight rows' super-blocks, with the 6-bit
-//! quants re-packed so that AVX2 rebuilds them with few shifts and masks.
+//! Q6_K interleaved layouts: ggml's `q6_K_8x8` and `q6_K_8x4` (its ARM layouts,
+//! `block_q6_Kx8`, [`BlockQ6Kx8Ggml`]) and qrepack's own `q6_K_8x8_x86`.
+//!
+//! ggml's (`Q6K8x8`, `Q6K8x4`): the rows' scales, the 16 group scales as `scales[8g + r]`, then
+//! each row's 128 `ql` and 64 `qh` bytes, each array in chunks of 8 or 4 bytes taken round-robin
+//! from the rows.
+//!
+//! qrepack's `q6_K_8x8_x86` (`Q6K8x8X86`, its AVX2/AVX-512 layout): eight rows' super-blocks,
+//! with the 6-bit quants re-packed so that AVX2 rebuilds them with few shifts and masks.
 //!
 //! Byte layout of one packed block (1680 bytes = 8 x 210, [`BlockQ6Kx8`]):
 //!
@@ -21,13 +28,73 @@
 
 use bytemuck::Zeroable;
 
-use crate::activation::Q8KInterleaved;
-use crate::blocks::{BlockQ6K, BlockQ6Kx8};
-use crate::layout::{Layout, PackedLayout};
+use crate::activation::{ArmQ8KInterleaved, Q8KInterleaved};
+use crate::blocks::{BlockQ6K, BlockQ6Kx8, BlockQ6Kx8Ggml};
+use crate::layout::q4_k::interleaved_index;
+use crate::layout::{deinterleave_quants, interleave_quants, Layout, PackedLayout};
 use crate::types::GgmlType;
 
-/// The `q6_K_8x8` layout.
-pub struct Q6K8x8;
+/// qrepack's `q6_K_8x8_x86` layout (quants re-packed 4 in 3 bytes).
+pub struct Q6K8x8X86;
+
+/// ggml's Q6_K layouts, interleaved in chunks of `IL` bytes.
+pub struct Q6KArm<const IL: usize>;
+/// ggml's `q6_K_8x8` (i8mm on ARM).
+pub type Q6K8x8 = Q6KArm<8>;
+/// ggml's `q6_K_8x4` (dotprod on ARM).
+pub type Q6K8x4 = Q6KArm<4>;
+
+/// The unsigned 6-bit quant (0..64) of weight `e` of row `r` of one of ggml's blocks
+/// interleaved by `il`.
+#[inline]
+pub(crate) fn arm_packed_quant(p: &BlockQ6Kx8Ggml, il: usize, r: usize, e: usize) -> u8 {
+    let (h, s, l) = (e / 128, (e % 128) / 32, e % 32);
+    let low = p.ql[interleaved_index(il, r, 64 * h + 32 * (s % 2) + l)] >> (4 * (s / 2));
+    let high = p.qh[interleaved_index(il, r, 32 * h + l)] >> (2 * s);
+    (low & 0x0f) | ((high & 3) << 4)
+}
+
+impl<const IL: usize> PackedLayout for Q6KArm<IL> {
+    const LAYOUT: Layout = if IL == 4 {
+        Layout::Q6_K_8x4
+    } else {
+        Layout::Q6_K_8x8
+    };
+    const WEIGHT_TYPE: GgmlType = GgmlType::Q6_K;
+    const ROWS: usize = ROWS;
+    const INTERLEAVE: usize = IL;
+    type Weight = BlockQ6K;
+    type Packed = BlockQ6Kx8Ggml;
+    type Act = ArmQ8KInterleaved<IL>;
+
+    fn pack(rows: &[BlockQ6K]) -> BlockQ6Kx8Ggml {
+        let mut out = BlockQ6Kx8Ggml::zeroed();
+        for (r, b) in rows.iter().enumerate() {
+            out.d[r] = b.d;
+            for g in 0..16 {
+                out.scales[8 * g + r] = b.scales[g];
+            }
+        }
+        let ql: Vec<&[u8]> = rows.iter().map(|r| &r.ql[..]).collect();
+        interleave_quants(&ql, IL, 0, &mut out.ql);
+        let qh: Vec<&[u8]> = rows.iter().map(|r| &r.qh[..]).collect();
+        interleave_quants(&qh, IL, 0, &mut out.qh);
+        out
+    }
+
+    fn unpack(p: &BlockQ6Kx8Ggml, rows: &mut [BlockQ6K]) {
+        for (r, b) in rows.iter_mut().enumerate() {
+            b.d = p.d[r];
+            for g in 0..16 {
+                b.scales[g] = p.scales[8 * g + r];
+            }
+        }
+        let mut ql: Vec<&mut [u8]> = rows.iter_mut().map(|r| &mut r.ql[..]).collect();
+        deinterleave_quants(&p.ql, IL, 0, &mut ql);
+        let mut qh: Vec<&mut [u8]> = rows.iter_mut().map(|r| &mut r.qh[..]).collect();
+        deinterleave_quants(&p.qh, IL, 0, &mut qh);
+    }
+}
 
 const ROWS: usize = 8;
 
@@ -74,8 +141,8 @@ pub(crate) fn packed_quant(p: &BlockQ6Kx8, r: usize, w: usize) -> u8 {
     }
 }
 
-impl PackedLayout for Q6K8x8 {
-    const LAYOUT: Layout = Layout::Q6_K_8x8;
+impl PackedLayout for Q6K8x8X86 {
+    const LAYOUT: Layout = Layout::Q6_K_8x8_x86;
     const WEIGHT_TYPE: GgmlType = GgmlType::Q6_K;
     const ROWS: usize = ROWS;
     const INTERLEAVE: usize = 8;
@@ -140,7 +207,7 @@ mod tests {
                 d: F16Bits::from_f32(0.01 * (r + 1) as f32),
             })
             .collect();
-        let p = Q6K8x8::pack(&rows);
+        let p = Q6K8x8X86::pack(&rows);
         for (r, row) in rows.iter().enumerate() {
             let u = quants(row);
             for (w, &q) in u.iter().enumerate() {
@@ -151,7 +218,7 @@ mod tests {
             assert_eq!((back.ql, back.qh), (row.ql, row.qh));
         }
         let mut back = vec![BlockQ6K::zeroed(); ROWS];
-        Q6K8x8::unpack(&p, &mut back);
+        Q6K8x8X86::unpack(&p, &mut back);
         assert_eq!(back, rows);
     }
 }

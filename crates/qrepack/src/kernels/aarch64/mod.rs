@@ -9,6 +9,7 @@
 pub(crate) mod asm;
 pub(crate) mod dotprod;
 pub(crate) mod i8mm;
+pub(crate) mod kx8;
 pub(crate) mod neon;
 pub(crate) mod rows4;
 

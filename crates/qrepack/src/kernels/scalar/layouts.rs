@@ -3,7 +3,8 @@
 
 use crate::blocks::{
     BlockIq4Nlx4, BlockIq4Nlx8, BlockQ4Kx8, BlockQ4_0x4, BlockQ4_0x8, BlockQ4_1x8, BlockQ5Kx8,
-    BlockQ5_0x8, BlockQ6Kx8, BlockQ8K, BlockQ8_0, BlockQ8_0x4, BlockQ8_0x8, BlockQ8_1, F16Bits,
+    BlockQ5_0x8, BlockQ6Kx8, BlockQ6Kx8Ggml, BlockQ8K, BlockQ8_0, BlockQ8_0x4, BlockQ8_0x8,
+    BlockQ8_1, F16Bits,
 };
 use crate::blocks::{IQ4NL_LEVELS, SIGNED_NIBBLE};
 use crate::kernels::scalar::nibble;
@@ -11,10 +12,10 @@ use crate::kernels::scalar::BlockDot;
 use crate::layout::iq4_nl::{Iq4Nl4x4, Iq4Nl8x8};
 use crate::layout::q4_0::{Q4_0_4x4, Q4_0_4x8, Q4_0_8x8};
 use crate::layout::q4_1::Q4_1_8x8;
-use crate::layout::q4_k::{packed_scale_min, Q4K8x8};
+use crate::layout::q4_k::{self, packed_scale_min, Q4K8x4, Q4K8x8};
 use crate::layout::q5_0::{self, Q5_0_8x8};
-use crate::layout::q5_k::{self, Q5K8x8};
-use crate::layout::q6_k::{self, Q6K8x8};
+use crate::layout::q5_k::{self, Q5K8x8X86, Q5KArm};
+use crate::layout::q6_k::{self, Q6K8x8X86, Q6KArm};
 use crate::layout::q8_0::{Q8_0_4x4, Q8_0_4x8, Q8_0_8x8};
 use crate::layout::PackedLayout;
 
@@ -38,62 +39,94 @@ nibble_block_dot! {
     Iq4Nl8x8: BlockIq4Nlx8, IQ4NL_LEVELS;
 }
 
+/// Adds one Q4_K/Q5_K block column of 8 rows (`quant(r, e)`: the unsigned quant of weight `e`
+/// of row `r`) times one Q8_K block: per row and super-block
+/// `d_w·d_a·Σ_j sc_j Σ q·a - dmin_w·d_a·Σ_j m_j·(bsum_2j + bsum_2j+1)` in exact integers.
+fn k4_block_dot(
+    d: &[F16Bits; 8],
+    dmin: &[F16Bits; 8],
+    scales: &[u8; 96],
+    quant: impl Fn(usize, usize) -> u8,
+    a: &BlockQ8K,
+    acc: &mut [f32],
+) {
+    for (r, o) in acc.iter_mut().enumerate().take(8) {
+        let mut sumi = 0i32;
+        let mut summ = 0i32;
+        for sb in 0..8 {
+            let (sc, mn) = packed_scale_min(scales, sb, r);
+            let mut dot = 0i32;
+            for e in 32 * sb..32 * sb + 32 {
+                dot += quant(r, e) as i32 * a.qs[e] as i32;
+            }
+            sumi += sc as i32 * dot;
+            summ += mn as i32 * (a.bsums[2 * sb] as i32 + a.bsums[2 * sb + 1] as i32);
+        }
+        *o += d[r].to_f32() * a.d * sumi as f32 - dmin[r].to_f32() * a.d * summ as f32;
+    }
+}
+
 impl BlockDot for Q4K8x8 {
     fn block_dot(w: &BlockQ4Kx8, a: &BlockQ8K, acc: &mut [f32]) {
-        for (r, o) in acc.iter_mut().enumerate().take(8) {
-            let mut sumi = 0i32;
-            let mut summ = 0i32;
-            for sb in 0..8 {
-                let (sc, mn) = packed_scale_min(&w.scales, sb, r);
-                // sub-block sb: bytes 32*(sb/2).. of the row, low nibbles for even sb.
-                let mut dot = 0i32;
-                for e in 0..32 {
-                    let byte_idx = 32 * (sb / 2) + e;
-                    let c = byte_idx / 8;
-                    let byte = w.qs[c * 64 + r * 8 + byte_idx % 8];
-                    let q = if sb % 2 == 0 { byte & 0x0f } else { byte >> 4 };
-                    dot += q as i32 * a.qs[sb * 32 + e] as i32;
-                }
-                sumi += sc as i32 * dot;
-                summ += mn as i32 * (a.bsums[2 * sb] as i32 + a.bsums[2 * sb + 1] as i32);
-            }
-            *o += w.d[r].to_f32() * a.d * sumi as f32 - w.dmin[r].to_f32() * a.d * summ as f32;
-        }
+        let quant = |r, e| q4_k::packed_quant(&w.qs, 8, r, e);
+        k4_block_dot(&w.d, &w.dmin, &w.scales, quant, a, acc)
     }
 }
 
-impl BlockDot for Q5K8x8 {
+impl BlockDot for Q4K8x4 {
+    fn block_dot(w: &BlockQ4Kx8, a: &BlockQ8K, acc: &mut [f32]) {
+        let quant = |r, e| q4_k::packed_quant(&w.qs, 4, r, e);
+        k4_block_dot(&w.d, &w.dmin, &w.scales, quant, a, acc)
+    }
+}
+
+impl BlockDot for Q5K8x8X86 {
     fn block_dot(w: &BlockQ5Kx8, a: &BlockQ8K, acc: &mut [f32]) {
-        for (r, o) in acc.iter_mut().enumerate().take(8) {
-            let mut sumi = 0i32;
-            let mut summ = 0i32;
-            for sb in 0..8 {
-                let (sc, mn) = packed_scale_min(&w.scales, sb, r);
-                let mut dot = 0i32;
-                for e in 32 * sb..32 * sb + 32 {
-                    dot += q5_k::packed_quant(w, r, e) as i32 * a.qs[e] as i32;
-                }
-                sumi += sc as i32 * dot;
-                summ += mn as i32 * (a.bsums[2 * sb] as i32 + a.bsums[2 * sb + 1] as i32);
-            }
-            *o += w.d[r].to_f32() * a.d * sumi as f32 - w.dmin[r].to_f32() * a.d * summ as f32;
-        }
+        let quant = |r, e| q5_k::packed_quant(w, r, e);
+        k4_block_dot(&w.d, &w.dmin, &w.scales, quant, a, acc)
     }
 }
 
-impl BlockDot for Q6K8x8 {
-    fn block_dot(w: &BlockQ6Kx8, a: &BlockQ8K, acc: &mut [f32]) {
-        for (r, o) in acc.iter_mut().enumerate().take(8) {
-            let mut sumi = 0i32;
-            for g in 0..16 {
-                let mut dot = 0i32;
-                for i in 16 * g..16 * g + 16 {
-                    dot += (q6_k::packed_quant(w, r, i) as i32 - 32) * a.qs[i] as i32;
-                }
-                sumi += w.scales[8 * g + r] as i32 * dot;
+impl<const IL: usize> BlockDot for Q5KArm<IL> {
+    fn block_dot(w: &BlockQ5Kx8, a: &BlockQ8K, acc: &mut [f32]) {
+        let quant = |r, e| q5_k::arm_packed_quant(w, IL, r, e);
+        k4_block_dot(&w.d, &w.dmin, &w.scales, quant, a, acc)
+    }
+}
+
+/// Adds one Q6_K block column of 8 rows (`quant(r, e)`: the unsigned quant of weight `e` of row
+/// `r`, group scales `scales[8g + r]`) times one Q8_K block: per row and super-block
+/// `d_w·d_a·Σ_g sc_g Σ (q - 32)·a` in exact integers.
+fn q6_k_block_dot(
+    d: &[F16Bits; 8],
+    scales: &[i8; 128],
+    quant: impl Fn(usize, usize) -> u8,
+    a: &BlockQ8K,
+    acc: &mut [f32],
+) {
+    for (r, o) in acc.iter_mut().enumerate().take(8) {
+        let mut sumi = 0i32;
+        for g in 0..16 {
+            let mut dot = 0i32;
+            for i in 16 * g..16 * g + 16 {
+                dot += (quant(r, i) as i32 - 32) * a.qs[i] as i32;
             }
-            *o += w.d[r].to_f32() * a.d * sumi as f32;
+            sumi += scales[8 * g + r] as i32 * dot;
         }
+        *o += d[r].to_f32() * a.d * sumi as f32;
+    }
+}
+
+impl BlockDot for Q6K8x8X86 {
+    fn block_dot(w: &BlockQ6Kx8, a: &BlockQ8K, acc: &mut [f32]) {
+        q6_k_block_dot(&w.d, &w.scales, |r, e| q6_k::packed_quant(w, r, e), a, acc)
+    }
+}
+
+impl<const IL: usize> BlockDot for Q6KArm<IL> {
+    fn block_dot(w: &BlockQ6Kx8Ggml, a: &BlockQ8K, acc: &mut [f32]) {
+        let quant = |r, e| q6_k::arm_packed_quant(w, IL, r, e);
+        q6_k_block_dot(&w.d, &w.scales, quant, a, acc)
     }
 }
 

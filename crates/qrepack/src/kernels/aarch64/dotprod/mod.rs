@@ -8,6 +8,8 @@
 //! products to the four weight rows' sums of activation row `m`. 8 `sdot` per block column for
 //! one row, 32 for four.
 
+pub(crate) mod k_quants;
+
 use std::arch::aarch64::*;
 
 use crate::blocks::{BlockQ8_0, BlockQ8_0x4};

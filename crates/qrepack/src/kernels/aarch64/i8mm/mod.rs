@@ -8,6 +8,8 @@
 //! each weight vector with the 8 activation bytes repeated, 8 per block column, and a pairwise
 //! add gives the four rows.
 
+pub(crate) mod k_quants;
+
 use std::arch::aarch64::*;
 
 use crate::blocks::{BlockQ8_0, BlockQ8_0x4};

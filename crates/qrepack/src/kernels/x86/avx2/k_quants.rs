@@ -1,4 +1,4 @@
-//! AVX2 kernels for the K-quant 8-row layouts `q4_K_8x8` and `q5_K_8x8` (which adds fifth-bit
+//! AVX2 kernels for the K-quant 8-row layouts `q4_K_8x8` and `q5_K_8x8_x86` (which adds fifth-bit
 //! planes; byte layout in `q5_k.rs`): one loop nest, two ways of decoding the quants.
 //!
 //! The 1024 quant bytes of a packed block are 32 vectors of 32 bytes; vector `8g + 2k + h` holds

@@ -1,4 +1,4 @@
-//! AVX2 kernels for `q6_K_8x8` (byte layout in `q6_k.rs`).
+//! AVX2 kernels for `q6_K_8x8_x86` (byte layout in `q6_k.rs`).
 //!
 //! Vector `2c + h` of `qa`, `qb`, `qc` (chunk `c = 4H + k`, rows `4h..4h + 4`) yields the
 //! unsigned quants of weights `128H + 32s + 8k ..+8` for `s` = 0..4 with 11 vector operations.

@@ -85,7 +85,7 @@ pub(crate) fn q5_0_kernels(t: Avx512) -> Kernels<BlockQ5_0x8, BlockQ8_0, BlockQ8
     }
 }
 
-/// `q6_K_8x8`: the AVX2 loop nest with `vpdpbusd` for the byte products, 32 registers.
+/// `q6_K_8x8_x86`: the AVX2 loop nest with `vpdpbusd` for the byte products, 32 registers.
 pub(crate) fn q6_k_kernels(_: Avx512) -> Kernels<BlockQ6Kx8, BlockQ8K, BlockQ8Kx4> {
     Kernels::pair(KernelSet::Avx512, q6_k_gemv, q6_k_gemm)
 }
