@@ -388,60 +388,36 @@ pub(in crate::kernels::x86) mod imp {
     /// i32 lane of row m's pair in `quad_sub_sums` vectors.
     const QUAD_LANE: [i32; 4] = [0, 1, 4, 5];
 
-    /// How a group's unsigned quants meet one activation row's signed bytes: scaled integer
-    /// sums of the group, accumulated into `s[h]` (i32 lanes, two per row, each the sum over
-    /// four bytes). Activations `e..e+8` start at `(e / 8) * stride + offset` in `qs` (stride
-    /// 8, offset 0 for a plain row; stride 32, offset 8m for row m of a quad). No closures:
-    /// they would not inherit the caller's target features.
+    /// How a group's unsigned quants meet one activation row's signed bytes: the product of
+    /// 32 bytes added into an accumulator (four products per i32 lane, in whatever width the
+    /// method accumulates), and the accumulated sums of one sub-block times its scales.
     pub(in crate::kernels::x86) trait GroupDot {
         /// Whether the GEMV asks for blocks ahead (see `PREFETCH_AHEAD`). The AVX-512 build
         /// does not: Zen 4's prefetcher follows the single stream better unaided (q4_K, 2
         /// threads, rotated weights: 4096x4096 0.34-0.36 -> 0.23-0.27 ms best of runs).
         const PREFETCH: bool;
-        unsafe fn group_dot<S: ScaleSource>(
-            q: &[[[__m256i; 2]; 2]; 4],
-            sc: &S,
-            g: usize,
-            qs: &[i8],
-            stride_offset: (usize, usize),
-            s: &mut [__m256i; 2],
-        );
+        /// `acc + q·a` for unsigned `q`, signed `a`.
+        unsafe fn add_products(acc: __m256i, q: __m256i, a: __m256i) -> __m256i;
+        /// The accumulated sums times the sub-block scales `sc` (i16, each row's scale in all
+        /// four of its lanes), as i32 lanes (two per row).
+        unsafe fn scaled(acc: __m256i, sc: __m256i) -> __m256i;
     }
 
-    /// AVX2: `maddubs` into i16 (four products stay in range), then `madd` by the i16 scales.
+    /// AVX2: `maddubs` into i16 (four products of a group stay in range), then `madd` by the i16
+    /// scales.
     pub(in crate::kernels::x86) struct Maddubs;
 
     impl GroupDot for Maddubs {
         const PREFETCH: bool = true;
         #[inline(always)]
-        unsafe fn group_dot<S: ScaleSource>(
-            q: &[[[__m256i; 2]; 2]; 4],
-            sc: &S,
-            g: usize,
-            qs: &[i8],
-            (stride, offset): (usize, usize),
-            s: &mut [__m256i; 2],
-        ) {
-            // SAFETY: callers meet this function's contract: the CPU has the features of the
-            // kernel set that calls it, and the slices are as long as the body reads.
-            unsafe {
-                let mut lo = [_mm256_setzero_si256(); 2];
-                let mut hi = [_mm256_setzero_si256(); 2];
-                for (k, qk) in q.iter().enumerate() {
-                    let p_lo = (8 * g + k) * stride + offset;
-                    let p_hi = (8 * g + 4 + k) * stride + offset;
-                    let a_lo = broadcast8(&qs[p_lo..p_lo + 8]);
-                    let a_hi = broadcast8(&qs[p_hi..p_hi + 8]);
-                    for h in 0..2 {
-                        lo[h] = _mm256_add_epi16(lo[h], _mm256_maddubs_epi16(qk[h][0], a_lo));
-                        hi[h] = _mm256_add_epi16(hi[h], _mm256_maddubs_epi16(qk[h][1], a_hi));
-                    }
-                }
-                for h in 0..2 {
-                    s[h] = _mm256_add_epi32(s[h], _mm256_madd_epi16(lo[h], sc.sc(2 * g, h)));
-                    s[h] = _mm256_add_epi32(s[h], _mm256_madd_epi16(hi[h], sc.sc(2 * g + 1, h)));
-                }
-            }
+        unsafe fn add_products(acc: __m256i, q: __m256i, a: __m256i) -> __m256i {
+            // SAFETY: register-only AVX2 intrinsics; the caller's kernel set has AVX2.
+            unsafe { _mm256_add_epi16(acc, _mm256_maddubs_epi16(q, a)) }
+        }
+        #[inline(always)]
+        unsafe fn scaled(acc: __m256i, sc: __m256i) -> __m256i {
+            // SAFETY: as above.
+            unsafe { _mm256_madd_epi16(acc, sc) }
         }
     }
 
@@ -454,36 +430,49 @@ pub(in crate::kernels::x86) mod imp {
     impl GroupDot for Dpbusd {
         const PREFETCH: bool = false;
         #[inline(always)]
-        unsafe fn group_dot<S: ScaleSource>(
-            q: &[[[__m256i; 2]; 2]; 4],
-            sc: &S,
-            g: usize,
-            qs: &[i8],
-            (stride, offset): (usize, usize),
-            s: &mut [__m256i; 2],
-        ) {
-            // SAFETY: callers meet this function's contract: the CPU has AVX-512 VNNI and VL
-            // (only the AVX-512 set instantiates this), and the slices are as long as the body
-            // reads.
-            unsafe {
-                let mut lo = [_mm256_setzero_si256(); 2];
-                let mut hi = [_mm256_setzero_si256(); 2];
-                for (k, qk) in q.iter().enumerate() {
-                    let p_lo = (8 * g + k) * stride + offset;
-                    let p_hi = (8 * g + 4 + k) * stride + offset;
-                    let a_lo = broadcast8(&qs[p_lo..p_lo + 8]);
-                    let a_hi = broadcast8(&qs[p_hi..p_hi + 8]);
-                    for h in 0..2 {
-                        lo[h] = _mm256_dpbusd_epi32(lo[h], qk[h][0], a_lo);
-                        hi[h] = _mm256_dpbusd_epi32(hi[h], qk[h][1], a_hi);
-                    }
-                }
+        unsafe fn add_products(acc: __m256i, q: __m256i, a: __m256i) -> __m256i {
+            // SAFETY: register-only AVX-512 VNNI/VL intrinsic; only the AVX-512 set, whose
+            // token proves those features, instantiates this.
+            unsafe { _mm256_dpbusd_epi32(acc, q, a) }
+        }
+        #[inline(always)]
+        unsafe fn scaled(acc: __m256i, sc: __m256i) -> __m256i {
+            // SAFETY: register-only AVX2 intrinsics, as above.
+            unsafe { _mm256_mullo_epi32(acc, _mm256_srli_epi32::<16>(sc)) }
+        }
+    }
+
+    /// Scaled integer sums of one group against one activation row, accumulated into `s[h]`
+    /// (i32 lanes, two per row). Activations `e..e+8` start at `(e / 8) * stride + offset` in
+    /// `qs` (stride 8, offset 0 for a plain row; stride 32, offset 8m for row m of a quad). No
+    /// closures: they would not inherit the caller's target features.
+    #[inline(always)]
+    unsafe fn group_dot<D: GroupDot, S: ScaleSource>(
+        q: &[[[__m256i; 2]; 2]; 4],
+        sc: &S,
+        g: usize,
+        qs: &[i8],
+        (stride, offset): (usize, usize),
+        s: &mut [__m256i; 2],
+    ) {
+        // SAFETY: callers meet this function's contract: the CPU has the features of the
+        // kernel set that calls it, and the slices are as long as the body reads.
+        unsafe {
+            let mut lo = [_mm256_setzero_si256(); 2];
+            let mut hi = [_mm256_setzero_si256(); 2];
+            for (k, qk) in q.iter().enumerate() {
+                let p_lo = (8 * g + k) * stride + offset;
+                let p_hi = (8 * g + 4 + k) * stride + offset;
+                let a_lo = broadcast8(&qs[p_lo..p_lo + 8]);
+                let a_hi = broadcast8(&qs[p_hi..p_hi + 8]);
                 for h in 0..2 {
-                    let sc_lo = _mm256_srli_epi32::<16>(sc.sc(2 * g, h));
-                    let sc_hi = _mm256_srli_epi32::<16>(sc.sc(2 * g + 1, h));
-                    s[h] = _mm256_add_epi32(s[h], _mm256_mullo_epi32(lo[h], sc_lo));
-                    s[h] = _mm256_add_epi32(s[h], _mm256_mullo_epi32(hi[h], sc_hi));
+                    lo[h] = D::add_products(lo[h], qk[h][0], a_lo);
+                    hi[h] = D::add_products(hi[h], qk[h][1], a_hi);
                 }
+            }
+            for h in 0..2 {
+                s[h] = _mm256_add_epi32(s[h], D::scaled(lo[h], sc.sc(2 * g, h)));
+                s[h] = _mm256_add_epi32(s[h], D::scaled(hi[h], sc.sc(2 * g + 1, h)));
             }
         }
     }
@@ -563,7 +552,7 @@ pub(in crate::kernels::x86) mod imp {
                 let mut s = [_mm256_setzero_si256(); 2];
                 for g in 0..4 {
                     let q = wb.decode_group(g);
-                    D::group_dot(&q, &sc, g, &ab.qs, (8, 0), &mut s);
+                    group_dot::<D, _>(&q, &sc, g, &ab.qs, (8, 0), &mut s);
                 }
                 let m = mins_dot(&sc.mins, &row_sub_sums(&ab.bsums), 0);
                 let da = _mm256_set1_ps(ab.d);
@@ -693,7 +682,7 @@ pub(in crate::kernels::x86) mod imp {
                 let q = wb.decode_group(g);
                 for (m, sm) in s.iter_mut().enumerate() {
                     // Row m's activations e..e+8 sit at 32 * (e / 8) + 8m in the quad.
-                    D::group_dot(&q, sc, g, &ab.qs, (32, 8 * m), sm);
+                    group_dot::<D, _>(&q, sc, g, &ab.qs, (32, 8 * m), sm);
                 }
             }
             let d = f16x8(wb.d());
