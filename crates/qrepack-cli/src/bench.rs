@@ -275,8 +275,6 @@ pub struct Phases {
     /// Of `kernel_us`: the rest, when the busiest thread ran no task (waking workers, handing
     /// out and joining tasks).
     pub scheduling_us: f64,
-    /// Copying the results into the output rows.
-    pub gather_us: f64,
     /// Everything else (checks, scratch).
     pub other_us: f64,
     /// Kernel tasks per call.
@@ -293,7 +291,6 @@ impl Phases {
             busy_us: us(p.busiest_thread),
             imbalance_us: us(p.imbalance(threads)),
             scheduling_us: us(p.scheduling()),
-            gather_us: us(p.gather),
             other_us: us(p.other()),
             tasks: p.tasks as f64 / p.calls.max(1) as f64,
         }
@@ -458,7 +455,6 @@ pub fn phase_table(ms: &[Measurement]) -> Table {
         ("busy us", Align::Right),
         ("imbalance us", Align::Right),
         ("scheduling us", Align::Right),
-        ("gather us", Align::Right),
         ("other us", Align::Right),
         ("tasks", Align::Right),
     ]);
@@ -477,7 +473,6 @@ pub fn phase_table(ms: &[Measurement]) -> Table {
             us(p.busy_us),
             us(p.imbalance_us),
             us(p.scheduling_us),
-            us(p.gather_us),
             us(p.other_us),
             format!("{:.1}", p.tasks),
         ]);

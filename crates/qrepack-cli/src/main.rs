@@ -334,7 +334,7 @@ struct BenchArgs {
     #[arg(long)]
     check: bool,
     /// Also time where each call's time goes: activation quantization, the kernel section (the
-    /// kernels' own work and the scheduling around it) and the output gather
+    /// kernels' own work, which stores the results, and the scheduling around it)
     #[arg(long, conflicts_with = "model")]
     phases: bool,
     /// Cap the kernel sets at NAME (scalar, avx2, avxvnni, avx512, neon, dotprod, i8mm), as QREPACK_ISA=NAME

@@ -6,6 +6,7 @@ use rayon::prelude::*;
 
 use crate::activation::{ActFormat, ActQuantizer, ChooseQuantizer};
 use crate::blocks::collect_blocks;
+use crate::column_bands::{column_bands, ColumnBand};
 use crate::cpu::CpuFeatures;
 use crate::error::Error;
 use crate::kernel_api::{GemmFn, TiledGemm, WideGemmFn};
@@ -203,22 +204,23 @@ impl<L: ChooseKernels> PackedEngine<L> {
     }
 
     /// The loop nest: kernels over whole row groups, parallel over the current rayon pool.
-    /// `y_t` (one wave's results, `wave_groups(n) x ROWS x n` floats, only used when n > 1)
-    /// receives them by row group first.
-    fn run(&self, quads: &[Quad<L>], tail: &[Row<L>], n: usize, y: &mut [f32], y_t: &mut [f32]) {
+    /// Each task owns whole row groups, that is a band of `y`'s columns across every
+    /// activation row, and stores its kernels' tiles there directly.
+    fn run(&self, quads: &[Quad<L>], tail: &[Row<L>], n: usize, y: &mut [f32]) {
         let r = L::ROWS;
         let nb = self.nb;
         let kernels = self.kernels;
+        let per_task = self.groups_per_task(n);
+        let blocks = self.packed.blocks();
 
         if n == 1 {
-            let per_task = self.groups_per_task(n);
             // y is one row: row groups own disjoint slices of it directly. Rayon's own split
             // (pieces of about two tasks here) measured faster than one job per task for a
             // streaming GEMV: iq4_nl 4096x4096, 2 threads, weights cold, 0.32 -> 0.26 ms.
             // The tasks are few and large, so the pieces stay balanced.
             let section = Timer::begin();
             y.par_chunks_mut(per_task * r)
-                .zip(self.packed.blocks().par_chunks(per_task * nb))
+                .zip(blocks.par_chunks(per_task * nb))
                 .for_each(|(y_chunk, w_chunk)| {
                     let busy = Timer::begin();
                     (kernels.gemv)(w_chunk, tail, y_chunk);
@@ -230,153 +232,76 @@ impl<L: ChooseKernels> PackedEngine<L> {
 
         // Weight tiles pay off once they serve two or more groups of activation rows.
         let tiled = kernels.tiled.filter(|_| n / 4 >= 2);
-        let groups_total = self.rows / r;
-        let wave = self.wave_groups(n);
-        let blocks = self.packed.blocks();
-        // Row groups go in waves whose results fit a bounded `y_t`, each gathered into its
-        // columns of `y` before the next: a 262144-row output head at batch 512 would otherwise
-        // need a 512 MiB `y_t` next to its 512 MiB `y`, kept by the thread afterwards.
-        for g0 in (0..groups_total).step_by(wave.max(1)) {
-            let g1 = (g0 + wave).min(groups_total);
-            let y_t = &mut y_t[..(g1 - g0) * r * n];
-            let section = Timer::begin();
-            self.run_wave(&blocks[g0 * nb..g1 * nb], quads, tail, n, tiled, &mut *y_t);
-            section.end(Phase::KernelWall);
-            let gather = Timer::begin();
-            self.gather(y_t, g0..g1, n, y);
-            gather.end(Phase::Gather);
-        }
+        let section = Timer::begin();
+        // One rayon job per task (`with_max_len(1)`): rayon otherwise splits an indexed
+        // iterator into about one piece per thread and only splits further when a piece is
+        // stolen while unstarted, so a thread that finishes its half early sat idle while the
+        // other ran on: q8_0 batch 512 split 128/128 tasks, 88 vs 110 ms.
+        column_bands(y, n, self.rows, per_task * r)
+            .into_par_iter()
+            .zip(blocks.par_chunks(per_task * nb))
+            .with_max_len(1)
+            .for_each(|(mut band, w_chunk)| {
+                let busy = Timer::begin();
+                self.run_task(w_chunk, quads, tail, tiled, &mut band);
+                busy.end(Phase::TaskBusy);
+            });
+        section.end(Phase::KernelWall);
     }
 
-    /// One wave of the loop nest: `blocks` (whole row groups) against every activation row,
-    /// into `y_t` laid out [group][activation row][row of the group].
-    fn run_wave(
+    /// One task of the loop nest: the row groups `w` against every activation row, into the
+    /// task's band of output columns.
+    fn run_task(
         &self,
-        blocks: &[L::Packed],
+        w: &[L::Packed],
         quads: &[Quad<L>],
         tail: &[Row<L>],
-        n: usize,
         tiled: Option<TiledGemm<L::Packed, Quad<L>>>,
-        y_t: &mut [f32],
+        band: &mut ColumnBand<'_>,
     ) {
         let r = L::ROWS;
         let nb = self.nb;
         let quad_len = L::Act::quad_len(nb);
         let n_quads = quads.len() / quad_len.max(1);
         let kernels = self.kernels;
-        let per_task = self.groups_per_task(n);
-        // `y_t` is [group][activation row][row of the group]: each task owns whole groups, and
-        // a kernel writes its 4 x r tile (and a GEMV its r outputs) in place, contiguously.
-        // One rayon job per task (`with_max_len(1)`): rayon otherwise splits an indexed
-        // iterator into about one piece per thread and only splits further when a piece is
-        // stolen while unstarted, so a thread that finishes its half early sat idle while the
-        // other ran on: q8_0 batch 512 split 128/128 tasks, 88 vs 110 ms.
-        y_t.par_chunks_mut(per_task * r * n)
-            .zip(blocks.par_chunks(per_task * nb))
-            .with_max_len(1)
-            .for_each(|(yt_chunk, w_chunk)| {
-                let busy = Timer::begin();
-                let groups = w_chunk.len() / nb;
-                // Activations outer, weights inner: the task's weights stay in L2 while each
-                // group of four activation rows is read once.
-                let mut sweep = |gemm_group: &mut GroupGemm<'_, L>| {
-                    for q in 0..n_quads {
-                        let a = &quads[q * quad_len..(q + 1) * quad_len];
-                        for g in 0..groups {
-                            let at = (g * n + 4 * q) * r;
-                            gemm_group(g, a, &mut yt_chunk[at..at + 4 * r]);
-                        }
-                    }
-                };
-                match tiled {
-                    Some(t) => {
-                        let words = (t.tile_words)(nb);
-                        scratch::with_tile_arena(words * groups * 8, |arena| {
-                            let (tiles, _) = arena.take::<u64>(words * groups);
-                            for (g, group_tile) in tiles.chunks_exact_mut(words.max(1)).enumerate()
-                            {
-                                (t.make_tile)(&w_chunk[g * nb..(g + 1) * nb], group_tile);
-                            }
-                            sweep(&mut |g, a, out| {
-                                let w = &w_chunk[g * nb..(g + 1) * nb];
-                                (t.gemm)(w, &tiles[g * words..(g + 1) * words], a, out)
-                            });
-                        });
-                    }
-                    None => match kernels.wide {
-                        Some(wide) => sweep_wide(
-                            wide,
-                            kernels.gemm,
-                            w_chunk,
-                            nb,
-                            quads,
-                            quad_len,
-                            n,
-                            r,
-                            yt_chunk,
-                        ),
-                        None => sweep(&mut |g, a, out| {
-                            (kernels.gemm)(&w_chunk[g * nb..(g + 1) * nb], a, out)
-                        }),
-                    },
-                }
-                for (t, a) in tail.chunks_exact(nb).enumerate() {
-                    for g in 0..groups {
-                        let at = (g * n + 4 * n_quads + t) * r;
-                        (kernels.gemv)(
-                            &w_chunk[g * nb..(g + 1) * nb],
-                            a,
-                            &mut yt_chunk[at..at + r],
-                        );
-                    }
-                }
-                busy.end(Phase::TaskBusy);
-            });
-    }
-
-    /// Copies one wave's results (`y_t` of row groups `groups`) into their columns of `y`.
-    ///
-    /// Output rows are gathered a block at a time: for each group the block's pieces are
-    /// contiguous in `y_t`. Row by row, the pieces sit `n * r` floats apart, a power of two for
-    /// power-of-two batches, and all fall into the same few cache sets.
-    fn gather(&self, y_t: &[f32], groups: std::ops::Range<usize>, n: usize, y: &mut [f32]) {
-        let r = L::ROWS;
-        let rows = self.rows;
-        let gather_block = |(c, y_block): (usize, &mut [f32])| {
-            let t0 = c * GATHER_ROWS;
-            let block_rows = y_block.len() / rows;
-            for (w, g) in groups.clone().enumerate() {
-                let src = &y_t[(w * n + t0) * r..(w * n + t0 + block_rows) * r];
-                let dst = y_block[g * r..].chunks_mut(rows);
-                for (piece, dst_row) in src.chunks_exact(r).zip(dst) {
-                    copy_piece::<L>(piece, dst_row);
+        let groups = w.len() / nb;
+        let group = |g: usize| &w[g * nb..(g + 1) * nb];
+        // Activations outer, weights inner: the task's weights stay in L2 while each group of
+        // four activation rows is read once.
+        let sweep = |band: &mut ColumnBand<'_>, gemm_group: &mut GroupGemm<'_, L>| {
+            let mut tile = [0.0f32; 4 * MAX_ROWS];
+            let tile = &mut tile[..4 * r];
+            for q in 0..n_quads {
+                let a = &quads[q * quad_len..(q + 1) * quad_len];
+                for g in 0..groups {
+                    gemm_group(g, a, tile);
+                    store_tile::<L>(band, 4 * q, g, tile);
                 }
             }
         };
-        if y_t.len() <= SERIAL_FLOATS {
-            y.chunks_mut(GATHER_ROWS * rows)
-                .enumerate()
-                .for_each(gather_block);
-        } else {
-            y.par_chunks_mut(GATHER_ROWS * rows)
-                .enumerate()
-                .for_each(gather_block);
+        match tiled {
+            Some(t) => {
+                let words = (t.tile_words)(nb);
+                scratch::with_tile_arena(words * groups * 8, |arena| {
+                    let (tiles, _) = arena.take::<u64>(words * groups);
+                    for (g, group_tile) in tiles.chunks_exact_mut(words.max(1)).enumerate() {
+                        (t.make_tile)(group(g), group_tile);
+                    }
+                    sweep(band, &mut |g, a, out| {
+                        (t.gemm)(group(g), &tiles[g * words..(g + 1) * words], a, out)
+                    });
+                });
+            }
+            None => match kernels.wide {
+                Some(wide) => sweep_wide::<L>(wide, kernels.gemm, w, nb, quads, quad_len, band),
+                None => sweep(band, &mut |g, a, out| (kernels.gemm)(group(g), a, out)),
+            },
         }
-    }
-
-    /// Row groups per wave for `n` activation rows: whole tasks, as few waves as keep each
-    /// wave's results within `WAVE_RESULT_BYTES` (at least one task per wave), and the groups
-    /// spread evenly over the waves.
-    fn wave_groups(&self, n: usize) -> usize {
-        let groups = (self.rows / L::ROWS).max(1);
-        let per_task = self.groups_per_task(n).max(1);
-        let group_result_bytes = (n * L::ROWS * std::mem::size_of::<f32>()).max(1);
-        let most = (WAVE_RESULT_BYTES / group_result_bytes / per_task).max(1) * per_task;
-        let waves = groups.div_ceil(most);
-        groups
-            .div_ceil(waves)
-            .next_multiple_of(per_task)
-            .min(groups)
+        // The last n % 4 rows: one GEMV over all of the task's groups writes the band's part of
+        // the row in one go.
+        for (t, a) in tail.chunks_exact(nb).enumerate() {
+            (kernels.gemv)(w, a, band.row_mut(4 * n_quads + t));
+        }
     }
 
     /// Row groups handed to one rayon task. With one activation row the weights stream once, so
@@ -408,51 +333,66 @@ impl<L: ChooseKernels> PackedEngine<L> {
 }
 
 /// The GEMM sweep of one task with a two-group, two-quad kernel: pairs of quads outside, pairs
-/// of row groups inside, the odd group or quad left over by the four-row GEMM. `yt` is the
-/// task's `[group][activation row][row of group]` results (`n` activation rows, `r` rows per
-/// group).
-#[allow(clippy::too_many_arguments)]
-fn sweep_wide<P, Q>(
-    wide: WideGemmFn<P, Q>,
-    gemm: GemmFn<P, Q>,
-    w: &[P],
+/// of row groups inside, the odd group or quad left over by the four-row GEMM.
+fn sweep_wide<L: PackedLayout>(
+    wide: WideGemmFn<L::Packed, Quad<L>>,
+    gemm: GemmFn<L::Packed, Quad<L>>,
+    w: &[L::Packed],
     nb: usize,
-    quads: &[Q],
+    quads: &[Quad<L>],
     quad_len: usize,
-    n: usize,
-    r: usize,
-    yt: &mut [f32],
+    band: &mut ColumnBand<'_>,
 ) {
+    let r = L::ROWS;
     let groups = w.len() / nb.max(1);
     let n_quads = quads.len() / quad_len.max(1);
     let quad = |q: usize| &quads[q * quad_len..(q + 1) * quad_len];
     let group = |g: usize| &w[g * nb..(g + 1) * nb];
+    let mut tiles = [[0.0f32; 8 * MAX_ROWS]; 2];
+    let [tile0, tile1] = &mut tiles;
+    let (tile0, tile1) = (&mut tile0[..8 * r], &mut tile1[..8 * r]);
     let mut q = 0;
     while q + 2 <= n_quads {
         let (a0, a1) = (quad(q), quad(q + 1));
         let mut g = 0;
         while g + 2 <= groups {
-            // Group g's eight rows for quads q, q + 1 start at (g n + 4q) r, group g + 1's at
-            // ((g + 1) n + 4q) r: disjoint, as (g n + 4q + 8) r <= (g + 1) n r.
-            let (head, tail) = yt.split_at_mut(((g + 1) * n + 4 * q) * r);
-            let at = (g * n + 4 * q) * r;
-            let out0 = &mut head[at..at + 8 * r];
-            let out1 = &mut tail[..8 * r];
-            wide([group(g), group(g + 1)], [a0, a1], [out0, out1]);
+            wide(
+                [group(g), group(g + 1)],
+                [a0, a1],
+                [&mut *tile0, &mut *tile1],
+            );
+            store_tile::<L>(band, 4 * q, g, tile0);
+            store_tile::<L>(band, 4 * q, g + 1, tile1);
             g += 2;
         }
         if g < groups {
-            let at = (g * n + 4 * q) * r;
-            gemm(group(g), a0, &mut yt[at..at + 4 * r]);
-            gemm(group(g), a1, &mut yt[at + 4 * r..at + 8 * r]);
+            gemm(group(g), a0, &mut tile0[..4 * r]);
+            gemm(group(g), a1, &mut tile0[4 * r..]);
+            store_tile::<L>(band, 4 * q, g, tile0);
         }
         q += 2;
     }
     if q < n_quads {
+        let tile = &mut tile0[..4 * r];
         for g in 0..groups {
-            let at = (g * n + 4 * q) * r;
-            gemm(group(g), quad(q), &mut yt[at..at + 4 * r]);
+            gemm(group(g), quad(q), tile);
+            store_tile::<L>(band, 4 * q, g, tile);
         }
+    }
+}
+
+/// Stores a kernel's tile (activation row major, `ROWS` outputs per activation row) into the
+/// band's rows from `first_row` on, at row group `g` of the band.
+#[inline(always)]
+fn store_tile<L: PackedLayout>(
+    band: &mut ColumnBand<'_>,
+    first_row: usize,
+    g: usize,
+    tile: &[f32],
+) {
+    let r = L::ROWS;
+    for (m, piece) in tile.chunks_exact(r).enumerate() {
+        copy_piece::<L>(piece, &mut band.row_mut(first_row + m)[g * r..]);
     }
 }
 
@@ -465,18 +405,12 @@ fn copy_piece<L: PackedLayout>(src: &[f32], dst: &mut [f32]) {
     }
 }
 
-/// Bytes of results one wave of row groups may hold before they are gathered into the output.
-/// Large enough for the matrices of 7B-class models (11008 rows) at batch 512 to run in one
-/// wave (a second wave, with its barrier, measured 1 % slower there); it bounds the scratch of
-/// a 262144-row output head at batch 512 to 32 MiB instead of 512 MiB.
-const WAVE_RESULT_BYTES: usize = 32 << 20;
-
-/// Activations to quantize, or results to gather, below which one thread does it alone: about
+/// Activations to quantize below which one thread does it alone: about
 /// five microseconds of work, the order of waking a second thread and joining it.
 const SERIAL_FLOATS: usize = 32 * 1024;
 
-/// Output rows gathered together from the per-group results (one task's worth).
-const GATHER_ROWS: usize = 16;
+/// Most rows a row group of any layout has (the size of the kernels' local result tiles).
+const MAX_ROWS: usize = 16;
 
 /// Weight bytes below which a batch-1 task is not worth scheduling on its own.
 const MIN_GEMV_TASK_BYTES: usize = 256 * 1024;
@@ -505,23 +439,16 @@ impl<L: ChooseKernels> Engine for PackedEngine<L> {
         let quad_len = L::Act::quad_len(self.nb);
         let n_quads = n / 4;
         let tail_rows = n % 4;
-        let y_t_len = if n == 1 {
-            0
-        } else {
-            self.wave_groups(n) * L::ROWS * n
-        };
         let bytes = scratch::arena_bytes::<Quad<L>>(n_quads * quad_len)
-            + scratch::arena_bytes::<Row<L>>(tail_rows * self.nb)
-            + scratch::arena_bytes::<f32>(y_t_len);
+            + scratch::arena_bytes::<Row<L>>(tail_rows * self.nb);
         let call = Timer::begin();
         scratch::with_arena(bytes, |arena| {
             let (quads, rest) = arena.take::<Quad<L>>(n_quads * quad_len);
-            let (tail, rest) = rest.take::<Row<L>>(tail_rows * self.nb);
-            let (y_t, _) = rest.take::<f32>(y_t_len);
+            let (tail, _) = rest.take::<Row<L>>(tail_rows * self.nb);
             let quantize = Timer::begin();
             self.quantize_activations(x, quads, tail);
             quantize.end(Phase::Quantize);
-            self.run(quads, tail, n, y, y_t);
+            self.run(quads, tail, n, y);
         });
         call.end(Phase::Total);
     }

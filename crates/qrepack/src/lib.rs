@@ -18,6 +18,7 @@
 
 pub mod activation;
 pub mod blocks;
+mod column_bands;
 pub mod cpu;
 mod driver;
 pub mod error;

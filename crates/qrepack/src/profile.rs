@@ -1,6 +1,6 @@
 //! Where the time of a matrix product goes: activation quantization, the parallel kernel
-//! section (split into the kernels' own work and the scheduling around it), and the gather of
-//! the results into the output rows.
+//! section (split into the kernels' own work and the scheduling around it), which includes
+//! storing the results into the output rows.
 //!
 //! Profiling is off by default and then costs one relaxed atomic load per phase. While it is
 //! on, every [`QMatrix::matmul`](crate::QMatrix::matmul) on any thread adds its phase times to
@@ -37,7 +37,7 @@ const THREAD_SLOTS: usize = 64;
 static CALLS: AtomicU64 = AtomicU64::new(0);
 static TASKS: AtomicU64 = AtomicU64::new(0);
 
-const PHASES: usize = 5;
+const PHASES: usize = 4;
 
 /// The parts of one product that are timed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -50,8 +50,6 @@ pub(crate) enum Phase {
     KernelWall,
     /// Sum over tasks (all threads) of the time spent inside them.
     TaskBusy,
-    /// Copying the per-group results into the output rows, wall clock.
-    Gather,
 }
 
 /// Per-phase totals of the products run while profiling was on.
@@ -71,8 +69,6 @@ pub struct PhaseTimes {
     pub task_busy: Duration,
     /// Time inside the kernel tasks of the thread that spent the most there.
     pub busiest_thread: Duration,
-    /// Copying results into the output rows, wall clock.
-    pub gather: Duration,
 }
 
 impl PhaseTimes {
@@ -97,10 +93,9 @@ impl PhaseTimes {
             .saturating_sub(self.task_busy / threads.max(1) as u32)
     }
 
-    /// Time outside the three timed phases: argument checks, scratch, the wave loop.
+    /// Time outside the two timed phases: argument checks, scratch.
     pub fn other(&self) -> Duration {
-        self.total
-            .saturating_sub(self.quantize + self.kernel_wall + self.gather)
+        self.total.saturating_sub(self.quantize + self.kernel_wall)
     }
 }
 
@@ -133,7 +128,6 @@ pub fn stop() -> PhaseTimes {
             .map(|t| Duration::from_nanos(t.load(Ordering::Relaxed)))
             .max()
             .unwrap_or_default(),
-        gather: ns(Phase::Gather),
     }
 }
 

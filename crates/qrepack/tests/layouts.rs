@@ -304,11 +304,11 @@ fn nan_activations_do_not_panic() {
     m.matmul(&x, 5, &mut y).unwrap();
 }
 
-/// A product whose results (rows x batch floats) exceed the driver's per-wave bound of 32 MiB
-/// runs its row groups in several waves, each gathered into its own columns of `y`: all of `y`
-/// is written, and right. The reference is evaluated on a sample of the outputs only.
+/// A large product (many tasks, each storing into its own band of `y`'s columns, with a tail of
+/// n % 4 rows and a final narrower band, as 8200 rows is not a multiple of any task's groups):
+/// all of `y` is written, and right. The reference is evaluated on a sample of the outputs only.
 #[test]
-fn results_larger_than_one_wave_are_complete_and_right() {
+fn large_results_are_complete_and_right() {
     let (ty, rows, cols, n) = (GgmlType::Q4_0, 8200, 64, 1030);
     assert!(rows * n * 4 > 32 << 20);
     let w = random_weights(ty, rows, cols, 21);
