@@ -230,8 +230,13 @@ impl<L: ChooseKernels> PackedEngine<L> {
             return;
         }
 
-        // Weight tiles pay off once they serve two or more groups of activation rows.
-        let tiled = kernels.tiled.filter(|_| n / 4 >= 2);
+        // Weight tiles pay off once they serve enough groups of activation rows.
+        let tiled = kernels.tiled.filter(|t| {
+            debug_assert!(t.groups <= MAX_TILE_GROUPS && t.quads <= MAX_TILE_QUADS);
+            n / 4 >= t.min_quads && t.groups <= MAX_TILE_GROUPS && t.quads <= MAX_TILE_QUADS
+        });
+        // Tasks of whole tiles.
+        let per_task = tiled.map_or(per_task, |t| per_task.next_multiple_of(t.groups));
         let section = Timer::begin();
         // One rayon job per task (`with_max_len(1)`): rayon otherwise splits an indexed
         // iterator into about one piece per thread and only splits further when a piece is
@@ -282,14 +287,32 @@ impl<L: ChooseKernels> PackedEngine<L> {
         match tiled {
             Some(t) => {
                 let words = (t.tile_words)(nb);
-                scratch::with_tile_arena(words * groups * 8, |arena| {
-                    let (tiles, _) = arena.take::<u64>(words * groups);
-                    for (g, group_tile) in tiles.chunks_exact_mut(words.max(1)).enumerate() {
-                        (t.make_tile)(group(g), group_tile);
+                // Whole tiles; the last groups, short of one, take the plain GEMM.
+                let n_tiles = groups / t.groups;
+                let tile_groups = |i: usize| &w[i * t.groups * nb..(i + 1) * t.groups * nb];
+                scratch::with_tile_arena(words * n_tiles * 8, |arena| {
+                    let (tiles, _) = arena.take::<u64>(words * n_tiles);
+                    for (i, tile) in tiles.chunks_exact_mut(words.max(1)).enumerate() {
+                        (t.make_tile)(tile_groups(i), tile);
                     }
-                    sweep(band, &mut |g, a, out| {
-                        (t.gemm)(group(g), &tiles[g * words..(g + 1) * words], a, out)
-                    });
+                    let mut out = [0.0f32; 4 * MAX_ROWS * MAX_TILE_GROUPS * MAX_TILE_QUADS];
+                    let width = t.groups * r;
+                    for q in (0..n_quads).step_by(t.quads) {
+                        let quads_here = t.quads.min(n_quads - q);
+                        let a = &quads[q * quad_len..(q + quads_here) * quad_len];
+                        let out = &mut out[..4 * quads_here * width];
+                        for (i, tile) in tiles.chunks_exact(words.max(1)).enumerate() {
+                            (t.gemm)(tile_groups(i), tile, a, out);
+                            store_rows(band, 4 * q, i * width, width, out);
+                        }
+                        let out = &mut out[..4 * r];
+                        for g in n_tiles * t.groups..groups {
+                            for (k, a) in a.chunks_exact(quad_len).enumerate() {
+                                (kernels.gemm)(group(g), a, out);
+                                store_rows(band, 4 * (q + k), g * r, r, out);
+                            }
+                        }
+                    }
                 });
             }
             None => match kernels.wide {
@@ -396,6 +419,21 @@ fn store_tile<L: PackedLayout>(
     }
 }
 
+/// Stores a tile of `width` outputs per activation row into the band's rows from `first_row`
+/// on, at column `column` of the band.
+#[inline(always)]
+fn store_rows(
+    band: &mut ColumnBand<'_>,
+    first_row: usize,
+    column: usize,
+    width: usize,
+    tile: &[f32],
+) {
+    for (m, piece) in tile.chunks_exact(width).enumerate() {
+        band.row_mut(first_row + m)[column..column + width].copy_from_slice(piece);
+    }
+}
+
 /// `dst[..ROWS] = src` for one row group's piece of an output row, with the length a constant
 /// of the layout (a generic `copy_from_slice` calls `memmove` for every 32 bytes).
 #[inline(always)]
@@ -411,6 +449,12 @@ const SERIAL_FLOATS: usize = 32 * 1024;
 
 /// Most rows a row group of any layout has (the size of the kernels' local result tiles).
 const MAX_ROWS: usize = 16;
+
+/// Most row groups in one tile of a tiled GEMM.
+const MAX_TILE_GROUPS: usize = 2;
+
+/// Most quads a tiled GEMM takes in one call.
+const MAX_TILE_QUADS: usize = 2;
 
 /// Weight bytes below which a batch-1 task is not worth scheduling on its own.
 const MIN_GEMV_TASK_BYTES: usize = 256 * 1024;

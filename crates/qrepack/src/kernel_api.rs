@@ -21,18 +21,29 @@ pub type GemmFn<P, Q> = fn(&[P], &[Q], &mut [f32]);
 /// of `a[0]`, then those of `a[1]`).
 pub type WideGemmFn<P, Q> = fn([&[P]; 2], [&[Q]; 2], [&mut [f32]; 2]);
 
-/// The kernel of a [`TiledGemm`]: as [`GemmFn`], with the row group's tile.
+/// The kernel of a [`TiledGemm`]: `w` the [`TiledGemm::groups`] row groups of one tile, the
+/// tile, and 1 to [`TiledGemm::quads`] consecutive quads (`a.len()` a multiple of the blocks per
+/// row) into `out`, activation row major: `4 * quads` rows of `groups * ROWS` outputs.
 pub type TiledGemmFn<P, Q> = fn(&[P], &[u64], &[Q], &mut [f32]);
 
-/// A GEMM that first turns each row group's packed blocks into a kernel-ready *tile* (decoded
-/// scales, say), once per call, and then reuses the tile for every group of four activation
-/// rows; the driver uses it when a call has at least two such groups.
+/// A GEMM that first turns the packed blocks of one or more row groups into a kernel-ready
+/// *tile* (decoded scales, or the weights re-laid for wider vectors), once per call, and then
+/// reuses the tile for every group of four activation rows; the driver uses it when a call
+/// has at least [`TiledGemm::min_quads`] such groups.
 ///
 /// Tiles are arrays of `u64` words (8-byte aligned); kernels read them with unaligned loads.
 pub struct TiledGemm<P, Q> {
-    /// Words of the tile of one row group of `nb` blocks.
+    /// Row groups in one tile (a task's last groups, short of a whole tile, take the plain
+    /// GEMM).
+    pub groups: usize,
+    /// Most quads one kernel call takes.
+    pub quads: usize,
+    /// Fewest quads in a call for the tiles to pay for their making.
+    pub min_quads: usize,
+    /// Words of one tile for rows of `nb` blocks.
     pub tile_words: fn(nb: usize) -> usize,
-    /// Fills the tile of one row group (`tile.len() == tile_words(blocks.len())`).
+    /// Fills the tile of `groups` row groups (`blocks.len() == groups * nb`, `tile.len() ==
+    /// tile_words(nb)`).
     pub make_tile: fn(blocks: &[P], tile: &mut [u64]),
     /// The GEMM over the tile.
     pub gemm: TiledGemmFn<P, Q>,

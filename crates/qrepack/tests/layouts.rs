@@ -15,7 +15,8 @@ const EMULATED: bool = cfg!(target_arch = "aarch64");
 const BATCHES: &[usize] = if EMULATED {
     &[1, 3, 4, 5, 9, 33]
 } else {
-    &[1, 2, 3, 4, 5, 6, 7, 8, 9, 13, 33]
+    // 50: twelve quads, from which every per-call tile (AVX-512 Q8_0's too) is used
+    &[1, 2, 3, 4, 5, 6, 7, 8, 9, 13, 33, 50]
 };
 
 fn cols_for(ty: GgmlType) -> Vec<usize> {
@@ -105,8 +106,8 @@ fn every_kernel_family_matches_reference_on_awkward_shapes() {
             let w = random_weights(ty, rows, cols, 404);
             let m = QMatrix::with_layout_for_cpu(ty, rows, cols, &w, layout, cpu).unwrap();
             let mut rng = SplitMix64::new(405);
-            // 37: several 16-row gather blocks and a tail of one row after the last quad
-            for n in [1, 3, 5, 8, 9, 37] {
+            // 37: odd quads and a tail of one row after the last quad; 49: every tiled GEMM
+            for n in [1, 3, 5, 8, 9, 37, 49] {
                 let x = rng.pm1_vec(n * cols);
                 let mut y = vec![0.0; n * rows];
                 m.matmul(&x, n, &mut y).unwrap();
@@ -132,8 +133,8 @@ fn simd_equals_scalar(cpu: &CpuFeatures) {
                 QMatrix::with_layout_for_cpu(ty, rows, cols, &w, layout, &CpuFeatures::scalar())
                     .unwrap();
             let mut rng = SplitMix64::new(9);
-            // n >= 8: two or more activation quads, so tiled GEMMs run too
-            for n in [1, 4, 7, 9, 13] {
+            // n >= 8: two or more activation quads, so tiled GEMMs run too (n >= 48: all)
+            for n in [1, 4, 7, 9, 13, 51] {
                 let x = rng.pm1_vec(n * cols);
                 let (mut a, mut b) = (vec![0.0; n * rows], vec![0.0; n * rows]);
                 fast.matmul(&x, n, &mut a).unwrap();

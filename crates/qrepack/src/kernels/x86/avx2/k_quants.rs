@@ -24,6 +24,9 @@ pub(crate) trait K8x8: Copy + Send + Sync + 'static {
     fn dmin(&self) -> &[F16Bits; 8];
     /// The 8 sub-blocks' 12-byte (scale, min) groups.
     fn scales(&self) -> &[u8; 96];
+    /// Whether the sum of 16 products of a quant with an activation (|a| <= 128) always fits
+    /// an i16, so that a sub-block's i32 sums can be scaled by `vpdpwssd`.
+    const NARROW_SUMS: bool;
     /// Quants of the 8 quant vectors of group `g` as unsigned bytes: `[k][h][lo/hi]`.
     unsafe fn decode_group(&self, g: usize) -> [[[__m256i; 2]; 2]; 4];
 }
@@ -45,6 +48,8 @@ macro_rules! k8x8_fields {
 /// Q4_K: unsigned nibbles.
 impl K8x8 for BlockQ4Kx8 {
     k8x8_fields!();
+    // 16 x 15 x 128 = 30720 <= 32767.
+    const NARROW_SUMS: bool = true;
     #[inline(always)]
     unsafe fn decode_group(&self, g: usize) -> [[[__m256i; 2]; 2]; 4] {
         // SAFETY: callers meet this function's contract: the CPU has the features of the
@@ -70,6 +75,8 @@ impl K8x8 for BlockQ4Kx8 {
 /// `qh[32 (D / 8)..]`, shifted into bit 4.
 impl K8x8 for BlockQ5Kx8 {
     k8x8_fields!();
+    // 16 x 31 x 128 = 63488 does not fit.
+    const NARROW_SUMS: bool = false;
     #[inline(always)]
     unsafe fn decode_group(&self, g: usize) -> [[[__m256i; 2]; 2]; 4] {
         // SAFETY: callers meet this function's contract: the CPU has the features of the
@@ -203,7 +210,7 @@ pub(in crate::kernels::x86) mod imp {
         // SAFETY: callers meet this function's contract: the CPU has the features of the
         // kernel set that calls it, and the slices are as long as the body reads.
         unsafe {
-            let s = block_scales(w);
+            let s = block_scales::<P, Maddubs>(w);
             (s.sc, s.mins)
         }
     }
@@ -217,7 +224,7 @@ pub(in crate::kernels::x86) mod imp {
     /// the words of all sub-blocks gathered into one vector per field (lane = sub-block), every
     /// step is one instruction for all eight.
     #[inline(always)]
-    unsafe fn block_scales<P: K8x8>(w: &P) -> Scales {
+    unsafe fn block_scales<P: K8x8, D: GroupDot>(w: &P) -> Scales {
         // SAFETY: callers meet this function's contract: the CPU has the features of the
         // kernel set that calls it, and the slices are as long as the body reads.
         unsafe {
@@ -321,6 +328,9 @@ pub(in crate::kernels::x86) mod imp {
                 _mm256_cvtepu8_epi16(_mm256_extracti128_si256::<1>(u)),
                 _mm256_cvtepu8_epi16(_mm256_extracti128_si256::<1>(v)),
             ];
+            for v in sc.iter_mut().flatten() {
+                *v = D::prepare_scale(*v);
+            }
             Scales { sc, mins }
         }
     }
@@ -398,9 +408,13 @@ pub(in crate::kernels::x86) mod imp {
         const PREFETCH: bool;
         /// `acc + q·a` for unsigned `q`, signed `a`.
         unsafe fn add_products(acc: __m256i, q: __m256i, a: __m256i) -> __m256i;
-        /// The accumulated sums times the sub-block scales `sc` (i16, each row's scale in all
-        /// four of its lanes), as i32 lanes (two per row).
-        unsafe fn scaled(acc: __m256i, sc: __m256i) -> __m256i;
+        /// A sub-block scale vector as decoded (i16, each row's scale in all four of its
+        /// lanes) in the form [`Self::add_scaled`] takes; applied once per block or tile.
+        unsafe fn prepare_scale(sc: __m256i) -> __m256i;
+        /// `s` plus the accumulated sums of one sub-block times its prepared scales `sc`, as
+        /// i32 lanes (two per row). `narrow`: every sum fits an i16 (a constant,
+        /// [`K8x8::NARROW_SUMS`]).
+        unsafe fn add_scaled(s: __m256i, acc: __m256i, sc: __m256i, narrow: bool) -> __m256i;
     }
 
     /// AVX2: `maddubs` into i16 (four products of a group stay in range), then `madd` by the i16
@@ -415,16 +429,22 @@ pub(in crate::kernels::x86) mod imp {
             unsafe { _mm256_add_epi16(acc, _mm256_maddubs_epi16(q, a)) }
         }
         #[inline(always)]
-        unsafe fn scaled(acc: __m256i, sc: __m256i) -> __m256i {
+        unsafe fn prepare_scale(sc: __m256i) -> __m256i {
+            sc
+        }
+        #[inline(always)]
+        unsafe fn add_scaled(s: __m256i, acc: __m256i, sc: __m256i, _narrow: bool) -> __m256i {
             // SAFETY: as above.
-            unsafe { _mm256_madd_epi16(acc, sc) }
+            unsafe { _mm256_add_epi32(s, _mm256_madd_epi16(acc, sc)) }
         }
     }
 
     /// AVX-512 VNNI (with VL): one `vpdpbusd` per 32 products into i32, where AVX2 needs a
-    /// `maddubs` and an add; the scale then multiplies the sub-block's i32 sums once
-    /// (`vpmulld`). The i16 scale vectors hold each row's scale in both halves of its dwords,
-    /// so a shift right by 16 gives it as i32. Same integers as [`Maddubs`].
+    /// `maddubs` and an add. The scales are prepared as i32 (the i16 vectors hold each row's
+    /// scale in both halves of its dwords: a shift right by 16). When a sub-block's sums fit
+    /// an i16 (Q4_K), one `vpdpwssd` multiplies and adds them: an i32 lane read as two i16 is
+    /// (sum, sign bits), and the prepared scale (scale, 0) keeps only the first product. Q5_K's
+    /// sums need `vpmulld` and an add. Same integers as [`Maddubs`].
     pub(in crate::kernels::x86) struct Dpbusd;
 
     impl GroupDot for Dpbusd {
@@ -436,9 +456,20 @@ pub(in crate::kernels::x86) mod imp {
             unsafe { _mm256_dpbusd_epi32(acc, q, a) }
         }
         #[inline(always)]
-        unsafe fn scaled(acc: __m256i, sc: __m256i) -> __m256i {
-            // SAFETY: register-only AVX2 intrinsics, as above.
-            unsafe { _mm256_mullo_epi32(acc, _mm256_srli_epi32::<16>(sc)) }
+        unsafe fn prepare_scale(sc: __m256i) -> __m256i {
+            // SAFETY: register-only AVX2 intrinsic; the caller's kernel set has AVX2.
+            unsafe { _mm256_srli_epi32::<16>(sc) }
+        }
+        #[inline(always)]
+        unsafe fn add_scaled(s: __m256i, acc: __m256i, sc: __m256i, narrow: bool) -> __m256i {
+            // SAFETY: register-only AVX-512 VNNI/VL and AVX2 intrinsics, as above.
+            unsafe {
+                if narrow {
+                    _mm256_dpwssd_epi32(s, acc, sc)
+                } else {
+                    _mm256_add_epi32(s, _mm256_mullo_epi32(acc, sc))
+                }
+            }
         }
     }
 
@@ -447,7 +478,7 @@ pub(in crate::kernels::x86) mod imp {
     /// `qs` (stride 8, offset 0 for a plain row; stride 32, offset 8m for row m of a quad). No
     /// closures: they would not inherit the caller's target features.
     #[inline(always)]
-    unsafe fn group_dot<D: GroupDot, S: ScaleSource>(
+    unsafe fn group_dot<P: K8x8, D: GroupDot, S: ScaleSource>(
         q: &[[[__m256i; 2]; 2]; 4],
         sc: &S,
         g: usize,
@@ -471,8 +502,8 @@ pub(in crate::kernels::x86) mod imp {
                 }
             }
             for h in 0..2 {
-                s[h] = _mm256_add_epi32(s[h], D::scaled(lo[h], sc.sc(2 * g, h)));
-                s[h] = _mm256_add_epi32(s[h], D::scaled(hi[h], sc.sc(2 * g + 1, h)));
+                s[h] = D::add_scaled(s[h], lo[h], sc.sc(2 * g, h), P::NARROW_SUMS);
+                s[h] = D::add_scaled(s[h], hi[h], sc.sc(2 * g + 1, h), P::NARROW_SUMS);
             }
         }
     }
@@ -548,11 +579,11 @@ pub(in crate::kernels::x86) mod imp {
                 if D::PREFETCH {
                     crate::kernel_api::prefetch_ahead(wb, PREFETCH_AHEAD);
                 }
-                let sc = block_scales(wb);
+                let sc = block_scales::<P, D>(wb);
                 let mut s = [_mm256_setzero_si256(); 2];
                 for g in 0..4 {
                     let q = wb.decode_group(g);
-                    group_dot::<D, _>(&q, &sc, g, &ab.qs, (8, 0), &mut s);
+                    group_dot::<P, D, _>(&q, &sc, g, &ab.qs, (8, 0), &mut s);
                 }
                 let m = mins_dot(&sc.mins, &row_sub_sums(&ab.bsums), 0);
                 let da = _mm256_set1_ps(ab.d);
@@ -579,12 +610,15 @@ pub(in crate::kernels::x86) mod imp {
 
     /// Stores the decoded scales of every block of a row group into its tile.
     #[target_feature(enable = "avx2,fma,f16c")]
-    pub(super) unsafe fn make_tile<P: K8x8>(w: &[P], tile: &mut [u64]) {
+    pub(in crate::kernels::x86) unsafe fn make_tile<P: K8x8, D: GroupDot>(
+        w: &[P],
+        tile: &mut [u64],
+    ) {
         // SAFETY: callers meet this function's contract: the CPU has the features of the
         // kernel set that calls it, and the slices are as long as the body reads.
         unsafe {
             for (wb, t) in w.iter().zip(tile.chunks_exact_mut(4 * TILE_VECTORS)) {
-                let sc = block_scales(wb);
+                let sc = block_scales::<P, D>(wb);
                 let p = t.as_mut_ptr() as *mut __m256i;
                 // SAFETY: the chunk holds TILE_VECTORS x 32 bytes.
                 for (i, v) in sc.sc.iter().flatten().chain(&sc.mins).enumerate() {
@@ -682,7 +716,7 @@ pub(in crate::kernels::x86) mod imp {
                 let q = wb.decode_group(g);
                 for (m, sm) in s.iter_mut().enumerate() {
                     // Row m's activations e..e+8 sit at 32 * (e / 8) + 8m in the quad.
-                    group_dot::<D, _>(&q, sc, g, &ab.qs, (32, 8 * m), sm);
+                    group_dot::<P, D, _>(&q, sc, g, &ab.qs, (32, 8 * m), sm);
                 }
             }
             let d = f16x8(wb.d());
@@ -719,7 +753,7 @@ pub(in crate::kernels::x86) mod imp {
                 if TILED {
                     quad_block::<P, D, _>(wb, &tile_scales(tile, b), ab, &mut acc);
                 } else {
-                    quad_block::<P, D, _>(wb, &block_scales(wb), ab, &mut acc);
+                    quad_block::<P, D, _>(wb, &block_scales::<P, D>(wb), ab, &mut acc);
                 }
             }
             assert!(out.len() >= 32);
@@ -738,27 +772,32 @@ pub(crate) fn kernels<P: K8x8>(_: Avx2) -> Kernels<P, BlockQ8K, BlockQ8Kx4> {
         set: KernelSet::Avx2,
         gemv: gemv::<P>,
         gemm: gemm::<P>,
-        tiled: Some(tiled(gemm_tiled::<P>)),
+        tiled: Some(tiled::<P, imp::Maddubs>(gemm_tiled::<P>)),
         wide: None,
     }
 }
 
-/// The tiled GEMM around `gemm` (a build of `imp::gemm_tiled_body`), with AVX2 tiles.
-pub(in crate::kernels::x86) fn tiled<P: K8x8>(
+/// The tiled GEMM around `gemm` (a build of `imp::gemm_tiled_body` with the products `D`),
+/// with tiles whose scales are prepared for `D`.
+pub(in crate::kernels::x86) fn tiled<P: K8x8, D: imp::GroupDot>(
     gemm: TiledGemmFn<P, BlockQ8Kx4>,
 ) -> TiledGemm<P, BlockQ8Kx4> {
     TiledGemm {
+        groups: 1,
+        quads: 1,
+        min_quads: 2,
         tile_words: |nb| nb * 4 * imp::TILE_VECTORS,
-        make_tile: make_tile::<P>,
+        make_tile: make_tile::<P, D>,
         gemm,
     }
 }
 
-fn make_tile<P: K8x8>(w: &[P], tile: &mut [u64]) {
+fn make_tile<P: K8x8, D: imp::GroupDot>(w: &[P], tile: &mut [u64]) {
     assert!(tile.len() >= w.len() * 4 * imp::TILE_VECTORS);
-    // SAFETY: only reachable through `kernels`, in exchange for an `Avx2` token (the AVX-512
-    // set's tokens imply AVX2); the tile is large enough (asserted above).
-    unsafe { imp::make_tile(w, tile) }
+    // SAFETY: only reachable through `tiled`, which the AVX2 and AVX-512 sets call in exchange
+    // for their tokens (both imply AVX2, all the tile needs: `prepare_scale` is AVX2 for every
+    // `D`); the tile is large enough (asserted above).
+    unsafe { imp::make_tile::<P, D>(w, tile) }
 }
 
 fn gemm_tiled<P: K8x8>(w: &[P], tile: &[u64], a: &[BlockQ8Kx4], out: &mut [f32]) {
