@@ -136,9 +136,9 @@ pub(in crate::kernels::x86) mod imp {
     /// Per block: sub-block scales as i16 vectors matching the quant vectors' row order
     /// (`[sb][h]`: rows 4h..4h+4, each row's scale in its four lanes), and the interleaved mins
     /// pairs (`[p]`: lanes `(min[2p][j], min[2p + 1][j])` for row j).
-    struct Scales {
-        sc: [[__m256i; 2]; 8],
-        mins: [__m256i; 4],
+    pub(in crate::kernels::x86) struct Scales {
+        pub(in crate::kernels::x86) sc: [[__m256i; 2]; 8],
+        pub(in crate::kernels::x86) mins: [__m256i; 4],
     }
 
     /// Where a kernel reads a block's decoded scales: a `Scales` in registers, or the block's
@@ -224,7 +224,7 @@ pub(in crate::kernels::x86) mod imp {
     /// the words of all sub-blocks gathered into one vector per field (lane = sub-block), every
     /// step is one instruction for all eight.
     #[inline(always)]
-    unsafe fn block_scales<P: K8x8, D: GroupDot>(w: &P) -> Scales {
+    pub(in crate::kernels::x86) unsafe fn block_scales<P: K8x8, D: GroupDot>(w: &P) -> Scales {
         // SAFETY: callers meet this function's contract: the CPU has the features of the
         // kernel set that calls it, and the slices are as long as the body reads.
         unsafe {
@@ -659,22 +659,6 @@ pub(in crate::kernels::x86) mod imp {
         unsafe {
             assert!(tile.len() >= w.len().min(a.len()) * 4 * TILE_VECTORS);
             gemm_body_with::<P, Maddubs, true>(w, tile, a, out)
-        }
-    }
-
-    /// [`gemm_tiled_body`] with `vpdpbusd` ([`Dpbusd`]): for callers with AVX-512 VNNI and VL.
-    #[inline(always)]
-    pub(in crate::kernels::x86) unsafe fn gemm_tiled_body_vnni<P: K8x8>(
-        w: &[P],
-        tile: &[u64],
-        a: &[BlockQ8Kx4],
-        out: &mut [f32],
-    ) {
-        // SAFETY: callers meet this function's contract: the CPU has the features of the
-        // kernel set that calls it, and the slices are as long as the body reads.
-        unsafe {
-            assert!(tile.len() >= w.len().min(a.len()) * 4 * TILE_VECTORS);
-            gemm_body_with::<P, Dpbusd, true>(w, tile, a, out)
         }
     }
 

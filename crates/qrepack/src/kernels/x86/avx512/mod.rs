@@ -1,9 +1,12 @@
 //! The AVX-512 kernel set (F, BW, VL and VNNI): the 8x8 layouts of 32-weight blocks with
-//! 512-bit `vpdpbusd` (`nibble.rs`), and the other layouts' AVX2 GEMM bodies compiled with
-//! AVX-512 VL, which gives the compiler 32 vector registers (no accumulator spills); their
-//! GEMVs stream the weights and gain nothing from the extra registers, so they stay the AVX2
-//! ones.
+//! 512-bit `vpdpbusd` on the stored blocks (`nibble.rs`) and, from a few quads on, on per-call
+//! tiles of 16 rows, one row per lane (`rows16.rs`); the K-quant 8x8 layouts the same way
+//! (the AVX2 loop nest with `vpdpbusd` on the stored blocks, `k_rows16.rs` tiles); the other
+//! layouts' AVX2 GEMM bodies compiled with AVX-512 VL, which gives the compiler 32 vector
+//! registers (no accumulator spills). GEMVs stream the weights and gain nothing from the extra
+//! registers, so those stay the AVX2 ones.
 
+mod k_rows16;
 mod nibble;
 mod rows16;
 
@@ -79,6 +82,11 @@ const NIBBLE_TILE_MIN_QUADS: usize = 3;
 /// tile's extra pass pays later (batch 8 1.44, 16 1.17, 32 1.04, 48 0.94, 64 0.82).
 const Q8_0_TILE_MIN_QUADS: usize = 12;
 
+/// Quads from which the K-quants take the 16-row tiles (`k_rows16.rs`); below, the 8x8 GEMM
+/// decodes the stored blocks. Zen 4, 2 threads, 4096x4096, tile / 8x8 time: batch 12
+/// 1.02-1.03, 16 0.93-1.02, 32 0.89-0.91, 512 0.93-0.96.
+const K_TILE_MIN_QUADS: usize = 4;
+
 /// The K-quant 8x8 layouts: the AVX2 loop nest and tiles, with `vpdpbusd` for the byte
 /// products (one instruction where AVX2 takes `maddubs` and an add) and 32 registers.
 pub(crate) fn k_quant_kernels<P: K8x8>(_: Avx512) -> Kernels<P, BlockQ8K, BlockQ8Kx4> {
@@ -86,9 +94,14 @@ pub(crate) fn k_quant_kernels<P: K8x8>(_: Avx512) -> Kernels<P, BlockQ8K, BlockQ
         set: KernelSet::Avx512,
         gemv: k_gemv::<P>,
         gemm: k_gemm::<P>,
-        tiled: Some(k_quants::tiled::<P, k_quants::imp::Dpbusd>(
-            k_gemm_tiled::<P>,
-        )),
+        tiled: Some(TiledGemm {
+            groups: 2,
+            quads: 2,
+            min_quads: K_TILE_MIN_QUADS,
+            tile_words: |nb| nb * k_rows16::BLOCK_WORDS,
+            make_tile: k_rows16_tile::<P>,
+            gemm: k_rows16_gemm::<P>,
+        }),
         wide: None,
     }
 }
@@ -129,7 +142,8 @@ target_entries! { "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni";
     fn q6_k_gemm(w: &[BlockQ6Kx8], a: &[BlockQ8Kx4], out: &mut [f32]) => q6_k::imp::gemm_body_vnni;
     fn k_gemv<P: K8x8>(w: &[P], a: &[BlockQ8K], out: &mut [f32]) => k_quants::imp::gemv_body_vnni;
     fn k_gemm<P: K8x8>(w: &[P], a: &[BlockQ8Kx4], out: &mut [f32]) => k_quants::imp::gemm_body_vnni;
-    fn k_gemm_tiled<P: K8x8>(w: &[P], tile: &[u64], a: &[BlockQ8Kx4], out: &mut [f32]) => k_quants::imp::gemm_tiled_body_vnni;
+    fn k_rows16_tile<P: K8x8>(w: &[P], tile: &mut [u64]) => k_rows16::make_tile_body;
+    fn k_rows16_gemm<P: K8x8>(w: &[P], tile: &[u64], a: &[BlockQ8Kx4], out: &mut [f32]) => k_rows16::tiled_gemm_body;
 }
 
 target_entries! { "avx2,fma,f16c,avx512f,avx512bw,avx512vl";
