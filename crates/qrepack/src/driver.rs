@@ -37,23 +37,54 @@ pub(crate) type Release<'a> = dyn Fn(usize, usize) + Sync + 'a;
 /// Source bytes packed between two calls of a [`Release`] callback.
 const RELEASE_STEP: usize = 4 << 20;
 
-/// Where the packed blocks live: built in memory, or borrowed from shared bytes (a memory-mapped
-/// repack cache) without copying.
+/// Where the packed blocks live: built in memory (on the heap, or for large matrices in an
+/// anonymous mapping backed by huge pages where the OS grants them), or borrowed from shared
+/// bytes (a memory-mapped repack cache) without copying.
 enum Storage<P> {
     Owned(Vec<P>),
+    HugePages(memmap2::MmapMut),
     Shared(SharedBytes),
 }
 
 impl<P: bytemuck::Pod> Storage<P> {
+    /// Room for `count` blocks (zeroed), to be filled through [`Storage::blocks_mut`].
+    fn zeroed(count: usize) -> Storage<P> {
+        let bytes = count * std::mem::size_of::<P>();
+        if bytes >= HUGE_PAGE_MIN_BYTES {
+            if let Ok(map) = memmap2::MmapOptions::new().len(bytes).map_anon() {
+                // Only a hint: without transparent huge pages the mapping keeps 4 KiB pages.
+                #[cfg(target_os = "linux")]
+                let _ = map.advise(memmap2::Advice::HugePage);
+                return Storage::HugePages(map);
+            }
+        }
+        Storage::Owned(vec![P::zeroed(); count])
+    }
+
     #[inline]
     fn blocks(&self) -> &[P] {
         match self {
             Storage::Owned(v) => v,
+            // Page-aligned, and sized for whole blocks by `zeroed`.
+            Storage::HugePages(m) => bytemuck::try_cast_slice(m.as_ref()).unwrap_or(&[]),
             // Shared storage is only created after `try_cast_slice` succeeded on these bytes.
             Storage::Shared(b) => bytemuck::try_cast_slice(b.as_ref()).unwrap_or(&[]),
         }
     }
+
+    fn blocks_mut(&mut self) -> &mut [P] {
+        match self {
+            Storage::Owned(v) => v,
+            Storage::HugePages(m) => bytemuck::try_cast_slice_mut(m.as_mut()).unwrap_or(&mut []),
+            Storage::Shared(_) => &mut [],
+        }
+    }
 }
+
+/// Packed matrices from this size on go to huge pages: a batch-1 product streams its weights
+/// from memory, and with 4 KiB pages every page costs a TLB miss. Zen 4 VM, 2 threads, weights
+/// rotated, 4096x4096: q4_K 0.45 -> 0.38 ms, q4_0 0.45 -> 0.38, q8_0 0.71 -> 0.58 (best of 5).
+const HUGE_PAGE_MIN_BYTES: usize = 4 << 20;
 
 pub(crate) struct PackedEngine<L: ChooseKernels> {
     packed: Storage<L::Packed>,
@@ -86,10 +117,11 @@ impl<L: ChooseKernels> PackedEngine<L> {
             )));
         }
         let r = L::ROWS;
-        let mut packed = Vec::with_capacity(rows / r * nb);
-        if r == 1 {
-            packed = collect_blocks::<L::Packed>(data)?;
+        let packed = if r == 1 {
+            Storage::Owned(collect_blocks::<L::Packed>(data)?)
         } else {
+            let mut packed = Storage::zeroed(rows / r * nb);
+            let out = packed.blocks_mut();
             let row_bytes = ty.row_bytes(cols)?;
             let group_bytes = row_bytes * r;
             let mut group_rows: Vec<Vec<L::Weight>> = Vec::with_capacity(r);
@@ -100,10 +132,10 @@ impl<L: ChooseKernels> PackedEngine<L> {
                     group_rows.push(collect_blocks::<L::Weight>(row)?);
                 }
                 let mut column: Vec<L::Weight> = Vec::with_capacity(r);
-                for b in 0..nb {
+                for (b, slot) in out[gi * nb..(gi + 1) * nb].iter_mut().enumerate() {
                     column.clear();
                     column.extend(group_rows.iter().map(|row| row[b]));
-                    packed.push(L::pack(&column));
+                    *slot = L::pack(&column);
                 }
                 // Hand back the source bytes already packed, a few MiB at a time, so a large
                 // tensor is never resident twice.
@@ -115,9 +147,10 @@ impl<L: ChooseKernels> PackedEngine<L> {
                     }
                 }
             }
-        }
+            packed
+        };
         Ok(PackedEngine {
-            packed: Storage::Owned(packed),
+            packed,
             rows,
             cols,
             nb,
