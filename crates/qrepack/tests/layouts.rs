@@ -326,3 +326,27 @@ fn large_results_are_complete_and_right() {
         assert_close_rows(&y[t * rows..(t + 1) * rows], &want, rows, 1e-5, &what);
     }
 }
+
+/// Rows longer than the GEMVs' pieces of activation blocks (the AVX-512 GEMV prepares 256
+/// blocks at a time and adds up the pieces' sums): 515 and 2 x 256 + 3 blocks of 32.
+#[test]
+fn long_rows_match_reference() {
+    for cpu in &cpu_variants() {
+        for &layout in Layout::ALL.iter().filter(|l| **l != Layout::Plain) {
+            let ty = layout.weight_type().unwrap();
+            let cols = ty.block_size() * if EMULATED { 260 } else { 515 };
+            let rows = layout.rows_interleaved();
+            let w = random_weights(ty, rows, cols, 515);
+            let m = QMatrix::with_layout_for_cpu(ty, rows, cols, &w, layout, cpu).unwrap();
+            let mut rng = SplitMix64::new(516);
+            for n in [1, 5] {
+                let x = rng.pm1_vec(n * cols);
+                let mut y = vec![f32::NAN; n * rows];
+                m.matmul(&x, n, &mut y).unwrap();
+                let want = reference_matmul_for(layout, ty, &w, rows, cols, &x, n);
+                let what = format!("{layout} {} {rows}x{cols} n={n}", m.kernel_name());
+                assert_close_rows(&y, &want, rows, 1e-5, &what);
+            }
+        }
+    }
+}

@@ -149,8 +149,15 @@ unsafe fn broadcast8(q: &[i8], at: usize) -> __m512i {
 #[inline(always)]
 unsafe fn lane_dots(w: &[__m512i; 4], a: &[__m512i; 4]) -> __m512i {
     // SAFETY: register-only AVX-512 VNNI per the caller's contract.
+    unsafe { lane_dots_from(_mm512_setzero_si512(), w, a) }
+}
+
+/// `init + Σ q·a` per lane `(r, h)`, as [`lane_dots`].
+#[inline(always)]
+unsafe fn lane_dots_from(init: __m512i, w: &[__m512i; 4], a: &[__m512i; 4]) -> __m512i {
+    // SAFETY: register-only AVX-512 VNNI per the caller's contract.
     unsafe {
-        let s = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w[0], a[0]);
+        let s = _mm512_dpbusd_epi32(init, w[0], a[0]);
         let s = _mm512_dpbusd_epi32(s, w[1], a[1]);
         let s = _mm512_dpbusd_epi32(s, w[2], a[2]);
         _mm512_dpbusd_epi32(s, w[3], a[3])
@@ -293,20 +300,33 @@ pub(super) unsafe fn wide_gemm_body<P: ZmmBlock, Q: OffsetQuad>(
     }
 }
 
-/// One block of one row group against one activation row: the scaled lane sums added to `acc`.
+/// Per activation block, what every row group's GEMV needs besides the quants: the bias times
+/// the sums of the activations that lanes `(r, 0)` and `(r, 1)` multiply, negated (the start
+/// of the lanes' dot products), and the block's scale as f32 bits.
+type GemvBlockPrep = [i32; 4];
+
+/// Fills `prep` for the activation row `a`.
 #[inline(always)]
-unsafe fn gemv_block<P: ZmmBlock>(
-    wb: &P,
-    act: &[__m512i; 4],
-    act_bias: __m512i,
-    da: __m512,
-    acc: __m512,
-) -> __m512 {
-    // SAFETY: AVX-512 F/BW/VNNI per the caller's contract.
+unsafe fn prepare_gemv<P: ZmmBlock>(a: &[BlockQ8_0], prep: &mut [GemvBlockPrep]) {
+    // SAFETY: AVX-512 F/BW/VNNI per the caller's contract; block reads are of fixed-size
+    // fields.
     unsafe {
-        let dots = _mm512_sub_epi32(lane_dots(&wb.weights(), act), act_bias);
-        let scale = _mm512_mul_ps(scales_twice(wb.scales()), da);
-        _mm512_fmadd_ps(_mm512_cvtepi32_ps(dots), scale, acc)
+        let ones = _mm512_set1_epi8(1);
+        let shift = _mm_cvtsi32_si128(P::BIAS_SHIFT as i32);
+        for (ab, p) in a.iter().zip(prep) {
+            let act = [
+                broadcast8(&ab.qs, 0),
+                broadcast8(&ab.qs, 8),
+                broadcast8(&ab.qs, 16),
+                broadcast8(&ab.qs, 24),
+            ];
+            // Lane (r, h) holds the sum of the activations that lane multiplies.
+            let bias = _mm512_sll_epi32(lane_dots(&[ones; 4], &act), shift);
+            let neg = _mm512_sub_epi32(_mm512_setzero_si512(), bias);
+            let mut lanes = [0i32; 16];
+            _mm512_storeu_si512(lanes.as_mut_ptr() as *mut __m512i, neg);
+            *p = [lanes[0], lanes[1], ab.d.to_f32().to_bits() as i32, 0];
+        }
     }
 }
 
@@ -315,6 +335,12 @@ unsafe fn gemv_block<P: ZmmBlock>(
 /// side (sharing the broadcasts) with software prefetch of the next pair, as the AVX2 GEMVs do,
 /// streamed at half the speed on Zen 4 (2 threads, weights rotated: q4_0 1536x576 0.045-0.048
 /// -> 0.023-0.026 ms, 2048x640 0.067-0.072 -> 0.034 ms, 4096x4096 0.57 -> 0.38-0.42 ms).
+///
+/// The activations' bias sums and scales are worked out once per call (`prepare_gemv`), not
+/// once per group: the group loop is left with the products and one scaled FMA per block.
+/// They go to the stack (no closure around a scratch buffer: it would not inherit the
+/// kernel's target features), `PREP_BLOCKS` blocks at a time; longer rows add up the partial
+/// sums of each piece in `out`.
 #[inline(always)]
 pub(super) unsafe fn gemv_body<P: ZmmBlock>(w: &[P], a: &[BlockQ8_0], out: &mut [f32]) {
     let nb = a.len();
@@ -323,26 +349,40 @@ pub(super) unsafe fn gemv_body<P: ZmmBlock>(w: &[P], a: &[BlockQ8_0], out: &mut 
         return;
     }
     assert!(out.len() >= w.len() / nb * 8);
+    let mut prep = [[0i32; 4]; PREP_BLOCKS];
     // SAFETY: AVX-512 F/BW/VL/VNNI per the caller's contract; block reads are of fixed-size
-    // fields and every store is into an 8-float chunk of `out` (asserted above).
+    // fields, `prep` has a slot per block of the piece, and every load and store is of an
+    // 8-float chunk of `out` (asserted above).
     unsafe {
-        let ones = _mm512_set1_epi8(1);
-        let shift = _mm_cvtsi32_si128(P::BIAS_SHIFT as i32);
-        for (group, o) in w.chunks_exact(nb).zip(out.chunks_exact_mut(8)) {
-            let mut acc = _mm512_setzero_ps();
-            for (wb, ab) in group.iter().zip(a) {
-                let act = [
-                    broadcast8(&ab.qs, 0),
-                    broadcast8(&ab.qs, 8),
-                    broadcast8(&ab.qs, 16),
-                    broadcast8(&ab.qs, 24),
-                ];
-                // Lane (r, h) holds the sum of the activations that lane multiplies.
-                let act_bias = _mm512_sll_epi32(lane_dots(&[ones; 4], &act), shift);
-                let da = _mm512_set1_ps(ab.d.to_f32());
-                acc = gemv_block(wb, &act, act_bias, da, acc);
+        for (piece, a_piece) in a.chunks(PREP_BLOCKS).enumerate() {
+            let first = piece * PREP_BLOCKS;
+            prepare_gemv::<P>(a_piece, &mut prep);
+            for (group, o) in w.chunks_exact(nb).zip(out.chunks_exact_mut(8)) {
+                let blocks = &group[first..first + a_piece.len()];
+                let mut acc = _mm512_setzero_ps();
+                for ((wb, ab), p) in blocks.iter().zip(a_piece).zip(&prep) {
+                    let act = [
+                        broadcast8(&ab.qs, 0),
+                        broadcast8(&ab.qs, 8),
+                        broadcast8(&ab.qs, 16),
+                        broadcast8(&ab.qs, 24),
+                    ];
+                    let init =
+                        _mm512_set1_epi64(std::ptr::read_unaligned(p.as_ptr() as *const i64));
+                    let dots = lane_dots_from(init, &wb.weights(), &act);
+                    let da = _mm512_set1_ps(f32::from_bits(p[2] as u32));
+                    let scale = _mm512_mul_ps(scales_twice(wb.scales()), da);
+                    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dots), scale, acc);
+                }
+                let mut sums = fold_halves(acc);
+                if piece > 0 {
+                    sums = _mm256_add_ps(sums, _mm256_loadu_ps(o.as_ptr()));
+                }
+                _mm256_storeu_ps(o.as_mut_ptr(), sums);
             }
-            _mm256_storeu_ps(o.as_mut_ptr(), fold_halves(acc));
         }
     }
 }
+
+/// Activation blocks prepared at a time by the GEMV (8192 columns; 4 KiB of stack).
+const PREP_BLOCKS: usize = 256;
