@@ -29,6 +29,23 @@ pub(crate) trait K8x8: Copy + Send + Sync + 'static {
     const NARROW_SUMS: bool;
     /// Quants of the 8 quant vectors of group `g` as unsigned bytes: `[k][h][lo/hi]`.
     unsafe fn decode_group(&self, g: usize) -> [[[__m256i; 2]; 2]; 4];
+    /// [`Self::decode_group`] with both halves `h` in one 512-bit vector (rows 0-3, then 4-7):
+    /// `[k][lo/hi]`. Only for callers with AVX-512 F.
+    #[inline(always)]
+    unsafe fn decode_group_zmm(&self, g: usize) -> [[__m512i; 2]; 4] {
+        // SAFETY: the caller's contract (AVX-512 F and the AVX2 decode's features).
+        // No closures here: they would not inherit the caller's target features.
+        unsafe {
+            let q = self.decode_group(g);
+            let mut out = [[_mm512_setzero_si512(); 2]; 4];
+            for (o, qk) in out.iter_mut().zip(&q) {
+                for (s, os) in o.iter_mut().enumerate() {
+                    *os = _mm512_inserti64x4::<1>(_mm512_castsi256_si512(qk[0][s]), qk[1][s]);
+                }
+            }
+            out
+        }
+    }
 }
 
 macro_rules! k8x8_fields {
@@ -50,6 +67,24 @@ impl K8x8 for BlockQ4Kx8 {
     k8x8_fields!();
     // 16 x 15 x 128 = 30720 <= 32767.
     const NARROW_SUMS: bool = true;
+    #[inline(always)]
+    unsafe fn decode_group_zmm(&self, g: usize) -> [[__m512i; 2]; 4] {
+        // SAFETY: AVX-512 F/BW per the caller's contract; vectors 8g + 2k and 8g + 2k + 1 are
+        // the 64 bytes at 64 (4g + k) < 1024.
+        unsafe {
+            let m4 = _mm512_set1_epi8(0x0f);
+            let mut out = [[_mm512_setzero_si512(); 2]; 4];
+            for (k, o) in out.iter_mut().enumerate() {
+                let p = self.qs.as_ptr().add(64 * (4 * g + k)) as *const __m512i;
+                let x = _mm512_loadu_si512(p);
+                *o = [
+                    _mm512_and_si512(x, m4),
+                    _mm512_and_si512(_mm512_srli_epi16::<4>(x), m4),
+                ];
+            }
+            out
+        }
+    }
     #[inline(always)]
     unsafe fn decode_group(&self, g: usize) -> [[[__m256i; 2]; 2]; 4] {
         // SAFETY: callers meet this function's contract: the CPU has the features of the
@@ -339,7 +374,11 @@ pub(in crate::kernels::x86) mod imp {
     /// activation sums of sub-blocks `2p` and `2p + 1` as two i16 in its i32 lane `lane` (a
     /// sub-block sum is at most 32 x 128, so it fits).
     #[inline(always)]
-    unsafe fn mins_dot(mins: &[__m256i; 4], sub_sums: &[__m256i; 4], lane: i32) -> __m256i {
+    pub(in crate::kernels::x86) unsafe fn mins_dot(
+        mins: &[__m256i; 4],
+        sub_sums: &[__m256i; 4],
+        lane: i32,
+    ) -> __m256i {
         // SAFETY: callers meet this function's contract: the CPU has the features of the
         // kernel set that calls it, and the slices are as long as the body reads.
         unsafe {
@@ -356,7 +395,7 @@ pub(in crate::kernels::x86) mod imp {
     /// Sub-block sums of a plain Q8_K row packed for `mins_dot` (every pair in lane `p` of
     /// vector 0; the vectors repeat it so that lane 0 of `sub_sums[p]` is pair `p`).
     #[inline(always)]
-    unsafe fn row_sub_sums(bsums: &[i16; 16]) -> [__m256i; 4] {
+    pub(in crate::kernels::x86) unsafe fn row_sub_sums(bsums: &[i16; 16]) -> [__m256i; 4] {
         // SAFETY: callers meet this function's contract: the CPU has the features of the
         // kernel set that calls it, and the slices are as long as the body reads.
         unsafe {
@@ -402,10 +441,6 @@ pub(in crate::kernels::x86) mod imp {
     /// 32 bytes added into an accumulator (four products per i32 lane, in whatever width the
     /// method accumulates), and the accumulated sums of one sub-block times its scales.
     pub(in crate::kernels::x86) trait GroupDot {
-        /// Whether the GEMV asks for blocks ahead (see `PREFETCH_AHEAD`). The AVX-512 build
-        /// does not: Zen 4's prefetcher follows the single stream better unaided (q4_K, 2
-        /// threads, rotated weights: 4096x4096 0.34-0.36 -> 0.23-0.27 ms best of runs).
-        const PREFETCH: bool;
         /// `acc + q·a` for unsigned `q`, signed `a`.
         unsafe fn add_products(acc: __m256i, q: __m256i, a: __m256i) -> __m256i;
         /// A sub-block scale vector as decoded (i16, each row's scale in all four of its
@@ -422,7 +457,6 @@ pub(in crate::kernels::x86) mod imp {
     pub(in crate::kernels::x86) struct Maddubs;
 
     impl GroupDot for Maddubs {
-        const PREFETCH: bool = true;
         #[inline(always)]
         unsafe fn add_products(acc: __m256i, q: __m256i, a: __m256i) -> __m256i {
             // SAFETY: register-only AVX2 intrinsics; the caller's kernel set has AVX2.
@@ -448,7 +482,6 @@ pub(in crate::kernels::x86) mod imp {
     pub(in crate::kernels::x86) struct Dpbusd;
 
     impl GroupDot for Dpbusd {
-        const PREFETCH: bool = false;
         #[inline(always)]
         unsafe fn add_products(acc: __m256i, q: __m256i, a: __m256i) -> __m256i {
             // SAFETY: register-only AVX-512 VNNI/VL intrinsic; only the AVX-512 set, whose
@@ -509,7 +542,7 @@ pub(in crate::kernels::x86) mod imp {
     }
 
     #[inline(always)]
-    unsafe fn f16x8(h: &[F16Bits; 8]) -> __m256 {
+    pub(in crate::kernels::x86) unsafe fn f16x8(h: &[F16Bits; 8]) -> __m256 {
         // SAFETY: callers meet this function's contract: the CPU has the features of the
         // kernel set that calls it, and the slices are as long as the body reads.
         unsafe {
@@ -544,17 +577,6 @@ pub(in crate::kernels::x86) mod imp {
         unsafe { gemv_body_with::<P, Maddubs>(w, a, out) }
     }
 
-    /// The GEMV with `vpdpbusd` ([`Dpbusd`]): for callers with AVX-512 VNNI and VL.
-    #[inline(always)]
-    pub(in crate::kernels::x86) unsafe fn gemv_body_vnni<P: K8x8>(
-        w: &[P],
-        a: &[BlockQ8K],
-        out: &mut [f32],
-    ) {
-        // SAFETY: the enclosing unsafe fn's contract is the callee's.
-        unsafe { gemv_body_with::<P, Dpbusd>(w, a, out) }
-    }
-
     #[inline(always)]
     unsafe fn gemv_body_with<P: K8x8, D: GroupDot>(w: &[P], a: &[BlockQ8K], out: &mut [f32]) {
         // SAFETY: callers meet this function's contract: the CPU has the features of the
@@ -576,9 +598,7 @@ pub(in crate::kernels::x86) mod imp {
         unsafe {
             let mut acc = _mm256_setzero_ps();
             for (wb, ab) in w.iter().zip(a) {
-                if D::PREFETCH {
-                    crate::kernel_api::prefetch_ahead(wb, PREFETCH_AHEAD);
-                }
+                crate::kernel_api::prefetch_ahead(wb, PREFETCH_AHEAD);
                 let sc = block_scales::<P, D>(wb);
                 let mut s = [_mm256_setzero_si256(); 2];
                 for g in 0..4 {

@@ -155,8 +155,11 @@ unsafe fn gemm_body<const QUADS: usize, const CHAIN: usize>(
             let p = t.as_ptr() as *const __m512i;
             let mut sums = [[_mm512_setzero_si512(); 4]; QUADS];
             for sub in 0..8 {
-                let w: [__m512i; 8] =
-                    std::array::from_fn(|j| _mm512_loadu_si512(p.add(8 * sub + j)));
+                // No closure (`array::from_fn`): it would not inherit the kernel's features.
+                let mut w = [_mm512_setzero_si512(); 8];
+                for (j, wj) in w.iter_mut().enumerate() {
+                    *wj = _mm512_loadu_si512(p.add(8 * sub + j));
+                }
                 let sc = _mm512_loadu_si512(p.add(SCALES_AT + sub));
                 for (q, sums_q) in sums.iter_mut().enumerate() {
                     let qs = &a[q * nb + b].qs;

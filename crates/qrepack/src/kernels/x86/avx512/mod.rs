@@ -6,6 +6,7 @@
 //! registers (no accumulator spills). GEMVs stream the weights and gain nothing from the extra
 //! registers, so those stay the AVX2 ones.
 
+mod k_gemv;
 mod k_rows16;
 mod nibble;
 mod rows16;
@@ -140,7 +141,7 @@ target_entries! { "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni";
     fn wide_gemm<P: ZmmBlock, Q: OffsetQuad>(w: [&[P]; 2], a: [&[Q]; 2], out: [&mut [f32]; 2]) => nibble::wide_gemm_body;
     fn q6_k_gemv(w: &[BlockQ6Kx8], a: &[BlockQ8K], out: &mut [f32]) => q6_k::imp::gemv_body_vnni;
     fn q6_k_gemm(w: &[BlockQ6Kx8], a: &[BlockQ8Kx4], out: &mut [f32]) => q6_k::imp::gemm_body_vnni;
-    fn k_gemv<P: K8x8>(w: &[P], a: &[BlockQ8K], out: &mut [f32]) => k_quants::imp::gemv_body_vnni;
+    fn k_gemv<P: K8x8>(w: &[P], a: &[BlockQ8K], out: &mut [f32]) => k_gemv::gemv_body;
     fn k_gemm<P: K8x8>(w: &[P], a: &[BlockQ8Kx4], out: &mut [f32]) => k_quants::imp::gemm_body_vnni;
     fn k_rows16_tile<P: K8x8>(w: &[P], tile: &mut [u64]) => k_rows16::make_tile_body;
     fn k_rows16_gemm<P: K8x8>(w: &[P], tile: &[u64], a: &[BlockQ8Kx4], out: &mut [f32]) => k_rows16::tiled_gemm_body;

@@ -78,7 +78,11 @@ pub(super) unsafe fn gemm_body<Q: OffsetQuad, const QUADS: usize>(
         let mut acc = [[_mm512_setzero_ps(); 4]; QUADS];
         for (b, t) in tile.chunks_exact(BLOCK_WORDS).take(nb).enumerate() {
             let p = t.as_ptr() as *const __m512i;
-            let w: [__m512i; 8] = std::array::from_fn(|j| _mm512_loadu_si512(p.add(j)));
+            // No closure (`array::from_fn`): it would not inherit the kernel's features.
+            let mut w = [_mm512_setzero_si512(); 8];
+            for (j, wj) in w.iter_mut().enumerate() {
+                *wj = _mm512_loadu_si512(p.add(j));
+            }
             let dw = _mm512_loadu_ps(p.add(8) as *const f32);
             for (q, acc_q) in acc.iter_mut().enumerate() {
                 let ab = &a[q * nb + b];
