@@ -121,7 +121,14 @@ fn run_peer(
             }
             None
         }
-        Err(_) => None,
+        Err(e) => {
+            // The binary exists (`ensure_peer`) but could not be started: not executable, a
+            // foreign architecture, a missing loader.
+            if !quiet {
+                eprintln!("ggml peer: cannot run {}: {e}", peer.display());
+            }
+            None
+        }
     }
 }
 

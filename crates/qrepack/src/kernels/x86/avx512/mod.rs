@@ -84,9 +84,9 @@ const NIBBLE_TILE_MIN_QUADS: usize = 3;
 const Q8_0_TILE_MIN_QUADS: usize = 12;
 
 /// Quads from which the K-quants take the 16-row tiles (`k_rows16.rs`); below, the 8x8 GEMM
-/// decodes the stored blocks. Zen 4, 2 threads, 4096x4096, tile / 8x8 time: batch 12
-/// 1.02-1.03, 16 0.93-1.02, 32 0.89-0.91, 512 0.93-0.96.
-const K_TILE_MIN_QUADS: usize = 4;
+/// decodes the stored blocks. Zen 4, 2 threads, 4096x4096, tile / 8x8 time: batch 8
+/// 1.09-1.12 (q5_K 0.96), 12 0.85-0.90, 32 0.89-0.91, 512 0.93-0.96.
+const K_TILE_MIN_QUADS: usize = 3;
 
 /// The K-quant 8x8 layouts: the AVX2 loop nest and tiles, with `vpdpbusd` for the byte
 /// products (one instruction where AVX2 takes `maddubs` and an add) and 32 registers.
