@@ -418,7 +418,7 @@ pub(in crate::kernels::x86) mod imp {
     /// m's pair `p` in i32 lane `QUAD_LANE[m]`. Chunk `c` of the quad's bsums holds each row's
     /// four 16-sums of sub-blocks `2c` and `2c + 1` (ggml's order), so pair `p` is chunk `p`.
     #[inline(always)]
-    unsafe fn quad_sub_sums(bsums: &[i16; 64]) -> [__m256i; 4] {
+    pub(in crate::kernels::x86) unsafe fn quad_sub_sums(bsums: &[i16; 64]) -> [__m256i; 4] {
         // SAFETY: callers meet this function's contract: the CPU has the features of the
         // kernel set that calls it, and the slices are as long as the body reads.
         unsafe {
@@ -435,7 +435,7 @@ pub(in crate::kernels::x86) mod imp {
     }
 
     /// i32 lane of row m's pair in `quad_sub_sums` vectors.
-    const QUAD_LANE: [i32; 4] = [0, 1, 4, 5];
+    pub(in crate::kernels::x86) const QUAD_LANE: [i32; 4] = [0, 1, 4, 5];
 
     /// How a group's unsigned quants meet one activation row's signed bytes: the product of
     /// 32 bytes added into an accumulator (four products per i32 lane, in whatever width the

@@ -17,7 +17,7 @@ use crate::blocks::{
 };
 use crate::cpu::KernelSet;
 use crate::kernel_api::{Kernels, TiledGemm};
-use crate::kernels::x86::avx2::k_quants::{self, K8x8};
+use crate::kernels::x86::avx2::k_quants::K8x8;
 use crate::kernels::x86::avx2::{q4_1, q5_0, q6_k};
 use crate::kernels::x86::{target_entries, Avx512};
 use nibble::{OffsetQuad, ZmmBlock};
@@ -142,7 +142,7 @@ target_entries! { "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni";
     fn q6_k_gemv(w: &[BlockQ6Kx8], a: &[BlockQ8K], out: &mut [f32]) => q6_k::imp::gemv_body_vnni;
     fn q6_k_gemm(w: &[BlockQ6Kx8], a: &[BlockQ8Kx4], out: &mut [f32]) => q6_k::imp::gemm_body_vnni;
     fn k_gemv<P: K8x8>(w: &[P], a: &[BlockQ8K], out: &mut [f32]) => k_gemv::gemv_body;
-    fn k_gemm<P: K8x8>(w: &[P], a: &[BlockQ8Kx4], out: &mut [f32]) => k_quants::imp::gemm_body_vnni;
+    fn k_gemm<P: K8x8>(w: &[P], a: &[BlockQ8Kx4], out: &mut [f32]) => k_gemv::gemm_body;
     fn k_rows16_tile<P: K8x8>(w: &[P], tile: &mut [u64]) => k_rows16::make_tile_body;
     fn k_rows16_gemm<P: K8x8>(w: &[P], tile: &[u64], a: &[BlockQ8Kx4], out: &mut [f32]) => k_rows16::tiled_gemm_body;
 }
