@@ -8,26 +8,12 @@
 
 use std::arch::x86_64::*;
 
+use super::lanes::{concat, fold_pairs_epi32};
 use crate::blocks::{BlockQ8K, BlockQ8Kx4};
 use crate::kernels::x86::avx2::k_quants::imp::{
     block_scales, f16x8, mins_dot, quad_sub_sums, row_sub_sums, Dpbusd, QUAD_LANE,
 };
 use crate::kernels::x86::avx2::k_quants::K8x8;
-
-/// Row `r`'s sum: lanes `2r` plus `2r + 1`.
-#[inline(always)]
-unsafe fn fold_pairs(s: __m512i) -> __m256i {
-    // SAFETY: register-only AVX-512 F per the caller's contract.
-    unsafe {
-        let even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 0, 2, 4, 6, 8, 10, 12, 14);
-        let odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 1, 3, 5, 7, 9, 11, 13, 15);
-        let sum = _mm512_add_epi32(
-            _mm512_permutexvar_epi32(even, s),
-            _mm512_permutexvar_epi32(odd, s),
-        );
-        _mm512_castsi512_si256(sum)
-    }
-}
 
 /// Eight activations (bytes `at..at + 8` of `q`) in every qword.
 #[inline(always)]
@@ -59,10 +45,7 @@ pub(super) unsafe fn gemv_body<P: K8x8>(w: &[P], a: &[BlockQ8K], out: &mut [f32]
                     for s in 0..2 {
                         let sub = 2 * g + s;
                         // Lanes 2r + part hold the scale of row r (prepared as i32).
-                        let scale = _mm512_inserti64x4::<1>(
-                            _mm512_castsi256_si512(sc.sc[sub][0]),
-                            sc.sc[sub][1],
-                        );
+                        let scale = concat(sc.sc[sub][0], sc.sc[sub][1]);
                         let mut dot = _mm512_setzero_si512();
                         for (k, qk) in q.iter().enumerate() {
                             dot = _mm512_dpbusd_epi32(
@@ -82,7 +65,7 @@ pub(super) unsafe fn gemv_body<P: K8x8>(w: &[P], a: &[BlockQ8K], out: &mut [f32]
                 let da = _mm256_set1_ps(ab.d);
                 let d = _mm256_mul_ps(f16x8(wb.d()), da);
                 let dmin = _mm256_mul_ps(f16x8(wb.dmin()), da);
-                acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(fold_pairs(sums)), d, acc);
+                acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(fold_pairs_epi32(sums)), d, acc);
                 acc = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(mins), dmin, acc);
             }
             _mm256_storeu_ps(o.as_mut_ptr(), acc);
@@ -114,10 +97,7 @@ pub(super) unsafe fn gemm_body<P: K8x8>(w: &[P], a: &[BlockQ8Kx4], out: &mut [f3
                 let q = wb.decode_group_zmm(g);
                 for s in 0..2 {
                     let sub = 2 * g + s;
-                    let scale = _mm512_inserti64x4::<1>(
-                        _mm512_castsi256_si512(sc.sc[sub][0]),
-                        sc.sc[sub][1],
-                    );
+                    let scale = concat(sc.sc[sub][0], sc.sc[sub][1]);
                     for (m, sums_m) in sums.iter_mut().enumerate() {
                         let mut dot = _mm512_setzero_si512();
                         for (k, qk) in q.iter().enumerate() {
@@ -136,7 +116,7 @@ pub(super) unsafe fn gemm_body<P: K8x8>(w: &[P], a: &[BlockQ8Kx4], out: &mut [f3
                 let mins = mins_dot(&sc.mins, &sub_sums, QUAD_LANE[m]);
                 let da = _mm256_set1_ps(ab.d[m]);
                 *acc_m = _mm256_fmadd_ps(
-                    _mm256_cvtepi32_ps(fold_pairs(sums[m])),
+                    _mm256_cvtepi32_ps(fold_pairs_epi32(sums[m])),
                     _mm256_mul_ps(d, da),
                     *acc_m,
                 );

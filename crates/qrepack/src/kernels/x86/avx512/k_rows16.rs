@@ -16,7 +16,8 @@
 
 use std::arch::x86_64::*;
 
-use crate::blocks::{BlockQ8Kx4, F16Bits};
+use super::lanes::{concat, f16x16, pick_rows};
+use crate::blocks::BlockQ8Kx4;
 use crate::kernels::x86::avx2::k_quants::imp::{block_scales, Dpbusd};
 use crate::kernels::x86::avx2::k_quants::K8x8;
 
@@ -30,36 +31,6 @@ const SCALES_AT: usize = 64;
 const MINS_AT: usize = 72;
 const D_AT: usize = 80;
 const DMIN_AT: usize = 81;
-
-/// Lane `r` of the result: lane `2r + part` of `a` for `r < 8`, of `b` for `r >= 8`.
-#[inline(always)]
-unsafe fn pick_rows(a: __m512i, b: __m512i, part: usize) -> __m512i {
-    // SAFETY: register-only AVX-512 F per the caller's contract.
-    unsafe {
-        let idx = if part == 0 {
-            _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30)
-        } else {
-            _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31)
-        };
-        _mm512_permutex2var_epi32(a, idx, b)
-    }
-}
-
-#[inline(always)]
-unsafe fn concat(lo: __m256i, hi: __m256i) -> __m512i {
-    // SAFETY: register-only AVX-512 F per the caller's contract.
-    unsafe { _mm512_inserti64x4::<1>(_mm512_castsi256_si512(lo), hi) }
-}
-
-#[inline(always)]
-unsafe fn f16x16(a: &[F16Bits; 8], b: &[F16Bits; 8]) -> __m512 {
-    // SAFETY: 8 halves are 16 bytes each; AVX-512 F and F16C per the caller's contract.
-    unsafe {
-        let lo = _mm256_cvtph_ps(_mm_loadu_si128(a.as_ptr() as *const __m128i));
-        let hi = _mm256_cvtph_ps(_mm_loadu_si128(b.as_ptr() as *const __m128i));
-        _mm512_insertf32x8::<1>(_mm512_castps256_ps512(lo), hi)
-    }
-}
 
 /// From lanes of i16 pairs (min of sub-block 2p, min of 2p + 1), the min of sub-block
 /// `2p + which` in both halves of each lane.

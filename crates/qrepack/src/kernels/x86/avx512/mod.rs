@@ -8,6 +8,7 @@
 
 mod k_gemv;
 mod k_rows16;
+mod lanes;
 mod nibble;
 mod rows16;
 

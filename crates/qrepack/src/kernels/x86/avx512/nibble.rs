@@ -20,6 +20,7 @@
 
 use std::arch::x86_64::*;
 
+use super::lanes::fold_pairs_ps;
 use crate::blocks::{
     BlockIq4Nlx8, BlockQ4_0x8, BlockQ8_0, BlockQ8_0x4Abs, BlockQ8_0x4Sums, BlockQ8_0x8, F16Bits,
     IQ4NL_LEVELS,
@@ -164,21 +165,6 @@ unsafe fn lane_dots_from(init: __m512i, w: &[__m512i; 4], a: &[__m512i; 4]) -> _
     }
 }
 
-/// Row `r`'s result: lanes `(r, 0)` plus `(r, 1)`.
-#[inline(always)]
-unsafe fn fold_halves(acc: __m512) -> __m256 {
-    // SAFETY: register-only AVX-512 F per the caller's contract.
-    unsafe {
-        let even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 0, 2, 4, 6, 8, 10, 12, 14);
-        let odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 1, 3, 5, 7, 9, 11, 13, 15);
-        let sum = _mm512_add_ps(
-            _mm512_permutexvar_ps(even, acc),
-            _mm512_permutexvar_ps(odd, acc),
-        );
-        _mm512_castps512_ps256(sum)
-    }
-}
-
 /// A quad of four Q8_0 rows (interleaved in chunks of 8 bytes) that carries f32 scales and
 /// each row's quant sum times the weights' bias.
 pub(crate) trait OffsetQuad: Copy + Send + Sync + 'static {
@@ -240,7 +226,7 @@ pub(super) unsafe fn gemm_body<P: ZmmBlock, Q: OffsetQuad>(w: &[P], a: &[Q], out
             }
         }
         for (m, acc_m) in acc.iter().enumerate() {
-            _mm256_storeu_ps(out.as_mut_ptr().add(8 * m), fold_halves(*acc_m));
+            _mm256_storeu_ps(out.as_mut_ptr().add(8 * m), fold_pairs_ps(*acc_m));
         }
     }
 }
@@ -294,7 +280,7 @@ pub(super) unsafe fn wide_gemm_body<P: ZmmBlock, Q: OffsetQuad>(
         }
         for (acc_g, out_g) in acc.iter().zip(out) {
             for (i, acc_i) in acc_g.iter().enumerate() {
-                _mm256_storeu_ps(out_g.as_mut_ptr().add(8 * i), fold_halves(*acc_i));
+                _mm256_storeu_ps(out_g.as_mut_ptr().add(8 * i), fold_pairs_ps(*acc_i));
             }
         }
     }
@@ -374,7 +360,7 @@ pub(super) unsafe fn gemv_body<P: ZmmBlock>(w: &[P], a: &[BlockQ8_0], out: &mut 
                     let scale = _mm512_mul_ps(scales_twice(wb.scales()), da);
                     acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dots), scale, acc);
                 }
-                let mut sums = fold_halves(acc);
+                let mut sums = fold_pairs_ps(acc);
                 if piece > 0 {
                     sums = _mm256_add_ps(sums, _mm256_loadu_ps(o.as_ptr()));
                 }

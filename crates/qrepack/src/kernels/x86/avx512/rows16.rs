@@ -13,6 +13,7 @@
 
 use std::arch::x86_64::*;
 
+use super::lanes::{f16x16, pick_rows};
 use super::nibble::{OffsetQuad, ZmmBlock};
 
 /// Words of one block's tile: 8 x 64 bytes of weights, 16 f32 scales.
@@ -27,12 +28,6 @@ pub(super) unsafe fn make_tile_body<P: ZmmBlock>(w: &[P], tile: &mut [u64]) {
     // SAFETY: AVX-512 F/BW/VL and F16C per the caller's contract; every store is into the
     // block's 72 words (the tile holds nb of them, asserted above).
     unsafe {
-        // Lane r of vector 2c + h: row r's bytes 8c + 4h.. , which the 8x8 form keeps in
-        // lane 2r + h of vector c (group A for rows 0-7, group B, index + 16, for rows 8-15).
-        let pick: [__m512i; 2] = [
-            _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30),
-            _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31),
-        ];
         for ((a, b), t) in group_a
             .iter()
             .zip(group_b)
@@ -41,15 +36,13 @@ pub(super) unsafe fn make_tile_body<P: ZmmBlock>(w: &[P], tile: &mut [u64]) {
             let (wa, wb) = (a.weights(), b.weights());
             let out = t.as_mut_ptr() as *mut __m512i;
             for c in 0..4 {
-                for (h, pick_h) in pick.iter().enumerate() {
-                    let v = _mm512_permutex2var_epi32(wa[c], *pick_h, wb[c]);
-                    _mm512_storeu_si512(out.add(2 * c + h), v);
+                // Lane r of vector 2c + h: row r's bytes 8c + 4h.., which the 8x8 form keeps
+                // in lane 2r + h of vector c (group A for rows 0-7, group B for rows 8-15).
+                for h in 0..2 {
+                    _mm512_storeu_si512(out.add(2 * c + h), pick_rows(wa[c], wb[c], h));
                 }
             }
-            let da = _mm256_cvtph_ps(_mm_loadu_si128(a.scales().as_ptr() as *const __m128i));
-            let db = _mm256_cvtph_ps(_mm_loadu_si128(b.scales().as_ptr() as *const __m128i));
-            let d = _mm512_insertf32x8::<1>(_mm512_castps256_ps512(da), db);
-            _mm512_storeu_ps(out.add(8) as *mut f32, d);
+            _mm512_storeu_ps(out.add(8) as *mut f32, f16x16(a.scales(), b.scales()));
         }
     }
 }
