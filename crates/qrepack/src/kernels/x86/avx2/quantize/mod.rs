@@ -112,7 +112,6 @@ constructor!(
 /// exchange for an [`Avx2`] token.
 mod entry {
     use super::imp;
-    use crate::activation::{extend_q8_0_quads, with_abs, with_offsets};
     use crate::blocks::{
         BlockQ8K, BlockQ8Kx4, BlockQ8_0, BlockQ8_0x4, BlockQ8_0x4Abs, BlockQ8_0x4Sums, BlockQ8_1,
         BlockQ8_1x4,
@@ -148,10 +147,12 @@ mod entry {
     }
 
     pub(super) fn q8_0_sums_quad<const OFFSET: i32>(x: [&[f32]; 4], out: &mut [BlockQ8_0x4Sums]) {
-        extend_q8_0_quads(x, out, q8_0_quad_il8, with_offsets::<OFFSET>)
+        // SAFETY: only handed out in exchange for an `Avx2` token (AVX2+FMA+F16C).
+        unsafe { imp::q8_0_sums_quad::<OFFSET>(x, out) }
     }
     pub(super) fn q8_0_abs_quad(x: [&[f32]; 4], out: &mut [BlockQ8_0x4Abs]) {
-        extend_q8_0_quads(x, out, q8_0_quad_il8, with_abs)
+        // SAFETY: as above.
+        unsafe { imp::q8_0_abs_quad(x, out) }
     }
     pub(super) fn q8_0_rows4(x: [&[f32]; 4], out: &mut [BlockQ8_0]) {
         rows4(x, out, q8_0_row)
@@ -175,10 +176,11 @@ mod imp {
 
     use crate::activation::{
         interleave_q8_0, interleave_q8_k, quantize_block_q8_0, quantize_block_q8_1,
-        quantize_block_q8_k, quantize_block_q8_k_quad_row,
+        quantize_block_q8_k, quantize_block_q8_k_quad_row, with_abs, with_offsets,
     };
     use crate::blocks::{
-        BlockQ8K, BlockQ8Kx4, BlockQ8_0, BlockQ8_0x4, BlockQ8_1, BlockQ8_1x4, F16Bits,
+        BlockQ8K, BlockQ8Kx4, BlockQ8_0, BlockQ8_0x4, BlockQ8_0x4Abs, BlockQ8_0x4Sums, BlockQ8_1,
+        BlockQ8_1x4, F16Bits,
     };
     use crate::types::QK_K;
 
@@ -497,6 +499,72 @@ mod imp {
                     ];
                     *quad = interleave_q8_0(&rows, IL);
                 }
+            }
+        }
+    }
+
+    /// A block column of a quad as [`q8_0_quad`] interleaves it in chunks of 8 bytes, with the
+    /// scales widened back to f32 (the f16 values, as the kernels must use) and the rows' quant
+    /// sums times `OFFSET`; `None` on the portable path's blocks (see [`q8_0_x4`]).
+    #[target_feature(enable = "avx2,fma,f16c")]
+    #[inline]
+    fn q8_0_x4_offsets<const OFFSET: i32>(
+        x: [&[f32; 32]; 4],
+    ) -> Option<([f32; 4], [i32; 4], [__m256i; 4])> {
+        let r = q8_0_x4::<true>(x)?;
+        let d = _mm_cvtph_ps(_mm_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(r.dm));
+        let mut offsets = [0i32; 4];
+        let scaled = _mm_mullo_epi32(r.sums, _mm_set1_epi32(OFFSET));
+        // SAFETY: `offsets` holds 4 i32; `storeu` has no alignment requirement.
+        unsafe { _mm_storeu_si128(offsets.as_mut_ptr().cast(), scaled) };
+        Some((lanes(d), offsets, interleave8(r.q)))
+    }
+
+    /// The portable quantization of one block column of a quad, interleaved in chunks of 8.
+    fn q8_0_column_portable(x: [&[f32; 32]; 4]) -> BlockQ8_0x4 {
+        interleave_q8_0(&x.map(|b| quantize_block_q8_0(b)), 8)
+    }
+
+    /// Quads of Q8_0 with f32 scales and quant sums times `OFFSET` in one pass (quantizing
+    /// first and summing the stored bytes after took twice as long).
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub(super) fn q8_0_sums_quad<const OFFSET: i32>(x: [&[f32]; 4], out: &mut [BlockQ8_0x4Sums]) {
+        for (i, quad) in out.iter_mut().enumerate() {
+            let b = x.map(|row| block::<32>(row, i));
+            match q8_0_x4_offsets::<OFFSET>(b) {
+                Some((d, offsets, qs)) => {
+                    quad.d = d;
+                    quad.offsets = offsets;
+                    for (k, &vk) in qs.iter().enumerate() {
+                        store_i8(&mut quad.qs, 32 * k, vk);
+                    }
+                }
+                None => *quad = with_offsets::<OFFSET>(&q8_0_column_portable(b)),
+            }
+        }
+    }
+
+    /// Quads of Q8_0 with f32 scales, 128 times the quant sums and the quants' magnitudes.
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub(super) fn q8_0_abs_quad(x: [&[f32]; 4], out: &mut [BlockQ8_0x4Abs]) {
+        for (i, quad) in out.iter_mut().enumerate() {
+            let b = x.map(|row| block::<32>(row, i));
+            match q8_0_x4_offsets::<128>(b) {
+                Some((d, offsets, qs)) => {
+                    quad.d = d;
+                    quad.offsets = offsets;
+                    for (k, &vk) in qs.iter().enumerate() {
+                        store_i8(&mut quad.qs, 32 * k, vk);
+                        let abs: &mut [u8; 32] = (&mut quad.abs[32 * k..32 * k + 32])
+                            .try_into()
+                            .expect("32 bytes");
+                        // SAFETY: `abs` is 32 bytes; `storeu` has no alignment requirement.
+                        unsafe {
+                            _mm256_storeu_si256(abs.as_mut_ptr().cast(), _mm256_abs_epi8(vk))
+                        };
+                    }
+                }
+                None => *quad = with_abs(&q8_0_column_portable(b)),
             }
         }
     }

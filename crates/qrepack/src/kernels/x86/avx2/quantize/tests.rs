@@ -65,6 +65,7 @@ fn check_all(cpu: &CpuFeatures, rows: [&[f32]; 4], what: &str) {
     check_format::<Q8_0Interleaved<4>>(cpu, rows, what);
     check_format::<Q8_0Interleaved<8>>(cpu, rows, what);
     check_format::<Q8_0SumsInterleaved<8>>(cpu, rows, what);
+    check_format::<Q8_0SumsInterleaved<128>>(cpu, rows, what);
     check_format::<Q8_0AbsInterleaved>(cpu, rows, what);
     check_format::<PlainQ8_0>(cpu, rows, what);
     check_format::<PlainQ8_1>(cpu, rows, what);
