@@ -250,6 +250,13 @@ pub(in crate::kernels::x86) mod imp {
         }
     }
 
+    /// The 6-bit scales and mins of a block's eight sub-blocks as bytes: dword lane `sb` of
+    /// `scales[h]` (`mins[h]`) holds the scales (mins) of rows `4h .. 4h + 4` of sub-block `sb`.
+    pub(in crate::kernels::x86) struct ScaleBytes {
+        pub(in crate::kernels::x86) scales: [__m256i; 2],
+        pub(in crate::kernels::x86) mins: [__m256i; 2],
+    }
+
     /// The 6-bit scales and mins of all eight sub-blocks, decoded with vector instructions.
     ///
     /// Sub-block `sb`'s 12 bytes are three little-endian words `x0 x1 x2` (dwords `3sb`,
@@ -259,7 +266,7 @@ pub(in crate::kernels::x86) mod imp {
     /// the words of all sub-blocks gathered into one vector per field (lane = sub-block), every
     /// step is one instruction for all eight.
     #[inline(always)]
-    pub(in crate::kernels::x86) unsafe fn block_scales<P: K8x8, D: GroupDot>(w: &P) -> Scales {
+    pub(in crate::kernels::x86) unsafe fn scale_bytes<P: K8x8>(w: &P) -> ScaleBytes {
         // SAFETY: callers meet this function's contract: the CPU has the features of the
         // kernel set that calls it, and the slices are as long as the body reads.
         unsafe {
@@ -311,6 +318,47 @@ pub(in crate::kernels::x86) mod imp {
                 _mm256_slli_epi16::<4>(_mm256_and_si256(_mm256_srli_epi16::<6>(x1), m2)),
             );
 
+            ScaleBytes {
+                scales: [s_lo, s_hi],
+                mins: [m_lo, m_hi],
+            }
+        }
+    }
+
+    /// The mins of [`ScaleBytes`] as i16 pairs for `mins_dot`: vector `p` holds, in i32 lane
+    /// `j`, (min of sub-block `2p`, min of `2p + 1`) of row `j`.
+    #[inline(always)]
+    pub(in crate::kernels::x86) unsafe fn min_pairs(mins: &[__m256i; 2]) -> [__m256i; 4] {
+        // SAFETY: callers meet this function's contract: the CPU has the features of the
+        // kernel set that calls it; register-only intrinsics.
+        unsafe {
+            let [m_lo, m_hi] = *mins;
+            // mins[p]: i16 pairs (min of sub-block 2p, min of 2p + 1) for rows 0-7. Unpacking the
+            // halves gives each sub-block's 8 row bytes as one qword (sub-blocks 0 1 | 4 5 and
+            // 2 3 | 6 7); a shuffle interleaves the two qwords of each 128-bit half.
+            let pair = _mm256_setr_epi8(
+                0, 8, 1, 9, 2, 10, 3, 11, 4, 12, 5, 13, 6, 14, 7, 15, 0, 8, 1, 9, 2, 10, 3, 11, 4,
+                12, 5, 13, 6, 14, 7, 15,
+            );
+            let u = _mm256_shuffle_epi8(_mm256_unpacklo_epi32(m_lo, m_hi), pair);
+            let v = _mm256_shuffle_epi8(_mm256_unpackhi_epi32(m_lo, m_hi), pair);
+            [
+                _mm256_cvtepu8_epi16(_mm256_castsi256_si128(u)),
+                _mm256_cvtepu8_epi16(_mm256_castsi256_si128(v)),
+                _mm256_cvtepu8_epi16(_mm256_extracti128_si256::<1>(u)),
+                _mm256_cvtepu8_epi16(_mm256_extracti128_si256::<1>(v)),
+            ]
+        }
+    }
+
+    /// [`scale_bytes`] widened for the AVX2 loop nest ([`Scales`]).
+    #[inline(always)]
+    pub(in crate::kernels::x86) unsafe fn block_scales<P: K8x8, D: GroupDot>(w: &P) -> Scales {
+        // SAFETY: callers meet this function's contract: the CPU has the features of the
+        // kernel set that calls it, and the slices are as long as the body reads.
+        unsafe {
+            let bytes = scale_bytes(w);
+            let [s_lo, s_hi] = bytes.scales;
             // sc[sb][h]: each row's scale in the four i16 lanes of its row. A shuffle expands
             // sub-block d of each 128-bit half (sub-blocks d and 4 + d) at once.
             let mut sc = [[_mm256_setzero_si256(); 2]; 8];
@@ -348,21 +396,7 @@ pub(in crate::kernels::x86) mod imp {
             expand!(2);
             expand!(3);
 
-            // mins[p]: i16 pairs (min of sub-block 2p, min of 2p + 1) for rows 0-7. Unpacking the
-            // halves gives each sub-block's 8 row bytes as one qword (sub-blocks 0 1 | 4 5 and
-            // 2 3 | 6 7); a shuffle interleaves the two qwords of each 128-bit half.
-            let pair = _mm256_setr_epi8(
-                0, 8, 1, 9, 2, 10, 3, 11, 4, 12, 5, 13, 6, 14, 7, 15, 0, 8, 1, 9, 2, 10, 3, 11, 4,
-                12, 5, 13, 6, 14, 7, 15,
-            );
-            let u = _mm256_shuffle_epi8(_mm256_unpacklo_epi32(m_lo, m_hi), pair);
-            let v = _mm256_shuffle_epi8(_mm256_unpackhi_epi32(m_lo, m_hi), pair);
-            let mins = [
-                _mm256_cvtepu8_epi16(_mm256_castsi256_si128(u)),
-                _mm256_cvtepu8_epi16(_mm256_castsi256_si128(v)),
-                _mm256_cvtepu8_epi16(_mm256_extracti128_si256::<1>(u)),
-                _mm256_cvtepu8_epi16(_mm256_extracti128_si256::<1>(v)),
-            ];
+            let mins = min_pairs(&bytes.mins);
             for v in sc.iter_mut().flatten() {
                 *v = D::prepare_scale(*v);
             }

@@ -13,8 +13,8 @@ mod nibble;
 mod rows16;
 
 use crate::blocks::{
-    BlockIq4Nlx8, BlockQ4_0x8, BlockQ4_1x8, BlockQ5_0x8, BlockQ6Kx8, BlockQ8K, BlockQ8Kx4,
-    BlockQ8_0, BlockQ8_0x4Abs, BlockQ8_0x4Sums, BlockQ8_0x8, BlockQ8_1x4,
+    BlockIq4Nlx8, BlockQ4Kx8, BlockQ4_0x8, BlockQ4_1x8, BlockQ5_0x8, BlockQ6Kx8, BlockQ8K,
+    BlockQ8Kx4, BlockQ8_0, BlockQ8_0x4Abs, BlockQ8_0x4Sums, BlockQ8_0x8, BlockQ8_1x4,
 };
 use crate::cpu::KernelSet;
 use crate::kernel_api::{Kernels, TiledGemm};
@@ -108,6 +108,14 @@ pub(crate) fn k_quant_kernels<P: K8x8>(_: Avx512) -> Kernels<P, BlockQ8K, BlockQ
     }
 }
 
+/// `q4_K_8x8`: the K-quant kernels with a GEMV of its own (`k_gemv::q4_k_gemv_body`).
+pub(crate) fn q4_k_kernels(t: Avx512) -> Kernels<BlockQ4Kx8, BlockQ8K, BlockQ8Kx4> {
+    Kernels {
+        gemv: q4_k_gemv,
+        ..k_quant_kernels::<BlockQ4Kx8>(t)
+    }
+}
+
 /// `q4_1_8x8`: the AVX2 GEMV, the GEMM with 32 registers.
 pub(crate) fn q4_1_kernels(
     t: Avx512,
@@ -143,6 +151,7 @@ target_entries! { "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni";
     fn q6_k_gemv(w: &[BlockQ6Kx8], a: &[BlockQ8K], out: &mut [f32]) => q6_k::imp::gemv_body_vnni;
     fn q6_k_gemm(w: &[BlockQ6Kx8], a: &[BlockQ8Kx4], out: &mut [f32]) => q6_k::imp::gemm_body_vnni;
     fn k_gemv<P: K8x8>(w: &[P], a: &[BlockQ8K], out: &mut [f32]) => k_gemv::gemv_body;
+    fn q4_k_gemv(w: &[BlockQ4Kx8], a: &[BlockQ8K], out: &mut [f32]) => k_gemv::q4_k_gemv_body;
     fn k_gemm<P: K8x8>(w: &[P], a: &[BlockQ8Kx4], out: &mut [f32]) => k_gemv::gemm_body;
     fn k_rows16_tile<P: K8x8>(w: &[P], tile: &mut [u64]) => k_rows16::make_tile_body;
     fn k_rows16_gemm<P: K8x8>(w: &[P], tile: &[u64], a: &[BlockQ8Kx4], out: &mut [f32]) => k_rows16::tiled_gemm_body;
