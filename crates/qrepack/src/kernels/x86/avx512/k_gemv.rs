@@ -13,8 +13,7 @@ use std::arch::x86_64::*;
 use super::lanes::{concat, fold_pairs_epi32, fold_pairs_ps};
 use crate::blocks::{BlockQ4Kx8, BlockQ8K, BlockQ8Kx4};
 use crate::kernels::x86::avx2::k_quants::imp::{
-    block_scales, f16x8, min_pairs, mins_dot, quad_sub_sums, row_sub_sums, scale_bytes, Dpbusd,
-    QUAD_LANE,
+    f16x8, min_pairs, mins_dot, quad_sub_sums, row_sub_sums, scale_bytes, QUAD_LANE,
 };
 use crate::kernels::x86::avx2::k_quants::K8x8;
 
@@ -38,17 +37,18 @@ pub(super) unsafe fn gemv_body<P: K8x8>(w: &[P], a: &[BlockQ8K], out: &mut [f32]
     // SAFETY: AVX-512 F/BW/VL/VNNI and F16C per the caller's contract; block reads are of
     // fixed-size fields, and every store is into an 8-float chunk of `out` (asserted above).
     unsafe {
+        let picks = load_picks();
         for (group, o) in w.chunks_exact(nb).zip(out.chunks_exact_mut(8)) {
             let mut acc = _mm256_setzero_ps();
             for (wb, ab) in group.iter().zip(a) {
-                let sc = block_scales::<P, Dpbusd>(wb);
+                let bytes = scale_bytes(wb);
+                let halves = scale_halves(&bytes.scales);
                 let mut sums = _mm512_setzero_si512();
                 for g in 0..4 {
                     let q = wb.decode_group_zmm(g);
                     for s in 0..2 {
                         let sub = 2 * g + s;
-                        // Lanes 2r + part hold the scale of row r (prepared as i32).
-                        let scale = concat(sc.sc[sub][0], sc.sc[sub][1]);
+                        let scale = sub_scales(&halves, &picks, sub);
                         let mut dot = _mm512_setzero_si512();
                         for (k, qk) in q.iter().enumerate() {
                             dot = _mm512_dpbusd_epi32(
@@ -64,7 +64,7 @@ pub(super) unsafe fn gemv_body<P: K8x8>(w: &[P], a: &[BlockQ8K], out: &mut [f32]
                         };
                     }
                 }
-                let mins = mins_dot(&sc.mins, &row_sub_sums(&ab.bsums), 0);
+                let mins = mins_dot(&min_pairs(&bytes.mins), &row_sub_sums(&ab.bsums), 0);
                 let da = _mm256_set1_ps(ab.d);
                 let d = _mm256_mul_ps(f16x8(wb.d()), da);
                 let dmin = _mm256_mul_ps(f16x8(wb.dmin()), da);
