@@ -245,7 +245,7 @@ pub(in crate::kernels::x86) mod imp {
         // SAFETY: callers meet this function's contract: the CPU has the features of the
         // kernel set that calls it, and the slices are as long as the body reads.
         unsafe {
-            let s = block_scales::<P, Maddubs>(w);
+            let s = block_scales::<P>(w);
             (s.sc, s.mins)
         }
     }
@@ -353,7 +353,7 @@ pub(in crate::kernels::x86) mod imp {
 
     /// [`scale_bytes`] widened for the AVX2 loop nest ([`Scales`]).
     #[inline(always)]
-    pub(in crate::kernels::x86) unsafe fn block_scales<P: K8x8, D: GroupDot>(w: &P) -> Scales {
+    pub(in crate::kernels::x86) unsafe fn block_scales<P: K8x8>(w: &P) -> Scales {
         // SAFETY: callers meet this function's contract: the CPU has the features of the
         // kernel set that calls it, and the slices are as long as the body reads.
         unsafe {
@@ -397,9 +397,6 @@ pub(in crate::kernels::x86) mod imp {
             expand!(3);
 
             let mins = min_pairs(&bytes.mins);
-            for v in sc.iter_mut().flatten() {
-                *v = D::prepare_scale(*v);
-            }
             Scales { sc, mins }
         }
     }
@@ -471,73 +468,19 @@ pub(in crate::kernels::x86) mod imp {
     /// i32 lane of row m's pair in `quad_sub_sums` vectors.
     pub(in crate::kernels::x86) const QUAD_LANE: [i32; 4] = [0, 1, 4, 5];
 
-    /// How a group's unsigned quants meet one activation row's signed bytes: the product of
-    /// 32 bytes added into an accumulator (four products per i32 lane, in whatever width the
-    /// method accumulates), and the accumulated sums of one sub-block times its scales.
-    pub(in crate::kernels::x86) trait GroupDot {
-        /// `acc + q·a` for unsigned `q`, signed `a`.
-        unsafe fn add_products(acc: __m256i, q: __m256i, a: __m256i) -> __m256i;
-        /// A sub-block scale vector as decoded (i16, each row's scale in all four of its
-        /// lanes) in the form [`Self::add_scaled`] takes; applied once per block or tile.
-        unsafe fn prepare_scale(sc: __m256i) -> __m256i;
-        /// `s` plus the accumulated sums of one sub-block times its prepared scales `sc`, as
-        /// i32 lanes (two per row). `narrow`: every sum fits an i16 (a constant,
-        /// [`K8x8::NARROW_SUMS`]).
-        unsafe fn add_scaled(s: __m256i, acc: __m256i, sc: __m256i, narrow: bool) -> __m256i;
+    /// `acc + q·a` for unsigned `q`, signed `a`: `maddubs` into i16 (four products of a group
+    /// stay in range).
+    #[inline(always)]
+    unsafe fn add_products(acc: __m256i, q: __m256i, a: __m256i) -> __m256i {
+        // SAFETY: register-only AVX2 intrinsics; the caller's kernel set has AVX2.
+        unsafe { _mm256_add_epi16(acc, _mm256_maddubs_epi16(q, a)) }
     }
 
-    /// AVX2: `maddubs` into i16 (four products of a group stay in range), then `madd` by the i16
-    /// scales.
-    pub(in crate::kernels::x86) struct Maddubs;
-
-    impl GroupDot for Maddubs {
-        #[inline(always)]
-        unsafe fn add_products(acc: __m256i, q: __m256i, a: __m256i) -> __m256i {
-            // SAFETY: register-only AVX2 intrinsics; the caller's kernel set has AVX2.
-            unsafe { _mm256_add_epi16(acc, _mm256_maddubs_epi16(q, a)) }
-        }
-        #[inline(always)]
-        unsafe fn prepare_scale(sc: __m256i) -> __m256i {
-            sc
-        }
-        #[inline(always)]
-        unsafe fn add_scaled(s: __m256i, acc: __m256i, sc: __m256i, _narrow: bool) -> __m256i {
-            // SAFETY: as above.
-            unsafe { _mm256_add_epi32(s, _mm256_madd_epi16(acc, sc)) }
-        }
-    }
-
-    /// AVX-512 VNNI (with VL): one `vpdpbusd` per 32 products into i32, where AVX2 needs a
-    /// `maddubs` and an add. The scales are prepared as i32 (the i16 vectors hold each row's
-    /// scale in both halves of its dwords: a shift right by 16). When a sub-block's sums fit
-    /// an i16 (Q4_K), one `vpdpwssd` multiplies and adds them: an i32 lane read as two i16 is
-    /// (sum, sign bits), and the prepared scale (scale, 0) keeps only the first product. Q5_K's
-    /// sums need `vpmulld` and an add. Same integers as [`Maddubs`].
-    pub(in crate::kernels::x86) struct Dpbusd;
-
-    impl GroupDot for Dpbusd {
-        #[inline(always)]
-        unsafe fn add_products(acc: __m256i, q: __m256i, a: __m256i) -> __m256i {
-            // SAFETY: register-only AVX-512 VNNI/VL intrinsic; only the AVX-512 set, whose
-            // token proves those features, instantiates this.
-            unsafe { _mm256_dpbusd_epi32(acc, q, a) }
-        }
-        #[inline(always)]
-        unsafe fn prepare_scale(sc: __m256i) -> __m256i {
-            // SAFETY: register-only AVX2 intrinsic; the caller's kernel set has AVX2.
-            unsafe { _mm256_srli_epi32::<16>(sc) }
-        }
-        #[inline(always)]
-        unsafe fn add_scaled(s: __m256i, acc: __m256i, sc: __m256i, narrow: bool) -> __m256i {
-            // SAFETY: register-only AVX-512 VNNI/VL and AVX2 intrinsics, as above.
-            unsafe {
-                if narrow {
-                    _mm256_dpwssd_epi32(s, acc, sc)
-                } else {
-                    _mm256_add_epi32(s, _mm256_mullo_epi32(acc, sc))
-                }
-            }
-        }
+    /// `s` plus the i16 sums of one sub-block times its i16 scales, as i32 lanes (two per row).
+    #[inline(always)]
+    unsafe fn add_scaled(s: __m256i, acc: __m256i, sc: __m256i) -> __m256i {
+        // SAFETY: as above.
+        unsafe { _mm256_add_epi32(s, _mm256_madd_epi16(acc, sc)) }
     }
 
     /// Scaled integer sums of one group against one activation row, accumulated into `s[h]`
@@ -545,7 +488,7 @@ pub(in crate::kernels::x86) mod imp {
     /// `qs` (stride 8, offset 0 for a plain row; stride 32, offset 8m for row m of a quad). No
     /// closures: they would not inherit the caller's target features.
     #[inline(always)]
-    unsafe fn group_dot<P: K8x8, D: GroupDot, S: ScaleSource>(
+    unsafe fn group_dot<P: K8x8, S: ScaleSource>(
         q: &[[[__m256i; 2]; 2]; 4],
         sc: &S,
         g: usize,
@@ -564,13 +507,13 @@ pub(in crate::kernels::x86) mod imp {
                 let a_lo = broadcast8(&qs[p_lo..p_lo + 8]);
                 let a_hi = broadcast8(&qs[p_hi..p_hi + 8]);
                 for h in 0..2 {
-                    lo[h] = D::add_products(lo[h], qk[h][0], a_lo);
-                    hi[h] = D::add_products(hi[h], qk[h][1], a_hi);
+                    lo[h] = add_products(lo[h], qk[h][0], a_lo);
+                    hi[h] = add_products(hi[h], qk[h][1], a_hi);
                 }
             }
             for h in 0..2 {
-                s[h] = D::add_scaled(s[h], lo[h], sc.sc(2 * g, h), P::NARROW_SUMS);
-                s[h] = D::add_scaled(s[h], hi[h], sc.sc(2 * g + 1, h), P::NARROW_SUMS);
+                s[h] = add_scaled(s[h], lo[h], sc.sc(2 * g, h));
+                s[h] = add_scaled(s[h], hi[h], sc.sc(2 * g + 1, h));
             }
         }
     }
@@ -608,16 +551,16 @@ pub(in crate::kernels::x86) mod imp {
     #[inline(always)]
     unsafe fn gemv_body<P: K8x8>(w: &[P], a: &[BlockQ8K], out: &mut [f32]) {
         // SAFETY: the enclosing unsafe fn's contract is the callee's.
-        unsafe { gemv_body_with::<P, Maddubs>(w, a, out) }
+        unsafe { gemv_body_with::<P>(w, a, out) }
     }
 
     #[inline(always)]
-    unsafe fn gemv_body_with<P: K8x8, D: GroupDot>(w: &[P], a: &[BlockQ8K], out: &mut [f32]) {
+    unsafe fn gemv_body_with<P: K8x8>(w: &[P], a: &[BlockQ8K], out: &mut [f32]) {
         // SAFETY: callers meet this function's contract: the CPU has the features of the
         // kernel set that calls it, and the slices are as long as the body reads.
         unsafe {
             for (group, o) in w.chunks_exact(a.len().max(1)).zip(out.chunks_exact_mut(8)) {
-                gemv_group::<P, D>(group, a, o);
+                gemv_group::<P>(group, a, o);
             }
         }
     }
@@ -626,18 +569,18 @@ pub(in crate::kernels::x86) mod imp {
     const PREFETCH_AHEAD: usize = 2;
 
     #[inline(always)]
-    unsafe fn gemv_group<P: K8x8, D: GroupDot>(w: &[P], a: &[BlockQ8K], out: &mut [f32]) {
+    unsafe fn gemv_group<P: K8x8>(w: &[P], a: &[BlockQ8K], out: &mut [f32]) {
         // SAFETY: callers meet this function's contract: the CPU has the features of the
         // kernel set that calls it, and the slices are as long as the body reads.
         unsafe {
             let mut acc = _mm256_setzero_ps();
             for (wb, ab) in w.iter().zip(a) {
                 crate::kernel_api::prefetch_ahead(wb, PREFETCH_AHEAD);
-                let sc = block_scales::<P, D>(wb);
+                let sc = block_scales::<P>(wb);
                 let mut s = [_mm256_setzero_si256(); 2];
                 for g in 0..4 {
                     let q = wb.decode_group(g);
-                    group_dot::<P, D, _>(&q, &sc, g, &ab.qs, (8, 0), &mut s);
+                    group_dot::<P, _>(&q, &sc, g, &ab.qs, (8, 0), &mut s);
                 }
                 let m = mins_dot(&sc.mins, &row_sub_sums(&ab.bsums), 0);
                 let da = _mm256_set1_ps(ab.d);
@@ -664,15 +607,12 @@ pub(in crate::kernels::x86) mod imp {
 
     /// Stores the decoded scales of every block of a row group into its tile.
     #[target_feature(enable = "avx2,fma,f16c")]
-    pub(in crate::kernels::x86) unsafe fn make_tile<P: K8x8, D: GroupDot>(
-        w: &[P],
-        tile: &mut [u64],
-    ) {
+    pub(in crate::kernels::x86) unsafe fn make_tile<P: K8x8>(w: &[P], tile: &mut [u64]) {
         // SAFETY: callers meet this function's contract: the CPU has the features of the
         // kernel set that calls it, and the slices are as long as the body reads.
         unsafe {
             for (wb, t) in w.iter().zip(tile.chunks_exact_mut(4 * TILE_VECTORS)) {
-                let sc = block_scales::<P, D>(wb);
+                let sc = block_scales::<P>(wb);
                 let p = t.as_mut_ptr() as *mut __m256i;
                 // SAFETY: the chunk holds TILE_VECTORS x 32 bytes.
                 for (i, v) in sc.sc.iter().flatten().chain(&sc.mins).enumerate() {
@@ -712,19 +652,8 @@ pub(in crate::kernels::x86) mod imp {
         // kernel set that calls it, and the slices are as long as the body reads.
         unsafe {
             assert!(tile.len() >= w.len().min(a.len()) * 4 * TILE_VECTORS);
-            gemm_body_with::<P, Maddubs, true>(w, tile, a, out)
+            gemm_body_with::<P, true>(w, tile, a, out)
         }
-    }
-
-    /// [`gemm_body`] with `vpdpbusd` ([`Dpbusd`]): for callers with AVX-512 VNNI and VL.
-    #[inline(always)]
-    pub(in crate::kernels::x86) unsafe fn gemm_body_vnni<P: K8x8>(
-        w: &[P],
-        a: &[BlockQ8Kx4],
-        out: &mut [f32],
-    ) {
-        // SAFETY: the enclosing unsafe fn's contract is the callee's.
-        unsafe { gemm_body_with::<P, Dpbusd, false>(w, &[], a, out) }
     }
 
     #[inline(always)]
@@ -735,12 +664,12 @@ pub(in crate::kernels::x86) mod imp {
     ) {
         // SAFETY: the enclosing unsafe fn's contract (the kernel set's CPU features, in-bounds
         // slices) is the callee's; register-only intrinsics need nothing more.
-        unsafe { gemm_body_with::<P, Maddubs, false>(w, &[], a, out) }
+        unsafe { gemm_body_with::<P, false>(w, &[], a, out) }
     }
 
     /// One block of a row group against one block of a quad, into the four rows' accumulators.
     #[inline(always)]
-    unsafe fn quad_block<P: K8x8, D: GroupDot, S: ScaleSource>(
+    unsafe fn quad_block<P: K8x8, S: ScaleSource>(
         wb: &P,
         sc: &S,
         ab: &BlockQ8Kx4,
@@ -754,7 +683,7 @@ pub(in crate::kernels::x86) mod imp {
                 let q = wb.decode_group(g);
                 for (m, sm) in s.iter_mut().enumerate() {
                     // Row m's activations e..e+8 sit at 32 * (e / 8) + 8m in the quad.
-                    group_dot::<P, D, _>(&q, sc, g, &ab.qs, (32, 8 * m), sm);
+                    group_dot::<P, _>(&q, sc, g, &ab.qs, (32, 8 * m), sm);
                 }
             }
             let d = f16x8(wb.d());
@@ -777,7 +706,7 @@ pub(in crate::kernels::x86) mod imp {
     /// GEMM of one row group with one quad; the scales decoded here or (`TILED`) read from
     /// the group's tile.
     #[inline(always)]
-    unsafe fn gemm_body_with<P: K8x8, D: GroupDot, const TILED: bool>(
+    unsafe fn gemm_body_with<P: K8x8, const TILED: bool>(
         w: &[P],
         tile: &[u64],
         a: &[BlockQ8Kx4],
@@ -789,9 +718,9 @@ pub(in crate::kernels::x86) mod imp {
             let mut acc = [_mm256_setzero_ps(); 4];
             for (b, (wb, ab)) in w.iter().zip(a).enumerate() {
                 if TILED {
-                    quad_block::<P, D, _>(wb, &tile_scales(tile, b), ab, &mut acc);
+                    quad_block::<P, _>(wb, &tile_scales(tile, b), ab, &mut acc);
                 } else {
-                    quad_block::<P, D, _>(wb, &block_scales::<P, D>(wb), ab, &mut acc);
+                    quad_block::<P, _>(wb, &block_scales::<P>(wb), ab, &mut acc);
                 }
             }
             assert!(out.len() >= 32);
@@ -810,14 +739,14 @@ pub(crate) fn kernels<P: K8x8>(_: Avx2) -> Kernels<P, BlockQ8K, BlockQ8Kx4> {
         set: KernelSet::Avx2,
         gemv: gemv::<P>,
         gemm: gemm::<P>,
-        tiled: Some(tiled::<P, imp::Maddubs>(gemm_tiled::<P>)),
+        tiled: Some(tiled::<P>(gemm_tiled::<P>)),
         wide: None,
     }
 }
 
 /// The tiled GEMM around `gemm` (a build of `imp::gemm_tiled_body` with the products `D`),
 /// with tiles whose scales are prepared for `D`.
-pub(in crate::kernels::x86) fn tiled<P: K8x8, D: imp::GroupDot>(
+pub(in crate::kernels::x86) fn tiled<P: K8x8>(
     gemm: TiledGemmFn<P, BlockQ8Kx4>,
 ) -> TiledGemm<P, BlockQ8Kx4> {
     TiledGemm {
@@ -825,17 +754,17 @@ pub(in crate::kernels::x86) fn tiled<P: K8x8, D: imp::GroupDot>(
         quads: 1,
         min_quads: 2,
         tile_words: |nb| nb * 4 * imp::TILE_VECTORS,
-        make_tile: make_tile::<P, D>,
+        make_tile: make_tile::<P>,
         gemm,
     }
 }
 
-fn make_tile<P: K8x8, D: imp::GroupDot>(w: &[P], tile: &mut [u64]) {
+fn make_tile<P: K8x8>(w: &[P], tile: &mut [u64]) {
     assert!(tile.len() >= w.len() * 4 * imp::TILE_VECTORS);
     // SAFETY: only reachable through `tiled`, which the AVX2 and AVX-512 sets call in exchange
     // for their tokens (both imply AVX2, all the tile needs: `prepare_scale` is AVX2 for every
     // `D`); the tile is large enough (asserted above).
-    unsafe { imp::make_tile::<P, D>(w, tile) }
+    unsafe { imp::make_tile::<P>(w, tile) }
 }
 
 fn gemm_tiled<P: K8x8>(w: &[P], tile: &[u64], a: &[BlockQ8Kx4], out: &mut [f32]) {

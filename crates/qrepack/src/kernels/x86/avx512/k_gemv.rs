@@ -10,7 +10,8 @@
 
 use std::arch::x86_64::*;
 
-use super::lanes::{concat, fold_pairs_epi32, fold_pairs_ps};
+use super::k_scales::{load_picks, row_pairs, scale_halves, sub_scales};
+use super::lanes::{fold_pairs_epi32, fold_pairs_ps};
 use crate::blocks::{BlockQ4Kx8, BlockQ8K, BlockQ8Kx4};
 use crate::kernels::x86::avx2::k_quants::imp::{
     f16x8, min_pairs, mins_dot, quad_sub_sums, row_sub_sums, scale_bytes, QUAD_LANE,
@@ -73,74 +74,6 @@ pub(super) unsafe fn gemv_body<P: K8x8>(w: &[P], a: &[BlockQ8K], out: &mut [f32]
             }
             _mm256_storeu_ps(o.as_mut_ptr(), acc);
         }
-    }
-}
-
-/// Index for `vpshufb` that puts the scale of row `r` of sub-block `4j + c` in dword lanes
-/// `2r` and `2r + 1` (zero-extended), from the 128-bit lanes that [`q4_k_gemv_body`] lays out:
-/// lanes 0-1 hold rows 0-3 of sub-blocks `4j .. 4j + 4` (a dword each), lanes 2-3 rows 4-7.
-const fn scale_pick(c: usize) -> [i32; 16] {
-    let mut idx = [0i32; 16];
-    let mut lane = 0;
-    while lane < 16 {
-        // Dword `lane` is row `lane / 2`; within its 128-bit lane, that row is byte `r % 4`
-        // of dword `c`. Bytes 1-3 have the top bit set: zeros.
-        let row = lane / 2;
-        idx[lane] = (4 * c + row % 4) as i32 | 0x8080_8000_u32 as i32;
-        lane += 1;
-    }
-    idx
-}
-
-const SCALE_PICKS: [[i32; 16]; 4] = [scale_pick(0), scale_pick(1), scale_pick(2), scale_pick(3)];
-
-/// The scale bytes (see `scale_bytes`) in the two arrangements `SCALE_PICKS` index: 128-bit
-/// lanes with rows 0-3 of sub-blocks 0-3, again, rows 4-7 of sub-blocks 0-3, again; then the
-/// same for sub-blocks 4-7.
-#[inline(always)]
-unsafe fn scale_halves(scales: &[__m256i; 2]) -> [__m512i; 2] {
-    // SAFETY: register-only AVX-512 F per the caller's contract.
-    unsafe {
-        let all = concat(scales[0], scales[1]);
-        [
-            _mm512_shuffle_i64x2::<0b10_10_00_00>(all, all),
-            _mm512_shuffle_i64x2::<0b11_11_01_01>(all, all),
-        ]
-    }
-}
-
-/// `SCALE_PICKS` in registers.
-#[inline(always)]
-unsafe fn load_picks() -> [__m512i; 4] {
-    let pick = |c: usize| SCALE_PICKS[c].as_ptr() as *const __m512i;
-    // SAFETY: each pick is 16 i32 (64 bytes); unaligned loads; AVX-512 F per the caller's
-    // contract.
-    unsafe {
-        [
-            _mm512_loadu_si512(pick(0)),
-            _mm512_loadu_si512(pick(1)),
-            _mm512_loadu_si512(pick(2)),
-            _mm512_loadu_si512(pick(3)),
-        ]
-    }
-}
-
-/// Sub-block `sub`'s scales, row `r`'s (zero-extended) in dword lanes `2r` and `2r + 1`: one
-/// `vpshufb` instead of the AVX2 loop nest's i16 vectors and a concatenation.
-#[inline(always)]
-unsafe fn sub_scales(halves: &[__m512i; 2], picks: &[__m512i; 4], sub: usize) -> __m512i {
-    // SAFETY: register-only AVX-512 BW per the caller's contract.
-    unsafe { _mm512_shuffle_epi8(halves[sub / 4], picks[sub % 4]) }
-}
-
-/// Row `r`'s value of `v` in lanes `2r` and `2r + 1`: the f32 row scales laid out as the
-/// sums are.
-#[inline(always)]
-unsafe fn row_pairs(v: __m256) -> __m512 {
-    // SAFETY: register-only AVX-512 F per the caller's contract.
-    unsafe {
-        let idx = _mm512_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7);
-        _mm512_permutexvar_ps(idx, _mm512_castps256_ps512(v))
     }
 }
 
@@ -239,17 +172,12 @@ pub(super) unsafe fn q4_k_gemv_body(w: &[BlockQ4Kx8], a: &[BlockQ8K], out: &mut 
 }
 
 /// GEMM of one row group with one quad (`a`: one block per weight block), below the 16-row
-/// tiles' `min_quads`. Q4_K the same way as the GEMV: each block's quants decoded once into
-/// 512-bit vectors for the quad's four rows, into `out[8 m + r]` (Zen 4, 4096x4096: batch 4
-/// 0.93x, batch 8 0.91x of the 256-bit loop nest). Q5_K keeps the 256-bit loop nest with
-/// `vpdpbusd`: its fifth bits decode in 256-bit halves, and its sums need `vpmulld` (batch 4-8
-/// 1.05-1.15x slower here).
+/// tiles' `min_quads`: each block's quants decoded once into 512-bit vectors for the quad's
+/// four rows, into `out[8 m + r]`. Zen 4, 4096x4096, against the 256-bit loop nest: Q4_K batch
+/// 4 0.93x, batch 8 0.91x, then 0.82x with the scales from `k_scales.rs`; Q5_K (whose sums need
+/// `vpmulld`) was 1.05-1.15x slower before those scales and is now 0.87x of that loop nest.
 #[inline(always)]
 pub(super) unsafe fn gemm_body<P: K8x8>(w: &[P], a: &[BlockQ8Kx4], out: &mut [f32]) {
-    if !P::NARROW_SUMS {
-        // SAFETY: the caller's contract (AVX-512 F/BW/VL/VNNI, F16C) covers the callee's.
-        return unsafe { crate::kernels::x86::avx2::k_quants::imp::gemm_body_vnni(w, a, out) };
-    }
     assert!(out.len() >= 32);
     // SAFETY: AVX-512 F/BW/VL/VNNI and F16C per the caller's contract; block reads are of
     // fixed-size fields, and `out` holds 32 floats (asserted above).
@@ -273,7 +201,11 @@ pub(super) unsafe fn gemm_body<P: K8x8>(w: &[P], a: &[BlockQ8Kx4], out: &mut [f3
                             let at = 32 * (4 * sub + k) + 8 * m;
                             dot = _mm512_dpbusd_epi32(dot, qk[s], broadcast8(&ab.qs, at));
                         }
-                        *sums_m = _mm512_dpwssd_epi32(*sums_m, dot, scale);
+                        *sums_m = if P::NARROW_SUMS {
+                            _mm512_dpwssd_epi32(*sums_m, dot, scale)
+                        } else {
+                            _mm512_add_epi32(*sums_m, _mm512_mullo_epi32(dot, scale))
+                        };
                     }
                 }
             }

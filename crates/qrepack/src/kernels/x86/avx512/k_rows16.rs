@@ -16,9 +16,10 @@
 
 use std::arch::x86_64::*;
 
+use super::k_scales::{load_picks, scale_halves, sub_scales};
 use super::lanes::{concat, f16x16, pick_rows};
 use crate::blocks::BlockQ8Kx4;
-use crate::kernels::x86::avx2::k_quants::imp::{block_scales, Dpbusd};
+use crate::kernels::x86::avx2::k_quants::imp::{min_pairs, scale_bytes};
 use crate::kernels::x86::avx2::k_quants::K8x8;
 
 /// 64-byte vectors in one block's tile.
@@ -56,6 +57,7 @@ pub(super) unsafe fn make_tile_body<P: K8x8>(w: &[P], tile: &mut [u64]) {
     // SAFETY: AVX-512 F/BW/VL/VNNI and F16C per the caller's contract; every store is into the
     // block's BLOCK_VECTORS vectors (the tile holds nb blocks, asserted above).
     unsafe {
+        let picks = load_picks();
         for ((a, b), t) in group_a
             .iter()
             .zip(group_b)
@@ -77,15 +79,17 @@ pub(super) unsafe fn make_tile_body<P: K8x8>(w: &[P], tile: &mut [u64]) {
                     }
                 }
             }
-            let (sa, sb) = (block_scales::<P, Dpbusd>(a), block_scales::<P, Dpbusd>(b));
+            let (sa, sb) = (scale_bytes(a), scale_bytes(b));
+            let (ha, hb) = (scale_halves(&sa.scales), scale_halves(&sb.scales));
+            let (ma, mb) = (min_pairs(&sa.mins), min_pairs(&sb.mins));
             for sub in 0..8 {
-                // Prepared scales are i32, each row's twice (lanes 2r, 2r + 1).
-                let za = concat(sa.sc[sub][0], sa.sc[sub][1]);
-                let zb = concat(sb.sc[sub][0], sb.sc[sub][1]);
+                // Each row's scale as i32 in lanes 2r and 2r + 1.
+                let za = sub_scales(&ha, &picks, sub);
+                let zb = sub_scales(&hb, &picks, sub);
                 _mm512_storeu_si512(out.add(SCALES_AT + sub), pick_rows(za, zb, 0));
                 let mins = concat(
-                    one_min_twice(sa.mins[sub / 2], sub % 2),
-                    one_min_twice(sb.mins[sub / 2], sub % 2),
+                    one_min_twice(ma[sub / 2], sub % 2),
+                    one_min_twice(mb[sub / 2], sub % 2),
                 );
                 _mm512_storeu_si512(out.add(MINS_AT + sub), mins);
             }

@@ -1,13 +1,14 @@
 //! The AVX-512 kernel set (F, BW, VL and VNNI): the 8x8 layouts of 32-weight blocks with
 //! 512-bit `vpdpbusd` on the stored blocks (`nibble.rs`) and, from a few quads on, on per-call
 //! tiles of 16 rows, one row per lane (`rows16.rs`); the K-quant 8x8 layouts the same way
-//! (the AVX2 loop nest with `vpdpbusd` on the stored blocks, `k_rows16.rs` tiles); the other
+//! (`k_gemv.rs` on the stored blocks, `k_rows16.rs` tiles, scales from `k_scales.rs`); the other
 //! layouts' AVX2 GEMM bodies compiled with AVX-512 VL, which gives the compiler 32 vector
 //! registers (no accumulator spills). GEMVs stream the weights and gain nothing from the extra
 //! registers, so those stay the AVX2 ones.
 
 mod k_gemv;
 mod k_rows16;
+mod k_scales;
 mod lanes;
 mod nibble;
 mod rows16;
@@ -89,8 +90,8 @@ const Q8_0_TILE_MIN_QUADS: usize = 12;
 /// 1.09-1.12 (q5_K 0.96), 12 0.85-0.90, 32 0.89-0.91, 512 0.93-0.96.
 const K_TILE_MIN_QUADS: usize = 3;
 
-/// The K-quant 8x8 layouts: the AVX2 loop nest and tiles, with `vpdpbusd` for the byte
-/// products (one instruction where AVX2 takes `maddubs` and an add) and 32 registers.
+/// The K-quant 8x8 layouts: 512-bit GEMV and one-quad GEMM on the stored blocks, 16-row
+/// tiles from `K_TILE_MIN_QUADS` quads on, `vpdpbusd` for the byte products.
 pub(crate) fn k_quant_kernels<P: K8x8>(_: Avx512) -> Kernels<P, BlockQ8K, BlockQ8Kx4> {
     Kernels {
         set: KernelSet::Avx512,
