@@ -250,23 +250,6 @@ pub(in crate::kernels::x86) mod imp {
         a: &[BlockQ8K],
         out: &mut [f32],
     ) {
-        // SAFETY: the enclosing unsafe fn's contract is the callee's.
-        unsafe { gemv_body_with::<false>(w, a, out) }
-    }
-
-    /// [`gemv_body`] with `vpdpbusd`: for callers with AVX-512 VNNI and VL.
-    #[inline(always)]
-    pub(in crate::kernels::x86) unsafe fn gemv_body_vnni(
-        w: &[BlockQ6Kx8],
-        a: &[BlockQ8K],
-        out: &mut [f32],
-    ) {
-        // SAFETY: the enclosing unsafe fn's contract is the callee's.
-        unsafe { gemv_body_with::<true>(w, a, out) }
-    }
-
-    #[inline(always)]
-    unsafe fn gemv_body_with<const VNNI: bool>(w: &[BlockQ6Kx8], a: &[BlockQ8K], out: &mut [f32]) {
         // SAFETY: callers meet this function's contract: the CPU has the features of the
         // kernel set that calls it, and the slices are as long as the body reads.
         unsafe {
@@ -281,12 +264,9 @@ pub(in crate::kernels::x86) mod imp {
             for (group, o) in groups {
                 let mut acc = _mm256_setzero_ps();
                 for (wb, ab) in group.iter().zip(a) {
-                    // Zen 4's prefetcher follows this one stream better unaided (AVX-512 build).
-                    if !VNNI {
-                        crate::kernel_api::prefetch_ahead(wb, PREFETCH_AHEAD);
-                    }
+                    crate::kernel_api::prefetch_ahead(wb, PREFETCH_AHEAD);
                     let mut s = [[_mm256_setzero_si256(); 2]; 1];
-                    block_sums::<1, VNNI>(wb, &ab.qs, 8, &mut s);
+                    block_sums::<1, false>(wb, &ab.qs, 8, &mut s);
                     let off = offset_term(&scale_pairs(&wb.scales), &ab.bsums, &ROW_BSUMS);
                     let isum = _mm256_sub_epi32(row_sums(&s[0]), off);
                     let d = _mm256_mul_ps(f16x8(&wb.d), _mm256_set1_ps(ab.d));

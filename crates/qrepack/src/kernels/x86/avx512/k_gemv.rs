@@ -42,6 +42,7 @@ pub(super) unsafe fn gemv_body<P: K8x8>(w: &[P], a: &[BlockQ8K], out: &mut [f32]
         for (group, o) in w.chunks_exact(nb).zip(out.chunks_exact_mut(8)) {
             let mut acc = _mm256_setzero_ps();
             for (wb, ab) in group.iter().zip(a) {
+                crate::kernel_api::prefetch_l2(wb, crate::kernel_api::GEMV_PREFETCH_BYTES);
                 let bytes = scale_bytes(wb);
                 let halves = scale_halves(&bytes.scales);
                 let mut sums = _mm512_setzero_si512();
@@ -119,6 +120,7 @@ pub(super) unsafe fn q4_k_gemv_body(w: &[BlockQ4Kx8], a: &[BlockQ8K], out: &mut 
                 let mut acc = _mm512_setzero_ps();
                 let mut acc_mins = _mm256_setzero_ps();
                 for ((wb, ab), p) in blocks.iter().zip(a_piece).zip(&prep) {
+                    crate::kernel_api::prefetch_l2(wb, crate::kernel_api::GEMV_PREFETCH_BYTES);
                     let bytes = scale_bytes(wb);
                     let halves = scale_halves(&bytes.scales);
                     let mut sums = _mm512_setzero_si512();

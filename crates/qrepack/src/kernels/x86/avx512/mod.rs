@@ -1,16 +1,19 @@
 //! The AVX-512 kernel set (F, BW, VL and VNNI): the 8x8 layouts of 32-weight blocks with
 //! 512-bit `vpdpbusd` on the stored blocks (`nibble.rs`) and, from a few quads on, on per-call
 //! tiles of 16 rows, one row per lane (`rows16.rs`); the K-quant 8x8 layouts the same way
-//! (`k_gemv.rs` on the stored blocks, `k_rows16.rs` tiles, scales from `k_scales.rs`); the other
-//! layouts' AVX2 GEMM bodies compiled with AVX-512 VL, which gives the compiler 32 vector
-//! registers (no accumulator spills). GEMVs stream the weights and gain nothing from the extra
-//! registers, so those stay the AVX2 ones.
+//! (`k_gemv.rs` on the stored blocks, `k_rows16.rs` tiles, scales from `k_scales.rs`); a
+//! 512-bit Q6_K GEMV (`q6_k_gemv.rs`). The other GEMMs are the AVX2 bodies compiled with
+//! AVX-512 VL, which gives the compiler 32 vector registers (no accumulator spills); the
+//! Q4_1 and Q5_0 GEMVs are the AVX2 ones.
+//!
+//! The GEMVs here ask for the weights 16 KiB ahead into L2 (`kernel_api::prefetch_l2`).
 
 mod k_gemv;
 mod k_rows16;
 mod k_scales;
 mod lanes;
 mod nibble;
+mod q6_k_gemv;
 mod rows16;
 
 use crate::blocks::{
@@ -149,7 +152,7 @@ target_entries! { "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni";
     fn rows16_tile<P: ZmmBlock>(w: &[P], tile: &mut [u64]) => rows16::make_tile_body;
     fn rows16_gemm<P: ZmmBlock, Q: OffsetQuad>(w: &[P], tile: &[u64], a: &[Q], out: &mut [f32]) => rows16::tiled_gemm_body;
     fn wide_gemm<P: ZmmBlock, Q: OffsetQuad>(w: [&[P]; 2], a: [&[Q]; 2], out: [&mut [f32]; 2]) => nibble::wide_gemm_body;
-    fn q6_k_gemv(w: &[BlockQ6Kx8], a: &[BlockQ8K], out: &mut [f32]) => q6_k::imp::gemv_body_vnni;
+    fn q6_k_gemv(w: &[BlockQ6Kx8], a: &[BlockQ8K], out: &mut [f32]) => q6_k_gemv::gemv_body;
     fn q6_k_gemm(w: &[BlockQ6Kx8], a: &[BlockQ8Kx4], out: &mut [f32]) => q6_k::imp::gemm_body_vnni;
     fn k_gemv<P: K8x8>(w: &[P], a: &[BlockQ8K], out: &mut [f32]) => k_gemv::gemv_body;
     fn q4_k_gemv(w: &[BlockQ4Kx8], a: &[BlockQ8K], out: &mut [f32]) => k_gemv::q4_k_gemv_body;

@@ -347,6 +347,7 @@ pub(super) unsafe fn gemv_body<P: ZmmBlock>(w: &[P], a: &[BlockQ8_0], out: &mut 
                 let blocks = &group[first..first + a_piece.len()];
                 let mut acc = _mm512_setzero_ps();
                 for ((wb, ab), p) in blocks.iter().zip(a_piece).zip(&prep) {
+                    crate::kernel_api::prefetch_l2(wb, crate::kernel_api::GEMV_PREFETCH_BYTES);
                     let act = [
                         broadcast8(&ab.qs, 0),
                         broadcast8(&ab.qs, 8),
