@@ -565,9 +565,6 @@ pub(in crate::kernels::x86) mod imp {
         }
     }
 
-    /// Blocks ahead of the current one whose cache lines GEMV requests early.
-    const PREFETCH_AHEAD: usize = 2;
-
     #[inline(always)]
     unsafe fn gemv_group<P: K8x8>(w: &[P], a: &[BlockQ8K], out: &mut [f32]) {
         // SAFETY: callers meet this function's contract: the CPU has the features of the
@@ -575,7 +572,7 @@ pub(in crate::kernels::x86) mod imp {
         unsafe {
             let mut acc = _mm256_setzero_ps();
             for (wb, ab) in w.iter().zip(a) {
-                crate::kernel_api::prefetch_ahead(wb, PREFETCH_AHEAD);
+                crate::kernel_api::prefetch_l2(wb, crate::kernel_api::GEMV_PREFETCH_BYTES);
                 let sc = block_scales::<P>(wb);
                 let mut s = [_mm256_setzero_si256(); 2];
                 for g in 0..4 {

@@ -240,9 +240,6 @@ pub(in crate::kernels::x86) mod imp {
         idx
     }
 
-    /// Blocks ahead of the current one whose cache lines GEMV requests early.
-    const PREFETCH_AHEAD: usize = 2;
-
     /// GEMV over every row group in `w` (`a.len()` blocks each).
     #[inline(always)]
     pub(in crate::kernels::x86) unsafe fn gemv_body(
@@ -264,7 +261,7 @@ pub(in crate::kernels::x86) mod imp {
             for (group, o) in groups {
                 let mut acc = _mm256_setzero_ps();
                 for (wb, ab) in group.iter().zip(a) {
-                    crate::kernel_api::prefetch_ahead(wb, PREFETCH_AHEAD);
+                    crate::kernel_api::prefetch_l2(wb, crate::kernel_api::GEMV_PREFETCH_BYTES);
                     let mut s = [[_mm256_setzero_si256(); 2]; 1];
                     block_sums::<1, false>(wb, &ab.qs, 8, &mut s);
                     let off = offset_term(&scale_pairs(&wb.scales), &ab.bsums, &ROW_BSUMS);
