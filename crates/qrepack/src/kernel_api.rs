@@ -144,6 +144,7 @@ pub(crate) use target_entries;
 /// ([`prefetch_l2`]): far enough to cover the memory latency at full bandwidth, near enough
 /// that the lines are still in L2 when the GEMV gets there. 8 to 16 blocks of Q6_K (13 to
 /// 27 KiB) measured the same.
+#[cfg(target_arch = "x86_64")]
 pub(crate) const GEMV_PREFETCH_BYTES: usize = 16 * 1024;
 
 /// Asks for every cache line of the block-sized region `distance` bytes after `block` to be

@@ -1,10 +1,10 @@
-//! The AVX-512 kernel set (F, BW, VL and VNNI): the 8x8 layouts of 32-weight blocks with
-//! 512-bit `vpdpbusd` on the stored blocks (`nibble.rs`) and, from a few quads on, on per-call
-//! tiles of 16 rows, one row per lane (`rows16.rs`); the K-quant 8x8 layouts the same way
-//! (`k_gemv.rs` on the stored blocks, `k_rows16.rs` tiles, scales from `k_scales.rs`); a
-//! 512-bit Q6_K GEMV (`q6_k_gemv.rs`). The other GEMMs are the AVX2 bodies compiled with
-//! AVX-512 VL, which gives the compiler 32 vector registers (no accumulator spills); the
-//! Q4_1 and Q5_0 GEMVs are the AVX2 ones.
+//! The AVX-512 kernel set (F, BW, VL and VNNI): the 8x8 layouts of 32-weight blocks (Q4_0,
+//! IQ4_NL, Q5_0, Q8_0) with 512-bit `vpdpbusd` on the stored blocks (`nibble.rs`) and, from a
+//! few quads on, on per-call tiles of 16 rows, one row per lane (`rows16.rs`); the K-quant 8x8
+//! layouts the same way (`k_gemv.rs` on the stored blocks, `k_rows16.rs` tiles, scales from
+//! `k_scales.rs`); a 512-bit Q6_K GEMV (`q6_k_gemv.rs`). The Q4_1 and Q6_K GEMMs are the AVX2
+//! bodies compiled with AVX-512 VL, which gives the compiler 32 vector registers (no
+//! accumulator spills); the Q4_1 GEMV is the AVX2 one.
 //!
 //! The GEMVs here ask for the weights 16 KiB ahead into L2 (`kernel_api::prefetch_l2`).
 
@@ -23,7 +23,7 @@ use crate::blocks::{
 use crate::cpu::KernelSet;
 use crate::kernel_api::{Kernels, TiledGemm};
 use crate::kernels::x86::avx2::k_quants::K8x8;
-use crate::kernels::x86::avx2::{q4_1, q5_0, q6_k};
+use crate::kernels::x86::avx2::{q4_1, q6_k};
 use crate::kernels::x86::{target_entries, Avx512};
 use nibble::{OffsetQuad, ZmmBlock};
 
@@ -131,12 +131,16 @@ pub(crate) fn q4_1_kernels(
     }
 }
 
-/// `q5_0_8x8`: the AVX2 GEMV, the GEMM with 32 registers.
-pub(crate) fn q5_0_kernels(t: Avx512) -> Kernels<BlockQ5_0x8, BlockQ8_0, BlockQ8_0x4Sums> {
+/// `q5_0_8x8` with 512-bit `vpdpbusd`, as Q4_0 (the fifth bits or-ed into the nibbles).
+pub(crate) fn q5_0_kernels(_: Avx512) -> Kernels<BlockQ5_0x8, BlockQ8_0, BlockQ8_0x4Sums> {
     Kernels {
-        set: KernelSet::Avx512,
-        gemm: q5_0_gemm,
-        ..q5_0::kernels(t.avx2())
+        wide: Some(wide_gemm::<BlockQ5_0x8, BlockQ8_0x4Sums>),
+        tiled: Some(rows16_tiled(NIBBLE_TILE_MIN_QUADS)),
+        ..Kernels::pair(
+            KernelSet::Avx512,
+            zmm_gemv::<BlockQ5_0x8>,
+            offset_gemm::<BlockQ5_0x8, BlockQ8_0x4Sums>,
+        )
     }
 }
 
@@ -163,5 +167,4 @@ target_entries! { "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni";
 
 target_entries! { "avx2,fma,f16c,avx512f,avx512bw,avx512vl";
     fn q4_1_gemm(w: &[BlockQ4_1x8], a: &[BlockQ8_1x4], out: &mut [f32]) => q4_1::imp::gemm_body;
-    fn q5_0_gemm(w: &[BlockQ5_0x8], a: &[BlockQ8_0x4Sums], out: &mut [f32]) => q5_0::imp::gemm_body;
 }

@@ -1,7 +1,7 @@
-//! The 8x8 layouts of 32-weight blocks (`q4_0_8x8`, `iq4_nl_8x8`, `q8_0_8x8`) with 512-bit
-//! `vpdpbusd`: one instruction multiplies all 8 rows of a row group by 8 activations.
+//! The 8x8 layouts of 32-weight blocks (`q4_0_8x8`, `iq4_nl_8x8`, `q5_0_8x8`, `q8_0_8x8`) with
+//! 512-bit `vpdpbusd`: one instruction multiplies all 8 rows of a row group by 8 activations.
 //!
-//! The packed blocks need no re-layout. For Q4_0 and IQ4_NL: Its first 64 quant bytes are bytes 0-7 of rows 0-7 (row
+//! The packed blocks need no re-layout. For Q4_0, IQ4_NL and Q5_0: the first 64 quant bytes are bytes 0-7 of rows 0-7 (row
 //! `r` at `8r`), the last 64 bytes 8-15. Loaded as one zmm, dword lane `2r + h` holds bytes
 //! `4h..4h + 4` of row `r`; a qword broadcast of 8 activations puts activations `4h..4h + 4` in
 //! the same lanes. So `vpdpbusd(acc, nibbles, broadcast)` adds, in lane `(r, h)`, four products
@@ -11,9 +11,10 @@
 //! Q8_0's 256 quant bytes are four such 64-byte vectors (activations 0-7, 8-15, 16-23, 24-31).
 //!
 //! `vpdpbusd` wants its weights unsigned, so they are biased: Q4_0 nibbles read as `q = nibble
-//! ^ 8` (weight `q - 8`), IQ4_NL levels looked up as `level + 128`, Q8_0 bytes as `q + 128`.
-//! The bias times the activations' sum is taken off again: in the GEMMs the sums come with the
-//! activations (`Q8_0SumsInterleaved<8>`, `<128>` and `Q8_0AbsInterleaved`), in the GEMV from a
+//! ^ 8` (weight `q - 8`), Q5_0's as `q = nibble | fifth bit << 4` (weight `q - 16`), IQ4_NL
+//! levels looked up as `level + 128`, Q8_0 bytes as `q + 128`. The bias times the activations'
+//! sum is taken off again: in the GEMMs the sums come with the activations
+//! (`Q8_0SumsInterleaved<8>`, `<16>`, `<128>` and `Q8_0AbsInterleaved`), in the GEMV from a
 //! `vpdpbusd` of ones with the same broadcasts, which sums exactly the activations each lane
 //! multiplies. The two lanes of a row
 //! share its scale; they are added once, after the last block.
@@ -22,8 +23,8 @@ use std::arch::x86_64::*;
 
 use super::lanes::fold_pairs_ps;
 use crate::blocks::{
-    BlockIq4Nlx8, BlockQ4_0x8, BlockQ8_0, BlockQ8_0x4Abs, BlockQ8_0x4Sums, BlockQ8_0x8, F16Bits,
-    IQ4NL_LEVELS,
+    BlockIq4Nlx8, BlockQ4_0x8, BlockQ5_0x8, BlockQ8_0, BlockQ8_0x4Abs, BlockQ8_0x4Sums,
+    BlockQ8_0x8, F16Bits, IQ4NL_LEVELS,
 };
 
 /// Lanes `(r, 0)`: where the whole-row correction is subtracted once.
@@ -73,6 +74,52 @@ impl ZmmBlock for BlockQ4_0x8 {
     unsafe fn weights(&self) -> [__m512i; 4] {
         // SAFETY: AVX-512 F/BW per the caller's contract. ggml stores `q ^ 8`; undo it.
         unsafe { nibbles(&self.qs, 0x88u8 as i8) }
+    }
+}
+
+/// Q5_0: the nibbles (not xored) with their fifth bits from the bit planes `qh`, `q = w + 16`.
+/// Bit plane `t` of `qh` belongs to 32-byte vector `t / 2` of the nibbles (low nibbles for even
+/// `t`), so each 512-bit weight vector takes two planes, one per 256-bit half: a rotation of
+/// the 64-bit lanes by `4 - t` (mod 64) puts bit `t` of every byte at bit 4 without crossing
+/// into a neighbouring byte there.
+impl ZmmBlock for BlockQ5_0x8 {
+    const BIAS_SHIFT: u32 = 4;
+    fn scales(&self) -> &[F16Bits; 8] {
+        &self.d
+    }
+    #[inline(always)]
+    unsafe fn weights(&self) -> [__m512i; 4] {
+        // SAFETY: AVX-512 F/BW per the caller's contract; `qh` is 32 bytes.
+        unsafe {
+            let planes =
+                _mm512_broadcast_i64x4(_mm256_loadu_si256(self.qh.as_ptr() as *const __m256i));
+            let n = nibbles(&self.qs, 0);
+            [
+                _mm512_or_si512(n[0], fifth_bits(planes, &FIFTH_BIT_TURNS[0])),
+                _mm512_or_si512(n[1], fifth_bits(planes, &FIFTH_BIT_TURNS[1])),
+                _mm512_or_si512(n[2], fifth_bits(planes, &FIFTH_BIT_TURNS[2])),
+                _mm512_or_si512(n[3], fifth_bits(planes, &FIFTH_BIT_TURNS[3])),
+            ]
+        }
+    }
+}
+
+/// Left rotations of the 64-bit lanes (low half, high half) that bring planes (0, 2), (4, 6),
+/// (1, 3) and (5, 7) to bit 4, for the four weight vectors of a Q5_0 block.
+const FIFTH_BIT_TURNS: [[i64; 8]; 4] = [
+    [4, 4, 4, 4, 2, 2, 2, 2],
+    [0, 0, 0, 0, 62, 62, 62, 62],
+    [3, 3, 3, 3, 1, 1, 1, 1],
+    [63, 63, 63, 63, 61, 61, 61, 61],
+];
+
+/// Bit 4 of every byte of `planes` rotated by `turns`, the rest cleared.
+#[inline(always)]
+unsafe fn fifth_bits(planes: __m512i, turns: &[i64; 8]) -> __m512i {
+    // SAFETY: `turns` is 64 bytes; AVX-512 F per the caller's contract.
+    unsafe {
+        let counts = _mm512_loadu_si512(turns.as_ptr() as *const __m512i);
+        _mm512_and_si512(_mm512_rolv_epi64(planes, counts), _mm512_set1_epi8(0x10))
     }
 }
 
