@@ -52,6 +52,20 @@ unsafe fn prepare(a: &[BlockQ8K], prep: &mut [[i32; 64]]) {
     }
 }
 
+/// The prepared offsets of activations `e .. e + 8` (`e` a multiple of 8) in every qword: one
+/// per half of those 8, the starting values of a `vpdpbusd`.
+#[inline(always)]
+unsafe fn offsets_of(prep: &[i32; 64], e: usize) -> __m512i {
+    assert!(e.is_multiple_of(8) && e / 4 + 2 <= prep.len());
+    // SAFETY: dwords e / 4 and e / 4 + 1 are in bounds (asserted above); unaligned read;
+    // AVX-512 F per the caller's contract.
+    unsafe {
+        _mm512_set1_epi64(std::ptr::read_unaligned(
+            prep.as_ptr().add(e / 4) as *const i64
+        ))
+    }
+}
+
 /// `vpermw` indices that put word `8j + r` in word `2d` for dword lane `d` (row `r = d / 2`).
 const fn scale_index(j: usize) -> [i16; 32] {
     let mut idx = [0i16; 32];
@@ -162,9 +176,7 @@ pub(super) unsafe fn gemv_body(w: &[BlockQ6Kx8], a: &[BlockQ8K], out: &mut [f32]
                         for (s, us) in u.iter().enumerate() {
                             // Weights 128 half + 32 s + 8 part .. + 8 of each row.
                             let e = 128 * half + 32 * s + 8 * part;
-                            let init = _mm512_set1_epi64(std::ptr::read_unaligned(
-                                p.as_ptr().add(e / 4) as *const i64,
-                            ));
+                            let init = offsets_of(p, e);
                             let dot = _mm512_dpbusd_epi32(init, *us, broadcast8(&ab.qs, e));
                             let g = e / 16;
                             sums = _mm512_dpwssd_epi32(sums, dot, group_scale(wide[g / 4], g % 4));
