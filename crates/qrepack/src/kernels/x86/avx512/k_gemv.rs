@@ -11,7 +11,7 @@
 use std::arch::x86_64::*;
 
 use super::k_scales::{load_picks, row_pairs, scale_halves, sub_scales};
-use super::lanes::{fold_pairs_epi32, fold_pairs_ps};
+use super::lanes::{fold_pairs_epi32, fold_pairs_ps, store_piece};
 use crate::blocks::{BlockQ4Kx8, BlockQ8K, BlockQ8Kx4};
 use crate::kernels::x86::avx2::k_quants::imp::{
     f16x8, min_pairs, mins_dot, quad_sub_sums, row_sub_sums, scale_bytes, QUAD_LANE,
@@ -163,11 +163,7 @@ pub(super) unsafe fn q4_k_gemv_body(w: &[BlockQ4Kx8], a: &[BlockQ8K], out: &mut 
                     let dmin = _mm256_mul_ps(f16x8(&wb.dmin), da);
                     acc_mins = _mm256_fmadd_ps(_mm256_cvtepi32_ps(mins_sum), dmin, acc_mins);
                 }
-                let mut rows = _mm256_sub_ps(fold_pairs_ps(acc), acc_mins);
-                if piece > 0 {
-                    rows = _mm256_add_ps(rows, _mm256_loadu_ps(o.as_ptr()));
-                }
-                _mm256_storeu_ps(o.as_mut_ptr(), rows);
+                store_piece(o, _mm256_sub_ps(fold_pairs_ps(acc), acc_mins), piece == 0);
             }
         }
     }

@@ -77,3 +77,19 @@ pub(super) unsafe fn f16x16(a: &[F16Bits; 8], b: &[F16Bits; 8]) -> __m512 {
         _mm512_insertf32x8::<1>(_mm512_castps256_ps512(lo), hi)
     }
 }
+
+/// A row group's 8 results of one piece of a GEMV's row into `out[..8]`: stored by the first
+/// piece, added by the later ones (GEMVs that prepare the activations a piece at a time).
+#[inline(always)]
+pub(super) unsafe fn store_piece(out: &mut [f32], rows: __m256, first: bool) {
+    assert!(out.len() >= 8);
+    // SAFETY: 8 floats in bounds (asserted above); unaligned; AVX per the caller's contract.
+    unsafe {
+        let rows = if first {
+            rows
+        } else {
+            _mm256_add_ps(rows, _mm256_loadu_ps(out.as_ptr()))
+        };
+        _mm256_storeu_ps(out.as_mut_ptr(), rows);
+    }
+}

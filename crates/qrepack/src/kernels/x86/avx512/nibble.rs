@@ -21,7 +21,7 @@
 
 use std::arch::x86_64::*;
 
-use super::lanes::fold_pairs_ps;
+use super::lanes::{fold_pairs_ps, store_piece};
 use crate::blocks::{
     BlockIq4Nlx8, BlockQ4_0x8, BlockQ5_0x8, BlockQ8_0, BlockQ8_0x4Abs, BlockQ8_0x4Sums,
     BlockQ8_0x8, F16Bits, IQ4NL_LEVELS,
@@ -416,11 +416,7 @@ pub(super) unsafe fn gemv_body<P: ZmmBlock>(w: &[P], a: &[BlockQ8_0], out: &mut 
                     let scale = _mm512_mul_ps(scales_twice(wb.scales()), da);
                     acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dots), scale, acc);
                 }
-                let mut sums = fold_pairs_ps(acc);
-                if piece > 0 {
-                    sums = _mm256_add_ps(sums, _mm256_loadu_ps(o.as_ptr()));
-                }
-                _mm256_storeu_ps(o.as_mut_ptr(), sums);
+                store_piece(o, fold_pairs_ps(acc), piece == 0);
             }
         }
     }

@@ -13,7 +13,7 @@
 use std::arch::x86_64::*;
 
 use super::k_scales::row_pairs;
-use super::lanes::fold_pairs_ps;
+use super::lanes::{fold_pairs_ps, store_piece};
 use crate::blocks::{BlockQ6Kx8, BlockQ8K};
 use crate::kernels::x86::avx2::k_quants::imp::f16x8;
 
@@ -185,11 +185,7 @@ pub(super) unsafe fn gemv_body(w: &[BlockQ6Kx8], a: &[BlockQ8K], out: &mut [f32]
                     let d = _mm256_mul_ps(f16x8(&wb.d), _mm256_set1_ps(ab.d));
                     acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sums), row_pairs(d), acc);
                 }
-                let mut rows = fold_pairs_ps(acc);
-                if piece > 0 {
-                    rows = _mm256_add_ps(rows, _mm256_loadu_ps(o.as_ptr()));
-                }
-                _mm256_storeu_ps(o.as_mut_ptr(), rows);
+                store_piece(o, fold_pairs_ps(acc), piece == 0);
             }
         }
     }
