@@ -174,13 +174,17 @@ kernel_table! {
         #[cfg(target_arch = "aarch64")] aarch64::Neon => neon::vecdot::f16_rows,
         ; scalar::plain_kernels::<RowsF16>()
     }
-    Plain<RowsBf16> { ; scalar::plain_kernels::<RowsBf16>() }
+    Plain<RowsBf16> {
+        #[cfg(target_arch = "x86_64")] x86::Avx2 => avx2::plain_rows::bf16_rows,
+        ; scalar::plain_kernels::<RowsBf16>()
+    }
     Plain<RowsQ4_0> {
         #[cfg(target_arch = "x86_64")] x86::Avx2 => avx2::vecdot::q4_0_q8_0_rows,
         #[cfg(target_arch = "aarch64")] aarch64::Neon => neon::vecdot::q4_0_rows,
         ; scalar::plain_kernels::<RowsQ4_0>()
     }
     Plain<RowsQ4_1> {
+        #[cfg(target_arch = "x86_64")] x86::Avx2 => avx2::plain_rows::q4_1_rows,
         #[cfg(target_arch = "aarch64")] aarch64::Neon => neon::vecdot::q4_1_rows,
         ; scalar::plain_kernels::<RowsQ4_1>()
     }
@@ -189,15 +193,27 @@ kernel_table! {
         #[cfg(target_arch = "aarch64")] aarch64::Neon => neon::vecdot::q5_0_rows,
         ; scalar::plain_kernels::<RowsQ5_0>()
     }
-    Plain<RowsQ5_1> { ; scalar::plain_kernels::<RowsQ5_1>() }
+    Plain<RowsQ5_1> {
+        #[cfg(target_arch = "x86_64")] x86::Avx2 => avx2::plain_rows::q5_1_rows,
+        ; scalar::plain_kernels::<RowsQ5_1>()
+    }
     Plain<RowsQ8_0> {
         #[cfg(target_arch = "x86_64")] x86::Avx2 => avx2::vecdot::q8_0_q8_0_rows,
         #[cfg(target_arch = "aarch64")] aarch64::Neon => neon::vecdot::q8_0_rows,
         ; scalar::plain_kernels::<RowsQ8_0>()
     }
-    Plain<RowsQ8_1> { ; scalar::plain_kernels::<RowsQ8_1>() }
-    Plain<RowsQ2K> { ; scalar::plain_kernels::<RowsQ2K>() }
-    Plain<RowsQ3K> { ; scalar::plain_kernels::<RowsQ3K>() }
+    Plain<RowsQ8_1> {
+        #[cfg(target_arch = "x86_64")] x86::Avx2 => avx2::plain_rows::q8_1_rows,
+        ; scalar::plain_kernels::<RowsQ8_1>()
+    }
+    Plain<RowsQ2K> {
+        #[cfg(target_arch = "x86_64")] x86::Avx2 => avx2::plain_rows::q2_k_rows,
+        ; scalar::plain_kernels::<RowsQ2K>()
+    }
+    Plain<RowsQ3K> {
+        #[cfg(target_arch = "x86_64")] x86::Avx2 => avx2::plain_rows::q3_k_rows,
+        ; scalar::plain_kernels::<RowsQ3K>()
+    }
     Plain<RowsQ4K> {
         #[cfg(target_arch = "x86_64")] x86::Avx2 => avx2::vecdot::q4_k_q8_k_rows,
         #[cfg(target_arch = "aarch64")] aarch64::Neon => neon::vecdot::q4_k_rows,
@@ -213,13 +229,19 @@ kernel_table! {
         #[cfg(target_arch = "aarch64")] aarch64::Neon => neon::vecdot::q6_k_rows,
         ; scalar::plain_kernels::<RowsQ6K>()
     }
-    Plain<RowsQ8K> { ; scalar::plain_kernels::<RowsQ8K>() }
+    Plain<RowsQ8K> {
+        #[cfg(target_arch = "x86_64")] x86::Avx2 => avx2::plain_rows::q8_k_rows,
+        ; scalar::plain_kernels::<RowsQ8K>()
+    }
     Plain<RowsIq4Nl> {
         #[cfg(target_arch = "x86_64")] x86::Avx2 => avx2::vecdot::iq4_nl_q8_0_rows,
         #[cfg(target_arch = "aarch64")] aarch64::Neon => neon::vecdot::iq4_nl_rows,
         ; scalar::plain_kernels::<RowsIq4Nl>()
     }
-    Plain<RowsIq4Xs> { ; scalar::plain_kernels::<RowsIq4Xs>() }
+    Plain<RowsIq4Xs> {
+        #[cfg(target_arch = "x86_64")] x86::Avx2 => avx2::plain_rows::iq4_xs_rows,
+        ; scalar::plain_kernels::<RowsIq4Xs>()
+    }
 }
 
 /// One entry per activation format: `[generics] Format { #[cfg] Token => constructor, ... }`;

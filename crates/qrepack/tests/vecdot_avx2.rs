@@ -10,7 +10,7 @@
 //! Before the AVX2 kernels are wired into the plain layout both builds run the same scalar code
 //! and the test passes trivially.
 
-use qrepack::activation::{quantize_block_q8_0, quantize_block_q8_k};
+use qrepack::activation::{quantize_block_q8_0, quantize_block_q8_k, Bf16Bits};
 use qrepack::blocks::F16Bits;
 use qrepack::cpu::CpuFeatures;
 use qrepack::quant::dequantize_f64;
@@ -41,13 +41,23 @@ const TYPES: &[GgmlType] = &[
     GgmlType::Q6_K,
     GgmlType::F16,
     GgmlType::F32,
+    GgmlType::Q2_K,
+    GgmlType::Q3_K,
+    GgmlType::IQ4_XS,
+    GgmlType::Q8_K,
+    GgmlType::Q4_1,
+    GgmlType::Q5_1,
+    GgmlType::Q8_1,
+    GgmlType::BF16,
 ];
 
 /// Byte offsets of the f16 scales in one block: `(main scale, min scale)`.
 fn scale_offsets(ty: GgmlType) -> (usize, Option<usize>) {
     match ty {
-        GgmlType::Q4_K | GgmlType::Q5_K => (0, Some(2)),
+        GgmlType::Q4_K | GgmlType::Q5_K | GgmlType::Q4_1 | GgmlType::Q5_1 => (0, Some(2)),
         GgmlType::Q6_K => (208, None),
+        GgmlType::Q2_K => (80, Some(82)),
+        GgmlType::Q3_K => (108, None),
         _ => (0, None),
     }
 }
@@ -64,6 +74,21 @@ fn random_weights(ty: GgmlType, rows: usize, cols: usize, rng: &mut Rng) -> Vec<
             return (0..rows * cols)
                 .flat_map(|_| F16Bits::from_f32(rng.signed()).0)
                 .collect()
+        }
+        GgmlType::BF16 => {
+            return (0..rows * cols)
+                .flat_map(|_| Bf16Bits::from_f32(rng.signed()).0)
+                .collect()
+        }
+        GgmlType::Q8_K => {
+            // Random quants (every byte value) under an f32 scale.
+            let n = ty.matrix_bytes(rows, cols).unwrap();
+            let mut bytes: Vec<u8> = (0..n).map(|_| rng.next() as u8).collect();
+            for block in bytes.chunks_exact_mut(ty.block_bytes()) {
+                let d = 0.001 + 0.049 * (0.5 * rng.signed() + 0.5);
+                block[..4].copy_from_slice(&d.to_le_bytes());
+            }
+            return bytes;
         }
         _ => {}
     }
@@ -100,6 +125,10 @@ fn activations(ty: GgmlType, x: &[f32]) -> Vec<f64> {
         GgmlType::F16 => x
             .iter()
             .map(|&v| F16Bits::from_f32(v).to_f32() as f64)
+            .collect(),
+        GgmlType::BF16 => x
+            .iter()
+            .map(|&v| Bf16Bits::from_f32(v).to_f32() as f64)
             .collect(),
         _ => x.iter().map(|&v| v as f64).collect(),
     }

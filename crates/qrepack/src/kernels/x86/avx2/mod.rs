@@ -1,9 +1,11 @@
 //! The AVX2 kernel set (AVX2 with FMA and F16C): 256-bit kernels for every interleaved layout,
-//! the activation quantizers and the plain types' `vec_dot`. Their `#[inline(always)]` bodies
+//! the activation quantizers and the plain types' `vec_dot` (`vecdot`, and `plain_rows` for the
+//! types whose GEMM decodes each weight block once for four activation rows). Their `#[inline(always)]` bodies
 //! are shared with the higher x86 sets, which compile them again with more features.
 
 pub(crate) mod k_quants;
 pub(crate) mod nibble;
+pub(crate) mod plain_rows;
 pub(crate) mod q4_1;
 pub(crate) mod q5_0;
 pub(crate) mod q6_k;
