@@ -1,6 +1,7 @@
 //! AVX2 (+FMA+F16C) versions of the plain-path dot products of [`crate::vecdot`].
 //!
-//! Each constructor (`q4_0_q8_0`, ..., `f32`, and their `_rows` forms for the plain layout) hands
+//! Each constructor (`q4_0_q8_0`, ..., `f32`, and their `_rows` forms for the plain layout;
+//! F16 and the costlier block types are in `plain_rows`) hands
 //! out its kernel in exchange for an [`Avx2`] token; the kernels take the same arguments as their portable counterparts
 //! and pair the rows block by block in the same way (extra blocks of the longer row are
 //! ignored).
@@ -24,11 +25,11 @@
 //! * the Q4_K/Q5_K min term multiplies every `i16` group sum by its min in `madd`, exact for any
 //!   `bsums`.
 //!
-//! Float rows (F32, F16) are multiplied and accumulated in `f32` FMA lanes (the portable kernels
+//! F32 rows are multiplied and accumulated in `f32` FMA lanes (the portable kernels
 //! accumulate in `f64`, so these differ by ordinary `f32` summation error).
 
 use crate::blocks::{BlockIq4Nl, BlockQ4K, BlockQ4_0, BlockQ5K, BlockQ5_0, BlockQ6K, BlockQ8K};
-use crate::blocks::{BlockQ8_0, F16Bits};
+use crate::blocks::BlockQ8_0;
 use crate::cpu::KernelSet;
 use crate::kernel_api::Kernels;
 use crate::kernels::x86::Avx2;
@@ -658,59 +659,6 @@ mod imp {
             hsum256(total) + tail
         }
     }
-
-    /// Eight halves widened to `f32`.
-    ///
-    /// # Safety
-    /// The CPU must support AVX and F16C; `h` must hold at least 8 halves.
-    #[inline(always)]
-    unsafe fn f16x8(h: &[F16Bits]) -> __m256 {
-        // SAFETY: callers meet this function's contract: the CPU has the features of the
-        // kernel set that calls it, and the slices are as long as the body reads.
-        unsafe {
-            assert!(h.len() >= 8);
-            // SAFETY: the caller passes at least 8 halves (16 bytes); no alignment is required.
-            _mm256_cvtph_ps(_mm_loadu_si128(h.as_ptr().cast()))
-        }
-    }
-
-    /// F16 · F16 (products exact in `f32`) with four 8-lane FMA accumulators.
-    ///
-    /// # Safety
-    /// The CPU must support AVX2, FMA and F16C.
-    #[target_feature(enable = "avx2,fma,f16c")]
-    pub(super) unsafe fn f16_dot(w: &[F16Bits], a: &[F16Bits]) -> f32 {
-        // SAFETY: callers meet this function's contract: the CPU has the features of the
-        // kernel set that calls it, and the slices are as long as the body reads.
-        unsafe {
-            let n = w.len().min(a.len());
-            let (w, a) = (&w[..n], &a[..n]);
-            let mut acc = [_mm256_setzero_ps(); 4];
-            let mut wc = w.chunks_exact(32);
-            let mut ac = a.chunks_exact(32);
-            for (w32, a32) in (&mut wc).zip(&mut ac) {
-                for (k, acc_k) in acc.iter_mut().enumerate() {
-                    let x = f16x8(&w32[8 * k..]);
-                    let y = f16x8(&a32[8 * k..]);
-                    *acc_k = _mm256_fmadd_ps(x, y, *acc_k);
-                }
-            }
-            let (wr, ar) = (wc.remainder(), ac.remainder());
-            let mut w8 = wr.chunks_exact(8);
-            let mut a8 = ar.chunks_exact(8);
-            for (x, y) in (&mut w8).zip(&mut a8) {
-                acc[0] = _mm256_fmadd_ps(f16x8(x), f16x8(y), acc[0]);
-            }
-            let total = _mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3]));
-            let tail: f32 = w8
-                .remainder()
-                .iter()
-                .zip(a8.remainder())
-                .map(|(x, y)| x.to_f32() * y.to_f32())
-                .sum();
-            hsum256(total) + tail
-        }
-    }
 }
 
 // -------------------------------------------------------------------------------------------
@@ -747,7 +695,6 @@ safe_wrappers! {
     q4_k_q8_k_avx2, q4_k_gemv, q4_k_gemm (BlockQ4K, BlockQ8K) => imp::q4_k;
     q5_k_q8_k_avx2, q5_k_gemv, q5_k_gemm (BlockQ5K, BlockQ8K) => imp::q5_k;
     q6_k_q8_k_avx2, q6_k_gemv, q6_k_gemm (BlockQ6K, BlockQ8K) => imp::q6_k;
-    f16_avx2, f16_gemv, f16_gemm (F16Bits, F16Bits) => imp::f16_dot;
     f32_avx2, f32_gemv, f32_gemm (f32, f32) => imp::f32_dot;
 }
 
@@ -781,8 +728,6 @@ constructors! {
     q5_k_q8_k, q5_k_q8_k_rows (BlockQ5K, BlockQ8K) => q5_k_q8_k_avx2, q5_k_gemv, q5_k_gemm;
     /// AVX2 Q6_K · Q8_K.
     q6_k_q8_k, q6_k_q8_k_rows (BlockQ6K, BlockQ8K) => q6_k_q8_k_avx2, q6_k_gemv, q6_k_gemm;
-    /// AVX2 F16 · F16 (f32 accumulation).
-    f16, f16_rows (F16Bits, F16Bits) => f16_avx2, f16_gemv, f16_gemm;
     /// AVX2 F32 · F32 (f32 accumulation).
     f32, f32_rows (f32, f32) => f32_avx2, f32_gemv, f32_gemm;
 }

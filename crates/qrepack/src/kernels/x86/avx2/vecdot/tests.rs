@@ -408,7 +408,7 @@ fn extreme_bytes() {
 #[test]
 fn floats() {
     let Some(cpu) = avx2() else { return };
-    let (f32_simd, f16_simd) = (f32(cpu), f16(cpu));
+    let f32_simd = f32(cpu);
     let mut rng = Rng::new(3);
     let lens = [0, 1, 7, 8, 9, 31, 32, 33, 64, 96, 100, 160, 512, 4095, 4096];
     for &len in lens
@@ -425,15 +425,6 @@ fn floats() {
             vecdot::vec_dot_f32(&x, &y),
             mag,
         );
-        let xh: Vec<F16Bits> = x.iter().map(|&v| F16Bits::from_f32(v)).collect();
-        let yh: Vec<F16Bits> = y.iter().map(|&v| F16Bits::from_f32(v)).collect();
-        check(
-            "f16",
-            len,
-            f16_simd(&xh, &yh),
-            vecdot::vec_dot_f16(&xh, &yh),
-            mag,
-        );
         if len > 0 {
             let m = len - 1;
             check(
@@ -441,13 +432,6 @@ fn floats() {
                 len,
                 f32_simd(&x[..m], &y),
                 vecdot::vec_dot_f32(&x[..m], &y),
-                mag,
-            );
-            check(
-                "f16 short",
-                len,
-                f16_simd(&xh, &yh[..m]),
-                vecdot::vec_dot_f16(&xh, &yh[..m]),
                 mag,
             );
         }

@@ -22,7 +22,9 @@
 //! * Q8_1 and Q8_K weights may be `-128`, so both sides are widened to `i16` for `madd`.
 
 use crate::activation::Bf16Bits;
-use crate::blocks::{BlockIq4Xs, BlockQ2K, BlockQ3K, BlockQ4_1, BlockQ5_1, BlockQ8K, BlockQ8_1};
+use crate::blocks::{
+    BlockIq4Xs, BlockQ2K, BlockQ3K, BlockQ4_1, BlockQ5_1, BlockQ8K, BlockQ8_1, F16Bits,
+};
 use crate::cpu::KernelSet;
 use crate::kernel_api::{target_entries, Kernels};
 use crate::kernels::x86::Avx2;
@@ -495,29 +497,62 @@ mod imp {
         }
     }
 
-    /// Eight bf16 values widened to `f32` (a bf16 is the top half of an `f32`).
-    ///
-    /// # Safety
-    /// The CPU must support AVX2.
-    #[inline(always)]
-    unsafe fn bf16x8(h: &[Bf16Bits; 8]) -> __m256 {
-        // SAFETY: 8 bf16 are 16 bytes; `loadu` has no alignment requirement.
-        unsafe {
-            let x = _mm_loadu_si128(h.as_ptr().cast());
-            _mm256_castsi256_ps(_mm256_slli_epi32::<16>(_mm256_cvtepu16_epi32(x)))
+    /// A 16-bit float element of a weight or activation row.
+    pub(super) trait Half: bytemuck::Pod {
+        /// The value as `f32` (for the tail of a row).
+        fn value(self) -> f32;
+        /// Sixteen elements as two vectors of `f32`. Which element goes to which lane is the
+        /// type's own choice, the same for weights and activations, so lane-wise products pair
+        /// equal positions.
+        ///
+        /// # Safety
+        /// The CPU must support AVX2 and F16C.
+        unsafe fn widen16(h: &[Self; 16]) -> (__m256, __m256);
+    }
+
+    impl Half for Bf16Bits {
+        #[inline(always)]
+        fn value(self) -> f32 {
+            self.to_f32()
+        }
+        #[inline(always)]
+        unsafe fn widen16(h: &[Self; 16]) -> (__m256, __m256) {
+            // SAFETY: 16 bf16 are 32 bytes; `loadu` has no alignment requirement.
+            unsafe {
+                // A bf16 is the top half of an f32: in each 32-bit lane the odd element is the
+                // lane with its low half cleared, the even one the lane shifted up by 16.
+                let x = _mm256_loadu_si256(h.as_ptr().cast());
+                let odd = _mm256_and_si256(x, _mm256_set1_epi32(0xffff_0000_u32 as i32));
+                let even = _mm256_slli_epi32::<16>(x);
+                (_mm256_castsi256_ps(even), _mm256_castsi256_ps(odd))
+            }
         }
     }
 
-    /// `w · a[r]` of bf16 rows for `N` activation rows, 16 values per step in two accumulators
-    /// per row (products and sums in `f32`), the tail of the common length one by one.
+    impl Half for F16Bits {
+        #[inline(always)]
+        fn value(self) -> f32 {
+            self.to_f32()
+        }
+        #[inline(always)]
+        unsafe fn widen16(h: &[Self; 16]) -> (__m256, __m256) {
+            // SAFETY: 16 halves are 32 bytes; `loadu` has no alignment requirement.
+            unsafe {
+                let lo = _mm_loadu_si128(h.as_ptr().cast());
+                let hi = _mm_loadu_si128(h.as_ptr().add(8).cast());
+                (_mm256_cvtph_ps(lo), _mm256_cvtph_ps(hi))
+            }
+        }
+    }
+
+    /// `w · a[r]` of 16-bit float rows for `N` activation rows: 16 values per step into two
+    /// accumulators per row (products and sums in `f32`, each weight widened once for the `N`
+    /// rows), the tail of the common length one by one.
     ///
     /// # Safety
-    /// The CPU must support AVX2 and FMA.
+    /// The CPU must support AVX2, FMA and F16C.
     #[inline(always)]
-    pub(super) unsafe fn bf16_rows<const N: usize>(
-        w: &[Bf16Bits],
-        a: [&[Bf16Bits]; N],
-    ) -> [f32; N] {
+    pub(super) unsafe fn half_rows<E: Half, const N: usize>(w: &[E], a: [&[E]; N]) -> [f32; N] {
         // SAFETY: the caller's features; loads go through fixed-size references.
         unsafe {
             let n = a.iter().fold(w.len(), |n, r| n.min(r.len()));
@@ -525,13 +560,11 @@ mod imp {
             let steps = n / 16;
             for i in 0..steps {
                 if N == 1 {
-                    prefetch_l2(&w[16 * i], GEMV_PREFETCH_BYTES);
+                    prefetch_l2(sub::<E, 16>(w, 16 * i), GEMV_PREFETCH_BYTES);
                 }
-                let w0 = bf16x8(sub(w, 16 * i));
-                let w1 = bf16x8(sub(w, 16 * i + 8));
+                let (w0, w1) = E::widen16(sub(w, 16 * i));
                 for r in 0..N {
-                    let x0 = bf16x8(sub(a[r], 16 * i));
-                    let x1 = bf16x8(sub(a[r], 16 * i + 8));
+                    let (x0, x1) = E::widen16(sub(a[r], 16 * i));
                     acc[r][0] = _mm256_fmadd_ps(w0, x0, acc[r][0]);
                     acc[r][1] = _mm256_fmadd_ps(w1, x1, acc[r][1]);
                 }
@@ -539,7 +572,7 @@ mod imp {
             let mut out = [0.0f32; N];
             for r in 0..N {
                 let tail: f32 = (16 * steps..n)
-                    .map(|k| w[k].to_f32() * a[r][k].to_f32())
+                    .map(|k| w[k].value() * a[r][k].value())
                     .sum();
                 out[r] = hsum256(_mm256_add_ps(acc[r][0], acc[r][1])) + tail;
             }
@@ -608,46 +641,57 @@ block_rows! {
     BlockQ8_1, BlockQ8_1 => q8_1_gemv, q8_1_gemm, q8_1_rows;
 }
 
-/// One output per bf16 weight row of `w` (`a.len()` values each).
+/// One output per weight row of `w` (`a.len()` values each).
 ///
 /// # Safety
-/// The CPU must support AVX2 and FMA.
+/// The CPU must support AVX2, FMA and F16C.
 #[inline(always)]
-unsafe fn bf16_gemv_body(w: &[Bf16Bits], a: &[Bf16Bits], out: &mut [f32]) {
+unsafe fn half_gemv_body<E: imp::Half>(w: &[E], a: &[E], out: &mut [f32]) {
     for (o, row) in out.iter_mut().zip(w.chunks_exact(a.len().max(1))) {
         // SAFETY: the caller's features.
-        *o = unsafe { imp::bf16_rows::<1>(row, [a])[0] };
+        *o = unsafe { imp::half_rows::<E, 1>(row, [a])[0] };
     }
 }
 
-/// One bf16 weight row times the activation rows of `a`, one output per activation row.
+/// One weight row times the activation rows of `a`, one output per activation row.
 ///
 /// # Safety
-/// The CPU must support AVX2 and FMA.
+/// The CPU must support AVX2, FMA and F16C.
 #[inline(always)]
-unsafe fn bf16_gemm_body(w: &[Bf16Bits], a: &[Bf16Bits], out: &mut [f32]) {
+unsafe fn half_gemm_body<E: imp::Half>(w: &[E], a: &[E], out: &mut [f32]) {
     let k = w.len().max(1);
     if out.len() == 4 && a.len() == 4 * k {
         let (r0, rest) = a.split_at(k);
         let (r1, rest) = rest.split_at(k);
         let (r2, r3) = rest.split_at(k);
         // SAFETY: the caller's features.
-        let v = unsafe { imp::bf16_rows::<4>(w, [r0, r1, r2, r3]) };
+        let v = unsafe { imp::half_rows::<E, 4>(w, [r0, r1, r2, r3]) };
         out.copy_from_slice(&v);
         return;
     }
     for (o, row) in out.iter_mut().zip(a.chunks_exact(k)) {
         // SAFETY: the caller's features.
-        *o = unsafe { imp::bf16_rows::<1>(w, [row])[0] };
+        *o = unsafe { imp::half_rows::<E, 1>(w, [row])[0] };
     }
 }
 
 target_entries! { "avx2,fma,f16c";
-    fn bf16_gemv(w: &[Bf16Bits], a: &[Bf16Bits], out: &mut [f32]) => bf16_gemv_body;
-    fn bf16_gemm(w: &[Bf16Bits], a: &[Bf16Bits], out: &mut [f32]) => bf16_gemm_body;
+    fn bf16_gemv(w: &[Bf16Bits], a: &[Bf16Bits], out: &mut [f32]) => half_gemv_body::<Bf16Bits>;
+    fn bf16_gemm(w: &[Bf16Bits], a: &[Bf16Bits], out: &mut [f32]) => half_gemm_body::<Bf16Bits>;
+    fn f16_gemv(w: &[F16Bits], a: &[F16Bits], out: &mut [f32]) => half_gemv_body::<F16Bits>;
+    fn f16_gemm(w: &[F16Bits], a: &[F16Bits], out: &mut [f32]) => half_gemm_body::<F16Bits>;
 }
 
 /// The AVX2 plain-layout GEMV/GEMM pair of bf16 rows (f32 products and sums).
 pub(crate) fn bf16_rows(_: Avx2) -> Kernels<Bf16Bits, Bf16Bits, Bf16Bits> {
     Kernels::pair(KernelSet::Avx2, bf16_gemv, bf16_gemm)
 }
+
+/// The AVX2 plain-layout GEMV/GEMM pair of f16 rows (f32 products and sums; the GEMM widens
+/// each weight once for the four rows of a quad).
+pub(crate) fn f16_rows(_: Avx2) -> Kernels<F16Bits, F16Bits, F16Bits> {
+    Kernels::pair(KernelSet::Avx2, f16_gemv, f16_gemm)
+}
+
+#[cfg(test)]
+mod tests;
