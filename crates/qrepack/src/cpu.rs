@@ -76,6 +76,8 @@ kernel_sets! {
     AvxVnni = "avxvnni", X86_64, 2, "avx2+fma+f16c+avxvnni";
     /// AVX-512 F, BW, VL and VNNI with AVX2 (Ice Lake, Sapphire Rapids, Zen 4).
     Avx512 = "avx512", X86_64, 3, "avx2+fma+f16c+avx512f+avx512bw+avx512vl+avx512vnni";
+    /// AVX-512 with the BF16 dot product `vdpbf16ps` (Cooper Lake, Sapphire Rapids, Zen 4).
+    Avx512Bf16 = "avx512bf16", X86_64, 4, "avx2+fma+f16c+avx512f+avx512bw+avx512vl+avx512vnni+avx512bf16";
     /// NEON (Advanced SIMD), which every AArch64 CPU has.
     Neon = "neon", Aarch64, 1, "neon";
     /// NEON with the `sdot`/`udot` dot products (Cortex-A76, Neoverse N1, Apple M1).
@@ -300,11 +302,13 @@ fn detect_sets() -> u16 {
         && is_x86_feature_detected!("avx512bw")
         && is_x86_feature_detected!("avx512vl")
         && is_x86_feature_detected!("avx512vnni");
+    let avx512bf16 = avx512 && is_x86_feature_detected!("avx512bf16");
     let mut sets = KernelSet::Scalar.bit();
     for (on, set) in [
         (avx2, KernelSet::Avx2),
         (avxvnni, KernelSet::AvxVnni),
         (avx512, KernelSet::Avx512),
+        (avx512bf16, KernelSet::Avx512Bf16),
     ] {
         if on {
             sets |= set.bit();

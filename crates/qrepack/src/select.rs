@@ -32,7 +32,7 @@ use crate::kernel_api::SetToken;
 use crate::kernels::aarch64::{self, dotprod, i8mm, neon};
 use crate::kernels::scalar;
 #[cfg(target_arch = "x86_64")]
-use crate::kernels::x86::{self, avx2, avx512, avxvnni};
+use crate::kernels::x86::{self, avx2, avx512, avx512bf16, avxvnni};
 use crate::layout::iq4_nl::{Iq4Nl4x4, Iq4Nl8x8};
 use crate::layout::plain::{
     Plain, RowsBf16, RowsF16, RowsF32, RowsIq4Nl, RowsIq4Xs, RowsQ2K, RowsQ3K, RowsQ4K, RowsQ4_0,
@@ -175,6 +175,7 @@ kernel_table! {
         ; scalar::plain_kernels::<RowsF16>()
     }
     Plain<RowsBf16> {
+        #[cfg(target_arch = "x86_64")] x86::Avx512Bf16 => avx512bf16::bf16_rows,
         #[cfg(target_arch = "x86_64")] x86::Avx2 => avx2::plain_rows::bf16_rows,
         ; scalar::plain_kernels::<RowsBf16>()
     }

@@ -1,9 +1,11 @@
 //! The x86-64 kernel sets: `avx2` (the 256-bit kernels of every layout, activation format and
 //! plain type), `avxvnni` and `avx512` (the kernels that gain from `vpdpbusd` or from AVX-512's
-//! 32 vector registers; the AVX2 bodies compiled again where that is all they need).
+//! 32 vector registers; the AVX2 bodies compiled again where that is all they need), and
+//! `avx512bf16` (BF16 rows with `vdpbf16ps`).
 
 pub(crate) mod avx2;
 pub(crate) mod avx512;
+pub(crate) mod avx512bf16;
 pub(crate) mod avxvnni;
 
 crate::kernel_api::set_tokens! {
@@ -13,6 +15,8 @@ crate::kernel_api::set_tokens! {
     AvxVnni;
     /// Proof that the CPU has AVX2, FMA, F16C and AVX-512 F, BW, VL and VNNI.
     Avx512;
+    /// Proof that the CPU has the AVX-512 set and AVX-512 BF16.
+    Avx512Bf16;
 }
 
 pub(crate) use crate::kernel_api::target_entries;

@@ -28,8 +28,8 @@
 //! F32 rows are multiplied and accumulated in `f32` FMA lanes (the portable kernels
 //! accumulate in `f64`, so these differ by ordinary `f32` summation error).
 
-use crate::blocks::{BlockIq4Nl, BlockQ4K, BlockQ4_0, BlockQ5K, BlockQ5_0, BlockQ6K, BlockQ8K};
 use crate::blocks::BlockQ8_0;
+use crate::blocks::{BlockIq4Nl, BlockQ4K, BlockQ4_0, BlockQ5K, BlockQ5_0, BlockQ6K, BlockQ8K};
 use crate::cpu::KernelSet;
 use crate::kernel_api::Kernels;
 use crate::kernels::x86::Avx2;
