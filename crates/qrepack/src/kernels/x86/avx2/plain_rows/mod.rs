@@ -581,17 +581,22 @@ mod imp {
     }
 }
 
-/// The GEMV and GEMM of one block type from its `rows_dot`.
+/// The GEMV and GEMM of one block type from its `rows_dot`, with the per-call tiles where
+/// the type has them.
 macro_rules! block_rows {
-    ($($w:ty, $a:ty => $gemv:ident, $gemm:ident, $ctor:ident;)*) => {$(
+    ($($w:ty, $a:ty => $gemv:ident, $gemm:ident, $ctor:ident $(, tiled $tiled:path)?;)*) => {$(
         target_entries! { "avx2,fma,f16c";
             fn $gemv(w: &[$w], a: &[$a], out: &mut [f32]) => gemv_body::<$w>;
             fn $gemm(w: &[$w], a: &[$a], out: &mut [f32]) => gemm_body::<$w>;
         }
 
-        #[doc = concat!("The AVX2 plain-layout GEMV/GEMM pair of `", stringify!($w), "` rows.")]
-        pub(crate) fn $ctor(_: Avx2) -> Kernels<$w, $a, $a> {
-            Kernels::pair(KernelSet::Avx2, $gemv, $gemm)
+        #[doc = concat!("The AVX2 plain-layout kernels of `", stringify!($w), "` rows.")]
+        pub(crate) fn $ctor(token: Avx2) -> Kernels<$w, $a, $a> {
+            let _ = token;
+            #[allow(unused_mut)]
+            let mut kernels = Kernels::pair(KernelSet::Avx2, $gemv, $gemm);
+            $( kernels.tiled = Some($tiled(token)); )?
+            kernels
         }
     )*};
 }
@@ -632,8 +637,8 @@ unsafe fn gemm_body<W: imp::RowBlock>(w: &[W], a: &[W::Act], out: &mut [f32]) {
 }
 
 block_rows! {
-    BlockQ2K, BlockQ8K => q2_k_gemv, q2_k_gemm, q2_k_rows;
-    BlockQ3K, BlockQ8K => q3_k_gemv, q3_k_gemm, q3_k_rows;
+    BlockQ2K, BlockQ8K => q2_k_gemv, q2_k_gemm, q2_k_rows, tiled super::plain_tiles::q2_k_tiled;
+    BlockQ3K, BlockQ8K => q3_k_gemv, q3_k_gemm, q3_k_rows, tiled super::plain_tiles::q3_k_tiled;
     BlockIq4Xs, BlockQ8K => iq4_xs_gemv, iq4_xs_gemm, iq4_xs_rows;
     BlockQ8K, BlockQ8K => q8_k_gemv, q8_k_gemm, q8_k_rows;
     BlockQ4_1, BlockQ8_1 => q4_1_gemv, q4_1_gemm, q4_1_rows;

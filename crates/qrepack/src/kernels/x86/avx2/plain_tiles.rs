@@ -1,0 +1,333 @@
+//! Per-call weight tiles for the plain layout of the 2- and 3-bit K-quants (Q2_K, Q3_K): once
+//! per call, two weight rows are decoded into unsigned quant bytes with their group scales and
+//! offset terms, and every quad of activation rows then runs on the decoded bytes with three
+//! instructions per 32 weights and activation row (`maddubs`, `madd` by the group scales, add).
+//!
+//! ggml decodes a Q3_K block again for every activation row; the plain GEMM of `plain_rows`
+//! does it once per quad; the tile once per call, which at prompt sizes (a hundred quads and
+//! more) takes the decode out of the loop.
+//!
+//! # The decoded block
+//!
+//! Each 256-weight block becomes `u` (256 quants `0..=7`), the 16 group scales, the 16 group
+//! offsets and two `f32` factors, so that the block's product with a Q8_K block `a` is
+//! `a.d · (d · Σ_g scale_g Σ u·a − c · Σ_g offset_g · bsum_g)`:
+//!
+//! * Q2_K: `u` the 2-bit quant, `scale` the 4-bit scale, `offset` the 4-bit min, `d`, `c = dmin`;
+//! * Q3_K: `u = q + 4` (`0..=7`), `scale` the 6-bit scale − 32, `offset = 4 · scale`, `c = d`.
+//!
+//! Every integer is exact (`maddubs` pairs reach `2 · 7 · 128`), as in the portable kernels.
+
+use crate::blocks::{BlockQ2K, BlockQ3K, BlockQ8K};
+use crate::kernel_api::{target_entries, TiledGemm};
+use crate::kernels::x86::Avx2;
+
+/// Weight rows decoded into one tile.
+const TILE_ROWS: usize = 2;
+
+/// One decoded 256-weight block (see the module documentation).
+#[repr(C)]
+#[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
+pub(super) struct DecodedK {
+    u: [u8; 256],
+    scales: [i16; 16],
+    offsets: [i16; 16],
+    d: f32,
+    c: f32,
+}
+
+const _: () = assert!(std::mem::size_of::<DecodedK>().is_multiple_of(8));
+
+/// `u64` words of a tile of [`TILE_ROWS`] rows of `nb` blocks.
+fn tile_words(nb: usize) -> usize {
+    TILE_ROWS * nb * std::mem::size_of::<DecodedK>() / 8
+}
+
+mod imp {
+    use std::arch::x86_64::*;
+
+    use super::{DecodedK, TILE_ROWS};
+    use crate::blocks::{BlockQ2K, BlockQ3K, BlockQ8K};
+
+    /// `N` elements of `s` from `at`.
+    #[inline(always)]
+    fn sub<T, const N: usize>(s: &[T], at: usize) -> &[T; N] {
+        s[at..at + N]
+            .try_into()
+            .expect("in-bounds fixed-size chunk")
+    }
+
+    /// Loads 32 bytes.
+    ///
+    /// # Safety
+    /// The CPU must support AVX.
+    #[inline(always)]
+    unsafe fn load32<T: bytemuck::Pod>(p: &[T; 32]) -> __m256i {
+        assert_eq!(std::mem::size_of::<T>(), 1);
+        // SAFETY: `p` is 32 one-byte elements; `loadu` has no alignment requirement.
+        unsafe { _mm256_loadu_si256(p.as_ptr().cast()) }
+    }
+
+    /// Loads 16 `i16`.
+    ///
+    /// # Safety
+    /// The CPU must support AVX.
+    #[inline(always)]
+    unsafe fn load_i16x16(p: &[i16; 16]) -> __m256i {
+        // SAFETY: 16 `i16` are 32 bytes; `loadu` has no alignment requirement.
+        unsafe { _mm256_loadu_si256(p.as_ptr().cast()) }
+    }
+
+    /// Stores 32 bytes.
+    ///
+    /// # Safety
+    /// The CPU must support AVX.
+    #[inline(always)]
+    unsafe fn store32(p: &mut [u8], v: __m256i) {
+        let p: &mut [u8; 32] = p.try_into().expect("32 bytes");
+        // SAFETY: `p` is 32 bytes; `storeu` has no alignment requirement.
+        unsafe { _mm256_storeu_si256(p.as_mut_ptr().cast(), v) }
+    }
+
+    /// The 2-bit fields of a 64-byte run as eight 32-byte vectors (vector `4h + s`: bits
+    /// `2s..2s+2` of bytes `32h..32h+32`), stored into `u`.
+    ///
+    /// # Safety
+    /// The CPU must support AVX2.
+    #[inline(always)]
+    unsafe fn crumbs_into(qs: &[u8; 64], u: &mut [u8; 256], high: impl Fn(usize) -> __m256i) {
+        // SAFETY: register-only intrinsics of the caller's features and bounded loads/stores.
+        unsafe {
+            let three = _mm256_set1_epi8(3);
+            for h in 0..2 {
+                let mut v = load32(sub::<u8, 32>(qs, 32 * h));
+                for s in 0..4 {
+                    let j = 4 * h + s;
+                    let q = _mm256_or_si256(_mm256_and_si256(v, three), high(j));
+                    store32(&mut u[32 * j..32 * j + 32], q);
+                    v = _mm256_srli_epi16::<2>(v);
+                }
+            }
+        }
+    }
+
+    /// Decodes a Q2_K block.
+    ///
+    /// # Safety
+    /// The CPU must support AVX2 and F16C.
+    #[inline(always)]
+    pub(super) unsafe fn decode_q2_k(b: &BlockQ2K, out: &mut DecodedK) {
+        // SAFETY: register-only intrinsics of the caller's features and bounded loads/stores.
+        unsafe {
+            crumbs_into(&b.qs, &mut out.u, |_| _mm256_setzero_si256());
+        }
+        for (g, &s) in b.scales.iter().enumerate() {
+            out.scales[g] = (s & 0x0f) as i16;
+            out.offsets[g] = (s >> 4) as i16;
+        }
+        out.d = b.d.to_f32();
+        out.c = b.dmin.to_f32();
+    }
+
+    /// Decodes a Q3_K block (quants offset by 4, so unsigned).
+    ///
+    /// # Safety
+    /// The CPU must support AVX2 and F16C.
+    #[inline(always)]
+    pub(super) unsafe fn decode_q3_k(b: &BlockQ3K, out: &mut DecodedK) {
+        // SAFETY: register-only intrinsics of the caller's features and bounded loads/stores.
+        unsafe {
+            let hmask = load32(&b.hmask);
+            let four = _mm256_set1_epi8(4);
+            crumbs_into(&b.qs, &mut out.u, |j| {
+                let bit = _mm256_set1_epi8(1 << j);
+                let set = _mm256_cmpeq_epi8(_mm256_and_si256(hmask, bit), bit);
+                _mm256_and_si256(set, four)
+            });
+        }
+        let p = &b.scales;
+        for (g, (s, o)) in out.scales.iter_mut().zip(&mut out.offsets).enumerate() {
+            let low = if g < 8 { p[g] & 0x0f } else { p[g - 8] >> 4 };
+            let high = (p[8 + g % 4] >> (2 * (g / 4))) & 3;
+            *s = (low | (high << 4)) as i16 - 32;
+            *o = 4 * *s;
+        }
+        out.d = b.d.to_f32();
+        out.c = out.d;
+    }
+
+    /// The eight `madd` operands of a block's group scales: vector `j` holds scale `2j` in its
+    /// low 128-bit lane and `2j + 1` in its high lane.
+    ///
+    /// # Safety
+    /// The CPU must support AVX2.
+    #[inline(always)]
+    unsafe fn scale_pairs(scales: &[i16; 16]) -> [__m256i; 8] {
+        // SAFETY: register-only intrinsics of the caller's features; `load_i16x16` is bounded.
+        unsafe {
+            let v = load_i16x16(scales);
+            let low = _mm256_permute4x64_epi64::<0x44>(v);
+            let high = _mm256_permute4x64_epi64::<0xee>(v);
+            let mut out = [_mm256_setzero_si256(); 8];
+            for (j, o) in out.iter_mut().enumerate() {
+                let k = (2 * (j % 4)) as i16;
+                let pick = _mm256_set_m128i(
+                    _mm_set1_epi16((2 * k + 2) | ((2 * k + 3) << 8)),
+                    _mm_set1_epi16((2 * k) | ((2 * k + 1) << 8)),
+                );
+                *o = _mm256_shuffle_epi8(if j < 4 { low } else { high }, pick);
+            }
+            out
+        }
+    }
+
+    /// Sum of the 8 lanes.
+    ///
+    /// # Safety
+    /// The CPU must support AVX.
+    #[inline(always)]
+    unsafe fn hsum256(v: __m256) -> f32 {
+        // SAFETY: register-only intrinsics of the caller's features.
+        unsafe {
+            let v = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps::<1>(v));
+            let s = _mm_add_ps(v, _mm_movehl_ps(v, v));
+            _mm_cvtss_f32(_mm_add_ss(s, _mm_movehdup_ps(s)))
+        }
+    }
+
+    /// The tile's [`TILE_ROWS`] rows (`nb` decoded blocks each) times four activation rows
+    /// (`a`, `nb` blocks each, back to back): `out[m * TILE_ROWS + g]`.
+    ///
+    /// # Safety
+    /// The CPU must support AVX2 and FMA.
+    #[inline(always)]
+    #[allow(clippy::needless_range_loop)] // `j` indexes the scales and both rows' quants
+    pub(super) unsafe fn quad(tile: &[DecodedK], nb: usize, a: &[BlockQ8K], out: &mut [f32]) {
+        // SAFETY: register-only intrinsics of the caller's features and bounded loads.
+        unsafe {
+            let mut acc = [[_mm256_setzero_ps(); 4]; TILE_ROWS];
+            for b in 0..nb {
+                let rows: [&DecodedK; TILE_ROWS] = [&tile[b], &tile[nb + b]];
+                let acts: [&BlockQ8K; 4] = [&a[b], &a[nb + b], &a[2 * nb + b], &a[3 * nb + b]];
+                let sc = [scale_pairs(&rows[0].scales), scale_pairs(&rows[1].scales)];
+                let mut isum = [[_mm256_setzero_si256(); 4]; TILE_ROWS];
+                for j in 0..8 {
+                    let u0 = load32(sub::<u8, 32>(&rows[0].u, 32 * j));
+                    let u1 = load32(sub::<u8, 32>(&rows[1].u, 32 * j));
+                    for m in 0..4 {
+                        let av = load32(sub::<i8, 32>(&acts[m].qs, 32 * j));
+                        let p0 = _mm256_madd_epi16(_mm256_maddubs_epi16(u0, av), sc[0][j]);
+                        let p1 = _mm256_madd_epi16(_mm256_maddubs_epi16(u1, av), sc[1][j]);
+                        isum[0][m] = _mm256_add_epi32(isum[0][m], p0);
+                        isum[1][m] = _mm256_add_epi32(isum[1][m], p1);
+                    }
+                }
+                for g in 0..TILE_ROWS {
+                    let offsets = load_i16x16(&rows[g].offsets);
+                    for m in 0..4 {
+                        let bsums = load_i16x16(&acts[m].bsums);
+                        let osum = _mm256_madd_epi16(offsets, bsums);
+                        let d = _mm256_set1_ps(rows[g].d * acts[m].d);
+                        let c = _mm256_set1_ps(rows[g].c * acts[m].d);
+                        acc[g][m] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[g][m]), d, acc[g][m]);
+                        acc[g][m] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(osum), c, acc[g][m]);
+                    }
+                }
+            }
+            for m in 0..4 {
+                for g in 0..TILE_ROWS {
+                    out[m * TILE_ROWS + g] = hsum256(acc[g][m]);
+                }
+            }
+        }
+    }
+}
+
+/// A weight block type that decodes into [`DecodedK`].
+trait DecodeK: bytemuck::Pod {
+    /// # Safety
+    /// The CPU must support AVX2 and F16C.
+    unsafe fn decode(&self, out: &mut DecodedK);
+}
+
+impl DecodeK for BlockQ2K {
+    #[inline(always)]
+    unsafe fn decode(&self, out: &mut DecodedK) {
+        // SAFETY: the caller's features.
+        unsafe { imp::decode_q2_k(self, out) }
+    }
+}
+
+impl DecodeK for BlockQ3K {
+    #[inline(always)]
+    unsafe fn decode(&self, out: &mut DecodedK) {
+        // SAFETY: the caller's features.
+        unsafe { imp::decode_q3_k(self, out) }
+    }
+}
+
+/// Decodes [`TILE_ROWS`] rows of blocks (row after row) into the tile.
+///
+/// # Safety
+/// The CPU must support AVX2 and F16C.
+#[inline(always)]
+unsafe fn make_tile_body<W: DecodeK>(blocks: &[W], tile: &mut [u64]) {
+    let decoded: &mut [DecodedK] = bytemuck::cast_slice_mut(tile);
+    assert_eq!(decoded.len(), blocks.len());
+    for (b, d) in blocks.iter().zip(decoded) {
+        // SAFETY: the caller's features.
+        unsafe { b.decode(d) };
+    }
+}
+
+/// The tile's rows times each quad of `a`, activation row major into `out`.
+///
+/// # Safety
+/// The CPU must support AVX2 and FMA.
+#[inline(always)]
+unsafe fn gemm_body<W>(w: &[W], tile: &[u64], a: &[BlockQ8K], out: &mut [f32]) {
+    let nb = w.len() / TILE_ROWS;
+    let decoded: &[DecodedK] = bytemuck::cast_slice(tile);
+    assert_eq!(decoded.len(), TILE_ROWS * nb);
+    for (quad, o) in a
+        .chunks_exact(4 * nb)
+        .zip(out.chunks_exact_mut(4 * TILE_ROWS))
+    {
+        // SAFETY: the caller's features.
+        unsafe { imp::quad(decoded, nb, quad, o) };
+    }
+}
+
+target_entries! { "avx2,fma,f16c";
+    fn q2_k_tile(blocks: &[BlockQ2K], tile: &mut [u64]) => make_tile_body::<BlockQ2K>;
+    fn q3_k_tile(blocks: &[BlockQ3K], tile: &mut [u64]) => make_tile_body::<BlockQ3K>;
+    fn q2_k_tiled_gemm(w: &[BlockQ2K], tile: &[u64], a: &[BlockQ8K], out: &mut [f32]) => gemm_body::<BlockQ2K>;
+    fn q3_k_tiled_gemm(w: &[BlockQ3K], tile: &[u64], a: &[BlockQ8K], out: &mut [f32]) => gemm_body::<BlockQ3K>;
+}
+
+/// Quads from which a call decodes tiles (below, the plain GEMM decodes once per quad anyway).
+const MIN_QUADS: usize = 2;
+
+/// The per-call tiles of plain Q2_K rows.
+pub(crate) fn q2_k_tiled(_: Avx2) -> TiledGemm<BlockQ2K, BlockQ8K> {
+    TiledGemm {
+        groups: TILE_ROWS,
+        quads: 2,
+        min_quads: MIN_QUADS,
+        tile_words,
+        make_tile: q2_k_tile,
+        gemm: q2_k_tiled_gemm,
+    }
+}
+
+/// The per-call tiles of plain Q3_K rows.
+pub(crate) fn q3_k_tiled(_: Avx2) -> TiledGemm<BlockQ3K, BlockQ8K> {
+    TiledGemm {
+        groups: TILE_ROWS,
+        quads: 2,
+        min_quads: MIN_QUADS,
+        tile_words,
+        make_tile: q3_k_tile,
+        gemm: q3_k_tiled_gemm,
+    }
+}
