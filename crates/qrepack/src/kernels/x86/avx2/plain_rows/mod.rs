@@ -386,13 +386,17 @@ mod imp {
         // SAFETY: register-only intrinsics of the caller's features; loads go through
         // fixed-size references.
         unsafe {
-            let dm = halves2(d, m);
             let ones = _mm256_set1_epi16(1);
             for r in 0..N {
                 let ab = a[r];
                 let p = _mm256_maddubs_epi16(q, load32(&ab.qs));
                 let isum = _mm256_madd_epi16(p, ones);
-                let prod = _mm_mul_ps(dm, halves2(ab.d, ab.s)); // [d·d_a, m·s_a, ..]
+                // [d, m, d_a, s_a] in one conversion, then [d·d_a, m·s_a, ..].
+                let bits = u64::from_le_bytes([
+                    d.0[0], d.0[1], m.0[0], m.0[1], ab.d.0[0], ab.d.0[1], ab.s.0[0], ab.s.0[1],
+                ]);
+                let v = _mm_cvtph_ps(_mm_cvtsi64_si128(bits as i64));
+                let prod = _mm_mul_ps(v, _mm_movehl_ps(v, v));
                 acc[r] = _mm256_fmadd_ps(
                     _mm256_cvtepi32_ps(isum),
                     _mm256_broadcastss_ps(prod),
