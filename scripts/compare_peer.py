@@ -4,7 +4,7 @@
 Usage: scripts/compare_peer.py [--peer /tmp/ggml-peer/bin/ggml_mm_bench] [--threads 2]
                                [--cases q4_0:4096x4096:1,...] [--runs 3] [--cold-mb 64]
                                [--stat median|min] [--qrepack PATH] [--baseline PATH]
-                               [--isa avx2] [--preset llama7b|small] [--hot]
+                               [--isa avx2] [--preset llama7b|small|types] [--hot]
 
 For every case (type, rows x cols, batch) it runs, alternating and `--runs` times each:
 ggml with repack on, ggml with repack off, and `qrepack bench` (the chosen layout) - all on
@@ -47,7 +47,14 @@ SMALL_CASES = [
     if t != "q4_K" or int(s.split("x")[1]) % 256 == 0
     for n in [1, 32, 128, 512]
 ]
-PRESETS = {"llama7b": DEFAULT_CASES, "small": SMALL_CASES}
+# Every weight type qrepack loads that ggml multiplies, LLaMA-7B attention and FFN-up shapes,
+# decode and two prompt sizes (`qrepack bench --suite types` runs the same cases).
+TYPES = ["f16", "bf16", "q4_0", "q4_1", "q5_0", "q5_1", "q8_0", "q2_K", "q3_K", "q4_K", "q5_K",
+         "q6_K", "iq4_nl", "iq4_xs"]
+TYPES_CASES = [
+    f"{t}:{s}:{n}" for t in TYPES for s in ["4096x4096", "11008x4096"] for n in [1, 32, 512]
+]
+PRESETS = {"llama7b": DEFAULT_CASES, "small": SMALL_CASES, "types": TYPES_CASES}
 
 STAT = "median"
 HOT = False

@@ -50,6 +50,30 @@ pub const SMALL_BATCHES: [usize; 3] = [1, 32, 512];
 /// microseconds to milliseconds, so this is still hundreds of reps).
 pub const SMALL_MIN_TIME: f64 = 0.1;
 
+/// The `types` group: every weight type qrepack loads that ggml also multiplies (Q8_1 and Q8_K
+/// are activation types there), on the LLaMA-7B attention and FFN-up shapes.
+pub const TYPES_SUITE_TYPES: [GgmlType; 15] = [
+    GgmlType::F32,
+    GgmlType::F16,
+    GgmlType::BF16,
+    GgmlType::Q4_0,
+    GgmlType::Q4_1,
+    GgmlType::Q5_0,
+    GgmlType::Q5_1,
+    GgmlType::Q8_0,
+    GgmlType::Q2_K,
+    GgmlType::Q3_K,
+    GgmlType::Q4_K,
+    GgmlType::Q5_K,
+    GgmlType::Q6_K,
+    GgmlType::IQ4_NL,
+    GgmlType::IQ4_XS,
+];
+/// The `types` group's shapes (rows x cols).
+pub const TYPES_SUITE_SHAPES: [(usize, usize); 2] = [(4096, 4096), (11008, 4096)];
+/// The `types` group's batches: decode, a short and a long prompt.
+pub const TYPES_SUITE_BATCHES: [usize; 3] = [1, 32, 512];
+
 /// Batches up to this size are timed "cold" (rotating over copies of the weights), like decode.
 pub const COLD_MAX_BATCH: usize = 3;
 

@@ -35,6 +35,7 @@ Examples:
   qrepack inspect model.gguf
   qrepack verify model.gguf
   qrepack bench model.gguf --batch 1,512
+  qrepack bench --suite types --vs ggml   # every weight type against ggml's own kernels
   qrepack bench --isa avx2 --type q4_0 --batch 1
   qrepack sweep --plot sweep.svg
   qrepack repack model.gguf -o model.repacked.gguf
@@ -286,9 +287,9 @@ struct BenchArgs {
     /// With MODEL: also list every matrix
     #[arg(long, requires = "model")]
     per_tensor: bool,
-    /// With MODEL: also time every matrix shape of the model with ggml's own CPU backend (the
-    /// peer benchmark `ggml_mm_bench`) and compare the passes
-    #[arg(long, value_enum, value_name = "ENGINE", requires = "model")]
+    /// Also time every case (with MODEL: every matrix shape of the model) with ggml's own CPU
+    /// backend, repack on and off (the peer benchmark `ggml_mm_bench`), and compare
+    #[arg(long, value_enum, value_name = "ENGINE", conflicts_with = "sweep")]
     vs: Option<VsEngine>,
     /// With --vs ggml: the peer binary [default: $QREPACK_GGML_PEER, else
     /// /tmp/ggml-peer/bin/ggml_mm_bench]
@@ -320,7 +321,8 @@ struct BenchArgs {
     #[arg(long, value_name = "SECONDS")]
     min_time: Option<f64>,
     /// Which groups of the default suite to run (without --rows/--cols): LLaMA-7B shapes,
-    /// small-model shapes (SmolLM2-135M, Gemma 3 270M), or both
+    /// small-model shapes (SmolLM2-135M, Gemma 3 270M), both (all), or every weight type on
+    /// 4096x4096 and 11008x4096 at batches 1, 32 and 512 (types; best with --vs ggml)
     #[arg(long, value_enum, default_value_t = SuiteSel::All, conflicts_with_all = ["rows", "cols", "model"])]
     suite: SuiteSel,
     /// Batches up to 3 rotate over copies of the weights exceeding this many MiB (0: always hot)
@@ -555,6 +557,7 @@ fn bench(args: BenchArgs) -> Result<()> {
             SuiteSel::All => vec![Suite::Llama7b, Suite::Small],
             SuiteSel::Llama7b => vec![Suite::Llama7b],
             SuiteSel::Small => vec![Suite::Small],
+            SuiteSel::Types => vec![Suite::Types],
         },
     };
     let layouts = if args.layout.is_empty() {
@@ -623,6 +626,22 @@ fn bench(args: BenchArgs) -> Result<()> {
                     ..base.clone()
                 },
             ),
+            Suite::Types => (
+                "every weight type",
+                Config {
+                    types: pick(&args.types, &bench::TYPES_SUITE_TYPES),
+                    shapes: bench::TYPES_SUITE_SHAPES.to_vec(),
+                    batches: batches(&bench::TYPES_SUITE_BATCHES),
+                    // The chosen layout only: the comparison is with ggml, not with plain.
+                    layouts: match &base.layouts {
+                        LayoutSel::Auto { .. } => LayoutSel::Auto {
+                            vs_plain: args.vs_plain,
+                        },
+                        fixed => fixed.clone(),
+                    },
+                    ..base.clone()
+                },
+            ),
             Suite::Small => (
                 "small-model shapes (SmolLM2-135M, Gemma 3 270M)",
                 Config {
@@ -656,10 +675,16 @@ fn bench(args: BenchArgs) -> Result<()> {
         );
     }
     let json = args.common.json;
+    let peer = args
+        .vs
+        .map(|VsEngine::Ggml| args.peer.clone().unwrap_or_else(vs_ggml::default_peer));
+    if let Some(p) = &peer {
+        vs_ggml::ensure_peer(p)?;
+    }
     for (title, cfg) in &plans {
         let results = pool.install(|| {
             bench::run(cfg, |group| {
-                if json {
+                if json && peer.is_none() {
                     let mut s = String::new();
                     for m in group {
                         s.push_str(&m.to_json_line()?);
@@ -670,7 +695,25 @@ fn bench(args: BenchArgs) -> Result<()> {
                 Ok(())
             })
         })?;
+        let ggml = match &peer {
+            Some(p) => Some(vs_ggml::time_measurements(
+                p,
+                &results,
+                threads,
+                cfg.cold_mb,
+                args.common.quiet,
+            )?),
+            None => None,
+        };
         if json {
+            if let Some(times) = &ggml {
+                let mut s = String::new();
+                for m in &results {
+                    s.push_str(&vs_ggml::json_line_with_peer(m, times)?);
+                    s.push('\n');
+                }
+                out(&s)?;
+            }
             continue;
         }
         let mode = match cfg.reps {
@@ -691,6 +734,12 @@ fn bench(args: BenchArgs) -> Result<()> {
             cfg.cold_mb,
             bench::table(&results).render()
         ))?;
+        if let Some(times) = &ggml {
+            out(&format!(
+                "against ggml (the peer's median, repack on and off, same data; ratio = qrepack / the faster ggml mode)\n\n{}\n",
+                vs_ggml::comparison_table(&results, times).render()
+            ))?;
+        }
         if cfg.phases {
             out(&format!(
                 "where the time goes (mean per call over a second, profiled series of reps; kernel = busy (the busiest thread in its tasks, imbalance = its lead over the mean) + scheduling)\n\n{}\n",
@@ -714,6 +763,7 @@ enum SuiteSel {
     #[value(name = "llama7b")]
     Llama7b,
     Small,
+    Types,
 }
 
 /// A group of the benchmark plan.
@@ -721,6 +771,7 @@ enum SuiteSel {
 enum Suite {
     Llama7b,
     Small,
+    Types,
     /// `--rows`/`--cols`.
     Custom(usize, usize),
 }

@@ -14,6 +14,9 @@ use std::process::Command;
 use anyhow::{bail, Result};
 use qrepack::GgmlType;
 
+use crate::bench::Measurement;
+use crate::table::{fmt_ms, Align, Table};
+
 /// Where the peer is looked for when `--peer` is not given: `$QREPACK_GGML_PEER`, then the
 /// peer scripts' default output.
 pub fn default_peer() -> PathBuf {
@@ -208,6 +211,116 @@ pub fn pass_time(
         }
     }
     (sum, covered)
+}
+
+/// ggml's times for the cases of a suite run: one peer run per distinct (type, shape, batch)
+/// and ggml mode, on the same data (the peer's generator and seed).
+pub fn time_measurements(
+    peer: &Path,
+    results: &[Measurement],
+    threads: usize,
+    cold_mb: f64,
+    quiet: bool,
+) -> Result<BTreeMap<(Shape, usize), PeerTimes>> {
+    let mut by_batch: BTreeMap<usize, BTreeMap<Shape, usize>> = BTreeMap::new();
+    for m in results {
+        let shape = Shape {
+            ty: m.ty,
+            rows: m.rows,
+            cols: m.cols,
+        };
+        by_batch.entry(m.batch).or_default().insert(shape, 1);
+    }
+    let mut out = BTreeMap::new();
+    for (batch, shapes) in &by_batch {
+        out.extend(time_shapes(
+            peer,
+            shapes,
+            &[*batch],
+            threads,
+            cold_mb,
+            quiet,
+        )?);
+    }
+    Ok(out)
+}
+
+fn peer_times<'a>(
+    m: &Measurement,
+    times: &'a BTreeMap<(Shape, usize), PeerTimes>,
+) -> Option<&'a PeerTimes> {
+    let shape = Shape {
+        ty: m.ty,
+        rows: m.rows,
+        cols: m.cols,
+    };
+    times.get(&(shape, m.batch))
+}
+
+/// qrepack's median over ggml's faster mode for one measurement.
+fn ratio(m: &Measurement, t: &PeerTimes) -> Option<f64> {
+    t.best().map(|g| m.stats.median / g)
+}
+
+/// The table of a suite run against ggml: one line per measured layout.
+pub fn comparison_table(
+    results: &[Measurement],
+    times: &BTreeMap<(Shape, usize), PeerTimes>,
+) -> Table {
+    let mut t = Table::new(&[
+        ("type", Align::Left),
+        ("shape", Align::Left),
+        ("batch", Align::Right),
+        ("layout", Align::Left),
+        ("kernels", Align::Left),
+        ("qrepack ms", Align::Right),
+        ("ggml repack ms", Align::Right),
+        ("ggml plain ms", Align::Right),
+        ("ggml layout", Align::Left),
+        ("qrepack / ggml", Align::Right),
+    ]);
+    let ms = |v: Option<f64>| v.map_or_else(|| "-".to_string(), |s| fmt_ms(s * 1e3));
+    for m in results {
+        let peer = peer_times(m, times);
+        t.push(vec![
+            m.ty.to_string(),
+            format!("{}x{}", m.rows, m.cols),
+            m.batch.to_string(),
+            m.layout.to_string(),
+            m.kernels.to_string(),
+            fmt_ms(m.stats.median * 1e3),
+            ms(peer.and_then(|p| p.repack_on)),
+            ms(peer.and_then(|p| p.repack_off)),
+            peer.and_then(|p| p.layout.clone())
+                .unwrap_or_else(|| "-".to_string()),
+            peer.and_then(|p| ratio(m, p))
+                .map_or_else(|| "-".to_string(), |r| format!("{r:.2}")),
+        ]);
+    }
+    t
+}
+
+/// A `bench --json` line with ggml's times for the same case beside qrepack's.
+pub fn json_line_with_peer(
+    m: &Measurement,
+    times: &BTreeMap<(Shape, usize), PeerTimes>,
+) -> Result<String> {
+    let mut v = serde_json::to_value(m.json())?;
+    let peer = peer_times(m, times);
+    if let Some(obj) = v.as_object_mut() {
+        let ms = |s: Option<f64>| serde_json::json!(s.map(|s| s * 1e3));
+        obj.insert("ggml_repack_ms".into(), ms(peer.and_then(|p| p.repack_on)));
+        obj.insert("ggml_plain_ms".into(), ms(peer.and_then(|p| p.repack_off)));
+        obj.insert(
+            "ggml_layout".into(),
+            serde_json::json!(peer.and_then(|p| p.layout.clone())),
+        );
+        obj.insert(
+            "vs_ggml".into(),
+            serde_json::json!(peer.and_then(|p| ratio(m, p))),
+        );
+    }
+    Ok(serde_json::to_string(&v)?)
 }
 
 #[cfg(test)]
