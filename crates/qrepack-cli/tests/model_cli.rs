@@ -326,7 +326,70 @@ esac
         ],
         "needs the ggml peer benchmark",
     );
-    usage_error(&["bench", "--vs", "ggml"], "MODEL");
+    usage_error(&["bench", "--vs", "ggml", "--sweep"], "'--sweep'");
+
+    // A suite case (one custom shape) against the same peer: ggml's two modes beside
+    // qrepack's time in each JSON line, and the ratio to the faster mode (1 ms).
+    let o = run(&[
+        "bench",
+        "--type",
+        "q4_0,q5_1",
+        "--rows",
+        "16",
+        "--cols",
+        "64",
+        "--batch",
+        "1,5",
+        "--reps",
+        "2",
+        "--threads",
+        "1",
+        "--json",
+        "-q",
+        "--vs",
+        "ggml",
+        "--peer",
+        s(&peer),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let lines: Vec<Value> = String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 4, "{lines:?}");
+    for l in &lines {
+        assert_eq!(l["ggml_repack_ms"], 1.0, "{l}");
+        assert_eq!(l["ggml_plain_ms"], 2.0, "{l}");
+        assert_eq!(l["ggml_layout"], "fake_8x8", "{l}");
+        let ratio = l["vs_ggml"].as_f64().unwrap();
+        assert!(
+            (ratio - l["median_ms"].as_f64().unwrap()).abs() < 1e-9,
+            "{l}"
+        );
+    }
+    let o = run(&[
+        "bench",
+        "--type",
+        "q4_0",
+        "--rows",
+        "16",
+        "--cols",
+        "64",
+        "--batch",
+        "1",
+        "--reps",
+        "1",
+        "-q",
+        "--vs",
+        "ggml",
+        "--peer",
+        s(&peer),
+    ]);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success() && out.contains("qrepack / ggml") && out.contains("fake_8x8"),
+        "{out}"
+    );
 }
 
 #[test]
