@@ -118,7 +118,12 @@ impl<L: ChooseKernels> PackedEngine<L> {
         }
         let r = L::ROWS;
         let packed = if r == 1 {
-            Storage::Owned(collect_blocks::<L::Packed>(data)?)
+            // The ggml rows as they are, but in their own (huge-page) storage like a packed
+            // layout: a batch-1 product streams these bytes from memory just the same.
+            let count = data.len() / std::mem::size_of::<L::Packed>().max(1);
+            let mut plain = Storage::zeroed(count);
+            bytemuck::cast_slice_mut::<L::Packed, u8>(plain.blocks_mut()).copy_from_slice(data);
+            plain
         } else {
             let mut packed = Storage::zeroed(rows / r * nb);
             let out = packed.blocks_mut();

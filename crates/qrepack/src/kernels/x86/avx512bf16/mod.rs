@@ -66,6 +66,44 @@ mod imp {
             out
         }
     }
+
+    /// `w[g] · a[m]` for two bf16 weight rows and eight activation rows: each weight vector
+    /// serves eight rows and each activation vector two, so a step loads ten vectors for
+    /// sixteen `vdpbf16ps` (the four-row GEMM loads five for four, and waits on L2).
+    ///
+    /// # Safety
+    /// The CPU must support AVX-512 F and BF16.
+    #[inline(always)]
+    pub(super) unsafe fn bf16_wide(w: [&[Bf16Bits]; 2], a: [&[Bf16Bits]; 8]) -> [[f32; 8]; 2] {
+        // SAFETY: the caller's features; loads go through bounds-checked sub-slices.
+        unsafe {
+            let n = a
+                .iter()
+                .fold(w[0].len().min(w[1].len()), |n, r| n.min(r.len()));
+            let mut acc = [[_mm512_setzero_ps(); 8]; 2];
+            let steps = n / 32;
+            for i in 0..steps {
+                let at = 32 * i;
+                let w0 = load32(&w[0][at..at + 32]);
+                let w1 = load32(&w[1][at..at + 32]);
+                for m in 0..8 {
+                    let x = load32(&a[m][at..at + 32]);
+                    acc[0][m] = _mm512_dpbf16_ps(acc[0][m], w0, x);
+                    acc[1][m] = _mm512_dpbf16_ps(acc[1][m], w1, x);
+                }
+            }
+            let mut out = [[0.0f32; 8]; 2];
+            for g in 0..2 {
+                for m in 0..8 {
+                    let tail: f32 = (32 * steps..n)
+                        .map(|k| w[g][k].to_f32() * a[m][k].to_f32())
+                        .sum();
+                    out[g][m] = _mm512_reduce_add_ps(acc[g][m]) + tail;
+                }
+            }
+            out
+        }
+    }
 }
 
 /// One output per bf16 weight row of `w` (`a.len()` values each).
@@ -102,14 +140,38 @@ unsafe fn gemm_body(w: &[Bf16Bits], a: &[Bf16Bits], out: &mut [f32]) {
     }
 }
 
+/// Two bf16 weight rows times two quads of activation rows (`out[g][m]`, quad 0's rows then
+/// quad 1's).
+///
+/// # Safety
+/// The CPU must support AVX-512 F and BF16.
+#[inline(always)]
+unsafe fn wide_body(w: [&[Bf16Bits]; 2], a: [&[Bf16Bits]; 2], out: [&mut [f32]; 2]) {
+    let k = w[0].len().max(1);
+    let rows: [&[Bf16Bits]; 8] = std::array::from_fn(|m| &a[m / 4][(m % 4) * k..(m % 4 + 1) * k]);
+    // SAFETY: the caller's features.
+    let v = unsafe { imp::bf16_wide(w, rows) };
+    for (o, v) in out.into_iter().zip(v) {
+        o.copy_from_slice(&v);
+    }
+}
+
 target_entries! { "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512bf16";
     fn bf16_gemv(w: &[Bf16Bits], a: &[Bf16Bits], out: &mut [f32]) => gemv_body;
     fn bf16_gemm(w: &[Bf16Bits], a: &[Bf16Bits], out: &mut [f32]) => gemm_body;
 }
 
-/// The plain-layout GEMV/GEMM pair of bf16 rows with `vdpbf16ps`.
+target_entries! { "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512bf16";
+    fn bf16_wide_gemm(w: [&[Bf16Bits]; 2], a: [&[Bf16Bits]; 2], out: [&mut [f32]; 2]) => wide_body;
+}
+
+/// The plain-layout kernels of bf16 rows with `vdpbf16ps`: GEMV, four-row GEMM and the
+/// two-row, two-quad GEMM.
 pub(crate) fn bf16_rows(_: Avx512Bf16) -> Kernels<Bf16Bits, Bf16Bits, Bf16Bits> {
-    Kernels::pair(KernelSet::Avx512Bf16, bf16_gemv, bf16_gemm)
+    Kernels {
+        wide: Some(bf16_wide_gemm),
+        ..Kernels::pair(KernelSet::Avx512Bf16, bf16_gemv, bf16_gemm)
+    }
 }
 
 #[cfg(test)]
@@ -131,7 +193,7 @@ mod tests {
             let x: Vec<Bf16Bits> = (0..3 * len)
                 .map(|_| Bf16Bits::from_f32(rng.uniform_pm1()))
                 .collect();
-            let y: Vec<Bf16Bits> = (0..4 * len)
+            let y: Vec<Bf16Bits> = (0..8 * len)
                 .map(|_| Bf16Bits::from_f32(rng.uniform_pm1()))
                 .collect();
             let mag = |wr: &[Bf16Bits], ar: &[Bf16Bits]| -> f64 {
@@ -151,8 +213,27 @@ mod tests {
                     "gemv len={len} row {r}: {o} vs {want}"
                 );
             }
+            let mut wide = [[f32::NAN; 8]; 2];
+            let [w0, w1] = &mut wide;
+            (k.wide.expect("a wide GEMM"))(
+                [&x[..len], &x[len..2 * len]],
+                [&y[..4 * len], &y[4 * len..]],
+                [&mut w0[..], &mut w1[..]],
+            );
+            for (g, outs) in wide.iter().enumerate() {
+                let wr = &x[g * len..(g + 1) * len];
+                for (m, &o) in outs.iter().enumerate() {
+                    let ar = &y[m * len..(m + 1) * len];
+                    let want = vec_dot_bf16(wr, ar);
+                    let tol = 1e-5 * mag(wr, ar);
+                    assert!(
+                        (o - want).abs() as f64 <= tol,
+                        "wide len={len} row {g} act {m}: {o} vs {want}"
+                    );
+                }
+            }
             let mut out4 = [f32::NAN; 4];
-            (k.gemm)(&x[..len], &y, &mut out4);
+            (k.gemm)(&x[..len], &y[..4 * len], &mut out4);
             for (m, &o) in out4.iter().enumerate() {
                 let ar = &y[m * len..(m + 1) * len];
                 let want = vec_dot_bf16(&x[..len], ar);
