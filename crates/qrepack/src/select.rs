@@ -208,10 +208,12 @@ kernel_table! {
         ; scalar::plain_kernels::<RowsQ8_1>()
     }
     Plain<RowsQ2K> {
+        #[cfg(target_arch = "x86_64")] x86::Avx512 => avx512::plain_k_tiles::q2_k_rows,
         #[cfg(target_arch = "x86_64")] x86::Avx2 => avx2::plain_rows::q2_k_rows,
         ; scalar::plain_kernels::<RowsQ2K>()
     }
     Plain<RowsQ3K> {
+        #[cfg(target_arch = "x86_64")] x86::Avx512 => avx512::plain_k_tiles::q3_k_rows,
         #[cfg(target_arch = "x86_64")] x86::Avx2 => avx2::plain_rows::q3_k_rows,
         ; scalar::plain_kernels::<RowsQ3K>()
     }

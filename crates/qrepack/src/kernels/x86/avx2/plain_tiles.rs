@@ -23,23 +23,23 @@ use crate::kernel_api::{target_entries, TiledGemm};
 use crate::kernels::x86::Avx2;
 
 /// Weight rows decoded into one tile.
-const TILE_ROWS: usize = 2;
+pub(crate) const TILE_ROWS: usize = 2;
 
 /// One decoded 256-weight block (see the module documentation).
 #[repr(C)]
 #[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
-pub(super) struct DecodedK {
-    u: [u8; 256],
-    scales: [i16; 16],
-    offsets: [i16; 16],
-    d: f32,
-    c: f32,
+pub(crate) struct DecodedK {
+    pub(crate) u: [u8; 256],
+    pub(crate) scales: [i16; 16],
+    pub(crate) offsets: [i16; 16],
+    pub(crate) d: f32,
+    pub(crate) c: f32,
 }
 
 const _: () = assert!(std::mem::size_of::<DecodedK>().is_multiple_of(8));
 
 /// `u64` words of a tile of [`TILE_ROWS`] rows of `nb` blocks.
-fn tile_words(nb: usize) -> usize {
+pub(crate) fn tile_words(nb: usize) -> usize {
     TILE_ROWS * nb * std::mem::size_of::<DecodedK>() / 8
 }
 
@@ -244,7 +244,7 @@ mod imp {
 }
 
 /// A weight block type that decodes into [`DecodedK`].
-trait DecodeK: bytemuck::Pod {
+pub(crate) trait DecodeK: bytemuck::Pod {
     /// # Safety
     /// The CPU must support AVX2 and F16C.
     unsafe fn decode(&self, out: &mut DecodedK);
@@ -271,7 +271,7 @@ impl DecodeK for BlockQ3K {
 /// # Safety
 /// The CPU must support AVX2 and F16C.
 #[inline(always)]
-unsafe fn make_tile_body<W: DecodeK>(blocks: &[W], tile: &mut [u64]) {
+pub(crate) unsafe fn make_tile_body<W: DecodeK>(blocks: &[W], tile: &mut [u64]) {
     let decoded: &mut [DecodedK] = bytemuck::cast_slice_mut(tile);
     assert_eq!(decoded.len(), blocks.len());
     for (b, d) in blocks.iter().zip(decoded) {

@@ -13,6 +13,7 @@ mod k_rows16;
 mod k_scales;
 mod lanes;
 mod nibble;
+pub(crate) mod plain_k_tiles;
 mod q6_k_gemv;
 mod rows16;
 
