@@ -92,9 +92,9 @@ mod imp {
                 let acts: [&BlockQ8K; 4] = [&a[b], &a[nb + b], &a[2 * nb + b], &a[3 * nb + b]];
                 let scales = rows.map(|r| load_i16x16(&r.scales));
                 let mut isum = [[_mm512_setzero_si512(); 4]; TILE_ROWS];
-                for j in 0..4 {
+                for (j, &idx) in idx.iter().enumerate() {
                     let u = rows.map(|r| load64(sub::<u8, 64>(&r.u, 64 * j)));
-                    let sv = scales.map(|s| _mm512_permutexvar_epi16(idx[j], s));
+                    let sv = scales.map(|s| _mm512_permutexvar_epi16(idx, s));
                     for m in 0..4 {
                         let av = load64(sub::<i8, 64>(&acts[m].qs, 64 * j));
                         for g in 0..TILE_ROWS {
