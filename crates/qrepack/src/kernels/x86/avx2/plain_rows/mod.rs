@@ -583,6 +583,45 @@ mod imp {
             out
         }
     }
+
+    /// `w[g] · a[r]` of 16-bit float rows for `G` weight rows and `N` activation rows, one
+    /// accumulator each: every widened weight serves `N` rows and every widened activation
+    /// `G` (two by four: 14 of the 16 vector registers).
+    ///
+    /// # Safety
+    /// The CPU must support AVX2, FMA and F16C.
+    #[inline(always)]
+    pub(super) unsafe fn half_block<E: Half, const G: usize, const N: usize>(
+        w: [&[E]; G],
+        a: [&[E]; N],
+    ) -> [[f32; N]; G] {
+        // SAFETY: the caller's features; loads go through fixed-size references.
+        unsafe {
+            let n = a.iter().chain(&w).fold(usize::MAX, |n, r| n.min(r.len()));
+            let mut acc = [[_mm256_setzero_ps(); N]; G];
+            let steps = n / 16;
+            for i in 0..steps {
+                let wv = w.map(|row| E::widen16(sub(row, 16 * i)));
+                for r in 0..N {
+                    let (x0, x1) = E::widen16(sub(a[r], 16 * i));
+                    for g in 0..G {
+                        acc[g][r] = _mm256_fmadd_ps(wv[g].0, x0, acc[g][r]);
+                        acc[g][r] = _mm256_fmadd_ps(wv[g].1, x1, acc[g][r]);
+                    }
+                }
+            }
+            let mut out = [[0.0f32; N]; G];
+            for g in 0..G {
+                for r in 0..N {
+                    let tail: f32 = (16 * steps..n)
+                        .map(|k| w[g][k].value() * a[r][k].value())
+                        .sum();
+                    out[g][r] = hsum256(acc[g][r]) + tail;
+                }
+            }
+            out
+        }
+    }
 }
 
 /// The GEMV and GEMM of one block type from its `rows_dot`, with the per-call tiles where
@@ -684,6 +723,29 @@ unsafe fn half_gemm_body<E: imp::Half>(w: &[E], a: &[E], out: &mut [f32]) {
     }
 }
 
+/// Two 16-bit float weight rows times two quads of activation rows (`out[g][m]`, quad 0's
+/// rows then quad 1's), two rows by four at a time.
+///
+/// # Safety
+/// The CPU must support AVX2, FMA and F16C.
+#[inline(always)]
+unsafe fn half_wide_body<E: imp::Half>(w: [&[E]; 2], a: [&[E]; 2], out: [&mut [f32]; 2]) {
+    let k = w[0].len().max(1);
+    let [o0, o1] = out;
+    for (q, quad) in a.iter().enumerate() {
+        let rows: [&[E]; 4] = std::array::from_fn(|m| &quad[m * k..(m + 1) * k]);
+        // SAFETY: the caller's features.
+        let v = unsafe { imp::half_block::<E, 2, 4>(w, rows) };
+        o0[4 * q..4 * q + 4].copy_from_slice(&v[0]);
+        o1[4 * q..4 * q + 4].copy_from_slice(&v[1]);
+    }
+}
+
+target_entries! { "avx2,fma,f16c";
+    fn bf16_wide(w: [&[Bf16Bits]; 2], a: [&[Bf16Bits]; 2], out: [&mut [f32]; 2]) => half_wide_body::<Bf16Bits>;
+    fn f16_wide(w: [&[F16Bits]; 2], a: [&[F16Bits]; 2], out: [&mut [f32]; 2]) => half_wide_body::<F16Bits>;
+}
+
 target_entries! { "avx2,fma,f16c";
     fn bf16_gemv(w: &[Bf16Bits], a: &[Bf16Bits], out: &mut [f32]) => half_gemv_body::<Bf16Bits>;
     fn bf16_gemm(w: &[Bf16Bits], a: &[Bf16Bits], out: &mut [f32]) => half_gemm_body::<Bf16Bits>;
@@ -691,15 +753,22 @@ target_entries! { "avx2,fma,f16c";
     fn f16_gemm(w: &[F16Bits], a: &[F16Bits], out: &mut [f32]) => half_gemm_body::<F16Bits>;
 }
 
-/// The AVX2 plain-layout GEMV/GEMM pair of bf16 rows (f32 products and sums).
+/// The AVX2 plain-layout kernels of bf16 rows (f32 products and sums; the GEMMs widen each
+/// weight once for four activation rows, and each activation once for two weight rows).
 pub(crate) fn bf16_rows(_: Avx2) -> Kernels<Bf16Bits, Bf16Bits, Bf16Bits> {
-    Kernels::pair(KernelSet::Avx2, bf16_gemv, bf16_gemm)
+    Kernels {
+        wide: Some(bf16_wide),
+        ..Kernels::pair(KernelSet::Avx2, bf16_gemv, bf16_gemm)
+    }
 }
 
-/// The AVX2 plain-layout GEMV/GEMM pair of f16 rows (f32 products and sums; the GEMM widens
-/// each weight once for the four rows of a quad).
+/// The AVX2 plain-layout kernels of f16 rows (f32 products and sums; the GEMMs widen each
+/// weight once for four activation rows, and each activation once for two weight rows).
 pub(crate) fn f16_rows(_: Avx2) -> Kernels<F16Bits, F16Bits, F16Bits> {
-    Kernels::pair(KernelSet::Avx2, f16_gemv, f16_gemm)
+    Kernels {
+        wide: Some(f16_wide),
+        ..Kernels::pair(KernelSet::Avx2, f16_gemv, f16_gemm)
+    }
 }
 
 #[cfg(test)]

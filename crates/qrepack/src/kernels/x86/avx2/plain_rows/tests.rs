@@ -321,7 +321,7 @@ fn half_rows_equal_portable_on_every_length() {
     let (f16k, bf16k) = (f16_rows(cpu), bf16_rows(cpu));
     for len in [1, 7, 15, 16, 17, 31, 33, 100, 257, 4095] {
         let x: Vec<f32> = (0..3 * len).map(|_| rng.uniform_pm1()).collect();
-        let y: Vec<f32> = (0..4 * len).map(|_| rng.uniform_pm1()).collect();
+        let y: Vec<f32> = (0..8 * len).map(|_| rng.uniform_pm1()).collect();
         let mag = |r: usize, m: usize| -> f64 {
             (0..len)
                 .map(|k| (x[r * len + k] * y[m * len + k]).abs() as f64)
@@ -338,7 +338,7 @@ fn half_rows_equal_portable_on_every_length() {
             let want = vecdot::vec_dot_f16(&xh[r * len..(r + 1) * len], &yh[..len]);
             check(&format!("f16 gemv len={len} row {r}"), o, want, mag(r, 0));
         }
-        (f16k.gemm)(&xh[..len], &yh, &mut out4);
+        (f16k.gemm)(&xh[..len], &yh[..4 * len], &mut out4);
         for (m, &o) in out4.iter().enumerate() {
             let want = vecdot::vec_dot_f16(&xh[..len], &yh[m * len..(m + 1) * len]);
             check(&format!("f16 gemm len={len} act {m}"), o, want, mag(0, m));
@@ -348,10 +348,49 @@ fn half_rows_equal_portable_on_every_length() {
             let want = vecdot::vec_dot_bf16(&xb[r * len..(r + 1) * len], &yb[..len]);
             check(&format!("bf16 gemv len={len} row {r}"), o, want, mag(r, 0));
         }
-        (bf16k.gemm)(&xb[..len], &yb, &mut out4);
+        (bf16k.gemm)(&xb[..len], &yb[..4 * len], &mut out4);
         for (m, &o) in out4.iter().enumerate() {
             let want = vecdot::vec_dot_bf16(&xb[..len], &yb[m * len..(m + 1) * len]);
             check(&format!("bf16 gemm len={len} act {m}"), o, want, mag(0, m));
+        }
+        // Two weight rows by two quads.
+        let mut wide = [[f32::NAN; 8]; 2];
+        let [w0, w1] = &mut wide;
+        (f16k.wide.expect("f16 wide GEMM"))(
+            [&xh[..len], &xh[len..2 * len]],
+            [&yh[..4 * len], &yh[4 * len..]],
+            [&mut w0[..], &mut w1[..]],
+        );
+        for (g, outs) in wide.iter().enumerate() {
+            for (m, &o) in outs.iter().enumerate() {
+                let want =
+                    vecdot::vec_dot_f16(&xh[g * len..(g + 1) * len], &yh[m * len..(m + 1) * len]);
+                check(
+                    &format!("f16 wide len={len} row {g} act {m}"),
+                    o,
+                    want,
+                    mag(g, m),
+                );
+            }
+        }
+        let mut wide = [[f32::NAN; 8]; 2];
+        let [w0, w1] = &mut wide;
+        (bf16k.wide.expect("bf16 wide GEMM"))(
+            [&xb[..len], &xb[len..2 * len]],
+            [&yb[..4 * len], &yb[4 * len..]],
+            [&mut w0[..], &mut w1[..]],
+        );
+        for (g, outs) in wide.iter().enumerate() {
+            for (m, &o) in outs.iter().enumerate() {
+                let want =
+                    vecdot::vec_dot_bf16(&xb[g * len..(g + 1) * len], &yb[m * len..(m + 1) * len]);
+                check(
+                    &format!("bf16 wide len={len} row {g} act {m}"),
+                    o,
+                    want,
+                    mag(g, m),
+                );
+            }
         }
     }
 }
