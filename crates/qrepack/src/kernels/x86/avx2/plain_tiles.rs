@@ -17,6 +17,10 @@
 //! * Q3_K: `u = q + 4` (`0..=7`), `scale` the 6-bit scale − 32, `offset = 4 · scale`, `c = d`.
 //!
 //! Every integer is exact (`maddubs` pairs reach `2 · 7 · 128`), as in the portable kernels.
+//!
+//! Q2_K tiles go one step further ([`prescale`]): a 2-bit quant times its 4-bit group scale
+//! is at most 45, still a byte, so the tile stores `u · scale` and the kernels skip the scale
+//! multiply (two `maddubs` summed in `i16`, then one `madd` by ones, per 64 weights).
 
 use crate::blocks::{BlockQ2K, BlockQ3K, BlockQ8K};
 use crate::kernel_api::{target_entries, TiledGemm};
@@ -241,6 +245,71 @@ mod imp {
             }
         }
     }
+
+    /// [`quad`] for tiles whose quants carry their group scales (Q2_K, see
+    /// [`prescale`](super::prescale)): `maddubs` pair sums of two 32-weight vectors add in
+    /// `i16` (each at most 2 · 45 · 128) and one `madd` widens them, five instructions per 64
+    /// weights and activation row where [`quad`] takes six, and no scale vectors to hold: two
+    /// activation rows at a time keep every accumulator in a register.
+    ///
+    /// # Safety
+    /// The CPU must support AVX2 and FMA.
+    #[inline(always)]
+    pub(super) unsafe fn quad_prescaled(
+        tile: &[DecodedK],
+        nb: usize,
+        a: &[BlockQ8K],
+        out: &mut [f32],
+    ) {
+        // SAFETY: register-only intrinsics of the caller's features and bounded loads.
+        unsafe {
+            let ones = _mm256_set1_epi16(1);
+            for pair in 0..2 {
+                let mut acc = [[_mm256_setzero_ps(); 2]; TILE_ROWS];
+                for b in 0..nb {
+                    let rows: [&DecodedK; TILE_ROWS] = [&tile[b], &tile[nb + b]];
+                    let acts: [&BlockQ8K; 2] = [&a[2 * pair * nb + b], &a[(2 * pair + 1) * nb + b]];
+                    let mut isum = [[_mm256_setzero_si256(); 2]; TILE_ROWS];
+                    for j in (0..8).step_by(2) {
+                        let u = rows.map(|r| {
+                            [
+                                load32(sub::<u8, 32>(&r.u, 32 * j)),
+                                load32(sub::<u8, 32>(&r.u, 32 * j + 32)),
+                            ]
+                        });
+                        for m in 0..2 {
+                            let a0 = load32(sub::<i8, 32>(&acts[m].qs, 32 * j));
+                            let a1 = load32(sub::<i8, 32>(&acts[m].qs, 32 * j + 32));
+                            for g in 0..TILE_ROWS {
+                                let p = _mm256_add_epi16(
+                                    _mm256_maddubs_epi16(u[g][0], a0),
+                                    _mm256_maddubs_epi16(u[g][1], a1),
+                                );
+                                isum[g][m] =
+                                    _mm256_add_epi32(isum[g][m], _mm256_madd_epi16(p, ones));
+                            }
+                        }
+                    }
+                    for g in 0..TILE_ROWS {
+                        let offsets = load_i16x16(&rows[g].offsets);
+                        for m in 0..2 {
+                            let osum = _mm256_madd_epi16(offsets, load_i16x16(&acts[m].bsums));
+                            let d = _mm256_set1_ps(rows[g].d * acts[m].d);
+                            let c = _mm256_set1_ps(rows[g].c * acts[m].d);
+                            acc[g][m] =
+                                _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[g][m]), d, acc[g][m]);
+                            acc[g][m] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(osum), c, acc[g][m]);
+                        }
+                    }
+                }
+                for m in 0..2 {
+                    for g in 0..TILE_ROWS {
+                        out[(2 * pair + m) * TILE_ROWS + g] = hsum256(acc[g][m]);
+                    }
+                }
+            }
+        }
+    }
 }
 
 /// A weight block type that decodes into [`DecodedK`].
@@ -280,12 +349,39 @@ pub(crate) unsafe fn make_tile_body<W: DecodeK>(blocks: &[W], tile: &mut [u64]) 
     }
 }
 
+/// Folds each group scale of decoded Q2_K blocks into its quants (a 2-bit quant times a
+/// 4-bit scale is at most 45, a byte still), for kernels that then skip the scales.
+pub(crate) fn prescale(tile: &mut [u64]) {
+    let decoded: &mut [DecodedK] = bytemuck::cast_slice_mut(tile);
+    for d in decoded {
+        for (group, &s) in d.u.chunks_exact_mut(16).zip(&d.scales) {
+            group.iter_mut().for_each(|q| *q *= s as u8);
+        }
+    }
+}
+
+/// Decodes Q2_K rows into the tile with the group scales folded into the quants.
+///
+/// # Safety
+/// The CPU must support AVX2 and F16C.
+#[inline(always)]
+pub(crate) unsafe fn prescaled_q2_k_tile_body(blocks: &[BlockQ2K], tile: &mut [u64]) {
+    // SAFETY: the caller's features.
+    unsafe { make_tile_body(blocks, tile) };
+    prescale(tile);
+}
+
 /// The tile's rows times each quad of `a`, activation row major into `out`.
 ///
 /// # Safety
 /// The CPU must support AVX2 and FMA.
 #[inline(always)]
-unsafe fn gemm_body<W>(w: &[W], tile: &[u64], a: &[BlockQ8K], out: &mut [f32]) {
+unsafe fn gemm_body<W, const PRESCALED: bool>(
+    w: &[W],
+    tile: &[u64],
+    a: &[BlockQ8K],
+    out: &mut [f32],
+) {
     let nb = w.len() / TILE_ROWS;
     let decoded: &[DecodedK] = bytemuck::cast_slice(tile);
     assert_eq!(decoded.len(), TILE_ROWS * nb);
@@ -294,15 +390,21 @@ unsafe fn gemm_body<W>(w: &[W], tile: &[u64], a: &[BlockQ8K], out: &mut [f32]) {
         .zip(out.chunks_exact_mut(4 * TILE_ROWS))
     {
         // SAFETY: the caller's features.
-        unsafe { imp::quad(decoded, nb, quad, o) };
+        unsafe {
+            if PRESCALED {
+                imp::quad_prescaled(decoded, nb, quad, o)
+            } else {
+                imp::quad(decoded, nb, quad, o)
+            }
+        };
     }
 }
 
 target_entries! { "avx2,fma,f16c";
-    fn q2_k_tile(blocks: &[BlockQ2K], tile: &mut [u64]) => make_tile_body::<BlockQ2K>;
+    fn q2_k_tile(blocks: &[BlockQ2K], tile: &mut [u64]) => prescaled_q2_k_tile_body;
     fn q3_k_tile(blocks: &[BlockQ3K], tile: &mut [u64]) => make_tile_body::<BlockQ3K>;
-    fn q2_k_tiled_gemm(w: &[BlockQ2K], tile: &[u64], a: &[BlockQ8K], out: &mut [f32]) => gemm_body::<BlockQ2K>;
-    fn q3_k_tiled_gemm(w: &[BlockQ3K], tile: &[u64], a: &[BlockQ8K], out: &mut [f32]) => gemm_body::<BlockQ3K>;
+    fn q2_k_tiled_gemm(w: &[BlockQ2K], tile: &[u64], a: &[BlockQ8K], out: &mut [f32]) => gemm_body::<BlockQ2K, true>;
+    fn q3_k_tiled_gemm(w: &[BlockQ3K], tile: &[u64], a: &[BlockQ8K], out: &mut [f32]) => gemm_body::<BlockQ3K, false>;
 }
 
 /// Quads from which a call decodes tiles (below, the plain GEMM decodes once per quad anyway).

@@ -17,7 +17,9 @@ use crate::blocks::{BlockQ2K, BlockQ3K, BlockQ8K};
 use crate::cpu::KernelSet;
 use crate::kernel_api::{Kernels, TiledGemm};
 use crate::kernels::x86::avx2::plain_rows;
-use crate::kernels::x86::avx2::plain_tiles::{make_tile_body, tile_words, DecodedK, TILE_ROWS};
+use crate::kernels::x86::avx2::plain_tiles::{
+    make_tile_body, prescaled_q2_k_tile_body, tile_words, DecodedK, TILE_ROWS,
+};
 use crate::kernels::x86::{target_entries, Avx512};
 
 mod imp {
@@ -133,23 +135,6 @@ mod imp {
     }
 }
 
-/// Decodes Q2_K rows into the tile and folds each group scale into its quants.
-///
-/// # Safety
-/// The CPU must support AVX2 and F16C.
-#[inline(always)]
-unsafe fn q2_k_tile_body(blocks: &[BlockQ2K], tile: &mut [u64]) {
-    // SAFETY: the caller's features.
-    unsafe { make_tile_body(blocks, tile) };
-    let decoded: &mut [DecodedK] = bytemuck::cast_slice_mut(tile);
-    for d in decoded {
-        for (group, &s) in d.u.chunks_exact_mut(16).zip(&d.scales) {
-            // A 2-bit quant times a 4-bit scale: at most 45.
-            group.iter_mut().for_each(|q| *q *= s as u8);
-        }
-    }
-}
-
 /// The tile's rows times each quad of `a`, activation row major into `out`.
 ///
 /// # Safety
@@ -174,7 +159,7 @@ unsafe fn gemm_body<W, const PRESCALED: bool>(
 }
 
 target_entries! { "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni";
-    fn q2_k_tile(blocks: &[BlockQ2K], tile: &mut [u64]) => q2_k_tile_body;
+    fn q2_k_tile(blocks: &[BlockQ2K], tile: &mut [u64]) => prescaled_q2_k_tile_body;
     fn q3_k_tile(blocks: &[BlockQ3K], tile: &mut [u64]) => make_tile_body::<BlockQ3K>;
     fn q2_k_tiled_gemm(w: &[BlockQ2K], tile: &[u64], a: &[BlockQ8K], out: &mut [f32]) => gemm_body::<BlockQ2K, true>;
     fn q3_k_tiled_gemm(w: &[BlockQ3K], tile: &[u64], a: &[BlockQ8K], out: &mut [f32]) => gemm_body::<BlockQ3K, false>;
