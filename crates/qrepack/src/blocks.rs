@@ -158,6 +158,11 @@ blocks! {
     /// scales, the 16 group scales regrouped per group (`[g][row]`), then the rows' `ql` and
     /// `qh` bytes, each in chunks of 4 or 8 bytes taken round-robin from the rows.
     BlockQ6Kx8Ggml [1680] { d: [F16Bits; 8], scales: [i8; 128], ql: [u8; 1024], qh: [u8; 512] }
+    /// Eight Q2_K rows as ggml's `block_q2_Kx8` (the `q2_K_8x8` layout): the scales and
+    /// minimum scales, the rows' (scale, min) bytes regrouped in 16-byte runs (run `p` holds
+    /// bytes `2p` and `2p + 1` of each row in turn), then the rows' quant bytes in chunks of 8
+    /// taken round-robin from the rows; see `layout/q2_k.rs`.
+    BlockQ2Kx8 [672] { d: [F16Bits; 8], dmin: [F16Bits; 8], scales: [u8; 128], qs: [u8; 512] }
 }
 
 /// Views `bytes` as a slice of blocks without copying.

@@ -38,6 +38,7 @@ use crate::layout::plain::{
     Plain, RowsBf16, RowsF16, RowsF32, RowsIq4Nl, RowsIq4Xs, RowsQ2K, RowsQ3K, RowsQ4K, RowsQ4_0,
     RowsQ4_1, RowsQ5K, RowsQ5_0, RowsQ5_1, RowsQ6K, RowsQ8K, RowsQ8_0, RowsQ8_1,
 };
+use crate::layout::q2_k::Q2K8x8;
 use crate::layout::q4_0::{Q4_0_4x4, Q4_0_4x8, Q4_0_8x8};
 use crate::layout::q4_1::{Q4_1_8x8, Q8_1Interleaved};
 use crate::layout::q4_k::{Q4K8x4, Q4K8x8};
@@ -131,6 +132,9 @@ kernel_table! {
         #[cfg(target_arch = "x86_64")] x86::Avx512 => avx512::k_quant_kernels::<BlockQ5Kx8>,
         #[cfg(target_arch = "x86_64")] x86::Avx2 => avx2::k_quants::kernels::<BlockQ5Kx8>,
         ; scalar::kernels::<Q5K8x8X86>()
+    }
+    Q2K8x8 {
+        ; scalar::kernels::<Q2K8x8>()
     }
     // ggml's K-quant ARM layouts: 8x8 with i8mm, 8x4 with dotprod, as ggml chooses them.
     Q4K8x4 {

@@ -19,6 +19,7 @@ use crate::types::GgmlType;
 
 pub(crate) mod iq4_nl;
 pub(crate) mod plain;
+pub(crate) mod q2_k;
 pub(crate) mod q4_0;
 pub(crate) mod q4_1;
 pub(crate) mod q4_k;
@@ -196,6 +197,8 @@ layouts! {
     Q5_K_8x4 = "q5_K_8x4" => q5_k::Q5K8x4,
     /// Q5_K, 8 rows, 8-byte chunks, fifth bits as bit planes (qrepack's own x86 layout).
     Q5_K_8x8_x86 = "q5_K_8x8_x86" => q5_k::Q5K8x8X86,
+    /// Q2_K, 8 rows, 8-byte chunks, (scale, min) bytes regrouped (ggml's AVX-512 layout).
+    Q2_K_8x8 = "q2_K_8x8" => q2_k::Q2K8x8,
     /// IQ4_NL, 4 rows, 4-byte chunks.
     IQ4_NL_4x4 = "iq4_nl_4x4" => iq4_nl::Iq4Nl4x4,
     /// IQ4_NL, 8 rows, 8-byte chunks.

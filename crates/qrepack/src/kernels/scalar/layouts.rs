@@ -2,14 +2,15 @@
 //! plainly, one block column times one activation block.
 
 use crate::blocks::{
-    BlockIq4Nlx4, BlockIq4Nlx8, BlockQ4Kx8, BlockQ4_0x4, BlockQ4_0x8, BlockQ4_1x8, BlockQ5Kx8,
-    BlockQ5_0x8, BlockQ6Kx8, BlockQ6Kx8Ggml, BlockQ8K, BlockQ8_0, BlockQ8_0x4, BlockQ8_0x8,
-    BlockQ8_1, F16Bits,
+    BlockIq4Nlx4, BlockIq4Nlx8, BlockQ2Kx8, BlockQ4Kx8, BlockQ4_0x4, BlockQ4_0x8, BlockQ4_1x8,
+    BlockQ5Kx8, BlockQ5_0x8, BlockQ6Kx8, BlockQ6Kx8Ggml, BlockQ8K, BlockQ8_0, BlockQ8_0x4,
+    BlockQ8_0x8, BlockQ8_1, F16Bits,
 };
 use crate::blocks::{IQ4NL_LEVELS, SIGNED_NIBBLE};
 use crate::kernels::scalar::nibble;
 use crate::kernels::scalar::BlockDot;
 use crate::layout::iq4_nl::{Iq4Nl4x4, Iq4Nl8x8};
+use crate::layout::q2_k::{self, Q2K8x8};
 use crate::layout::q4_0::{Q4_0_4x4, Q4_0_4x8, Q4_0_8x8};
 use crate::layout::q4_1::Q4_1_8x8;
 use crate::layout::q4_k::{self, packed_scale_min, Q4K8x4, Q4K8x8};
@@ -91,6 +92,28 @@ impl<const IL: usize> BlockDot for Q5KArm<IL> {
     fn block_dot(w: &BlockQ5Kx8, a: &BlockQ8K, acc: &mut [f32]) {
         let quant = |r, e| q5_k::arm_packed_quant(w, IL, r, e);
         k4_block_dot(&w.d, &w.dmin, &w.scales, quant, a, acc)
+    }
+}
+
+/// Adds one Q2_K block column of 8 rows times one Q8_K block: per row and super-block
+/// `d_w·d_a·Σ_g sc_g Σ q·a - dmin_w·d_a·Σ_g m_g·bsum_g` in exact integers (ggml's generic
+/// kernel adds its f32 partial sums in another order).
+impl BlockDot for Q2K8x8 {
+    fn block_dot(w: &BlockQ2Kx8, a: &BlockQ8K, acc: &mut [f32]) {
+        for (r, o) in acc.iter_mut().enumerate().take(8) {
+            let mut sumi = 0i32;
+            let mut summ = 0i32;
+            for g in 0..16 {
+                let sm = w.scales[q2_k::scale_index(r, g)];
+                let mut dot = 0i32;
+                for e in 16 * g..16 * g + 16 {
+                    dot += q2_k::packed_quant(w, r, e) as i32 * a.qs[e] as i32;
+                }
+                sumi += (sm & 0x0f) as i32 * dot;
+                summ += (sm >> 4) as i32 * a.bsums[g] as i32;
+            }
+            *o += w.d[r].to_f32() * a.d * sumi as f32 - w.dmin[r].to_f32() * a.d * summ as f32;
+        }
     }
 }
 
