@@ -134,6 +134,7 @@ kernel_table! {
         ; scalar::kernels::<Q5K8x8X86>()
     }
     Q2K8x8 {
+        #[cfg(target_arch = "x86_64")] x86::Avx512 => avx512::q2_k::q2_k_kernels,
         ; scalar::kernels::<Q2K8x8>()
     }
     // ggml's K-quant ARM layouts: 8x8 with i8mm, 8x4 with dotprod, as ggml chooses them.

@@ -14,6 +14,7 @@ mod k_scales;
 mod lanes;
 mod nibble;
 pub(crate) mod plain_k_tiles;
+pub(crate) mod q2_k;
 mod q6_k_gemv;
 mod rows16;
 
