@@ -36,7 +36,7 @@ fn f32s(bytes: &[u8]) -> Vec<f32> {
 fn cases() -> Vec<(String, GgmlType, Option<Layout>)> {
     let mut out = Vec::new();
     for ty in [
-        "q4_0", "q4_K", "iq4_nl", "q8_0", "q5_0", "q6_K", "q4_1", "q5_K", "f16",
+        "q4_0", "q4_K", "iq4_nl", "q8_0", "q5_0", "q6_K", "q4_1", "q5_K", "f16", "q2_K",
     ] {
         for mode in ["on", "off"] {
             let dir = format!("{ty}_{mode}");
@@ -105,7 +105,8 @@ fn activation_quantization_equals_ggml() {
     let rows: [&[f32]; 4] = [0, 1, 2, 3].map(|m| &x[m * K..(m + 1) * K]);
     for (dir, _, layout) in cases() {
         let Some(layout) = layout else { continue };
-        let got: Vec<u8> = if layout == Layout::Q4_K_8x8 {
+        // ggml's x86 K-quant layouts (q4_K_8x8, q2_K_8x8) read Q8_K quads interleaved by 8.
+        let got: Vec<u8> = if matches!(layout, Layout::Q4_K_8x8 | Layout::Q2_K_8x8) {
             let mut quads = vec![BlockQ8Kx4::zeroed(); K / 256];
             Q8KInterleaved::quantize_quad(rows, &mut quads);
             let mut tail = vec![BlockQ8K::zeroed(); (N - 4) * K / 256];
