@@ -135,6 +135,7 @@ kernel_table! {
     }
     Q2K8x8 {
         #[cfg(target_arch = "x86_64")] x86::Avx512 => avx512::q2_k::q2_k_kernels,
+        #[cfg(target_arch = "x86_64")] x86::Avx2 => avx2::q2_k::kernels,
         ; scalar::kernels::<Q2K8x8>()
     }
     // ggml's K-quant ARM layouts: 8x8 with i8mm, 8x4 with dotprod, as ggml chooses them.

@@ -7,6 +7,7 @@ pub(crate) mod k_quants;
 pub(crate) mod nibble;
 pub(crate) mod plain_rows;
 pub(crate) mod plain_tiles;
+pub(crate) mod q2_k;
 pub(crate) mod q4_1;
 pub(crate) mod q5_0;
 pub(crate) mod q6_k;

@@ -28,6 +28,7 @@ use super::lanes::fold_pairs_ps;
 use crate::blocks::{BlockQ2Kx8, BlockQ8K, BlockQ8Kx4, F16Bits};
 use crate::cpu::KernelSet;
 use crate::kernel_api::{Kernels, TiledGemm};
+use crate::kernels::x86::avx2::q2_k::{act_chunk, group_of, pick_table, scale_bytes};
 use crate::kernels::x86::{target_entries, Avx512};
 
 /// Quads from which a call makes tiles (below, the one-quad GEMM decodes the stored blocks).
@@ -42,44 +43,6 @@ const DMIN_AT: usize = 37;
 
 /// Words of one block's tile.
 const BLOCK_WORDS: usize = 8 * BLOCK_VECTORS;
-
-/// Activation chunk (8 bytes, `e / 8`) of field `s` of quant chunk row `k`.
-#[inline(always)]
-const fn act_chunk(k: usize, s: usize) -> usize {
-    16 * (k / 4) + 4 * s + k % 4
-}
-
-/// 16-weight group of field `s` of quant chunk row `k`.
-#[inline(always)]
-const fn group_of(k: usize, s: usize) -> usize {
-    8 * (k / 4) + 2 * s + (k % 4) / 2
-}
-
-/// `vpshufb` indices that pick, from a scales vector of [`scale_vectors`] (lane `2r + x`:
-/// row `r`'s groups `4v + 2x + h`, `h` = 0, 1, as i16), group `4v + 2x + h` of row `r` for both
-/// lanes `2r` and `2r + 1`: as (scale, 0) i16 pairs (`WORDS` false) or in all four words of the
-/// two lanes (`WORDS` true).
-fn pick_table<const WORDS: bool>() -> [[[u8; 64]; 2]; 2] {
-    let mut t = [[[0x80u8; 64]; 2]; 2];
-    for (x, tx) in t.iter_mut().enumerate() {
-        for (h, th) in tx.iter_mut().enumerate() {
-            for (byte, b) in th.iter_mut().enumerate() {
-                // Local row (two per 128-bit lane) and byte within its 8 bytes.
-                let (local, within) = ((byte % 16) / 8, byte % 8);
-                let src = (8 * local + 4 * x + 2 * h) as u8;
-                let keep = if WORDS {
-                    within % 2 == 0
-                } else {
-                    within % 4 == 0
-                };
-                if keep {
-                    *b = src;
-                }
-            }
-        }
-    }
-    t
-}
 
 /// Loads the four [`pick_table`] vectors.
 ///
@@ -100,27 +63,20 @@ unsafe fn load_picks(t: &[[[u8; 64]; 2]; 2]) -> [[__m512i; 2]; 2] {
     }
 }
 
-/// A block's scales and mins as i16: vector `v`, lane `2r + x`, holds row `r`'s groups
-/// `4v + 2x` and `4v + 2x + 1` (the stored runs `2v + x` hold them as byte pairs `2r, 2r + 1`,
-/// so one 16-bit unpack of runs `2v` and `2v + 1` puts every pair in its lane).
+/// A block's scales and mins as i16 ([`scale_bytes`] widened): vector `v`, lane `2r + x`,
+/// holds row `r`'s groups `4v + 2x` and `4v + 2x + 1`.
 ///
 /// # Safety
 /// The CPU must support AVX-512 F and BW.
 #[inline(always)]
 unsafe fn scale_vectors(scales: &[u8; 128]) -> ([__m512i; 4], [__m512i; 4]) {
-    // SAFETY: the loads are of 16 bytes at 32v and 32v + 16 < 128; register-only otherwise.
+    // SAFETY: register-only intrinsics of the caller's features and `scale_bytes`' loads.
     unsafe {
         let low = _mm256_set1_epi8(0x0f);
         let mut sc = [_mm512_setzero_si512(); 4];
         let mut mins = [_mm512_setzero_si512(); 4];
         for v in 0..4 {
-            let p = scales.as_ptr().add(32 * v);
-            let run0 = _mm_loadu_si128(p as *const __m128i);
-            let run1 = _mm_loadu_si128(p.add(16) as *const __m128i);
-            let both = _mm256_set_m128i(
-                _mm_unpackhi_epi16(run0, run1),
-                _mm_unpacklo_epi16(run0, run1),
-            );
+            let both = scale_bytes(scales, v);
             sc[v] = _mm512_cvtepu8_epi16(_mm256_and_si256(both, low));
             mins[v] = _mm512_cvtepu8_epi16(_mm256_and_si256(_mm256_srli_epi16::<4>(both), low));
         }
@@ -472,23 +428,5 @@ pub(crate) fn q2_k_kernels(_: Avx512) -> Kernels<BlockQ2Kx8, BlockQ8K, BlockQ8Kx
             gemm: q2_k_tiled_gemm,
         }),
         wide: None,
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn act_chunks_and_groups_follow_the_q2_k_weight_order() {
-        for k in 0..8 {
-            for s in 0..4 {
-                // Byte 8k of a row holds, in field s, weight 128 (b / 32) + 32 s + b % 32.
-                let b = 8 * k;
-                let e = 128 * (b / 32) + 32 * s + b % 32;
-                assert_eq!(act_chunk(k, s), e / 8);
-                assert_eq!(group_of(k, s), e / 16);
-            }
-        }
     }
 }
