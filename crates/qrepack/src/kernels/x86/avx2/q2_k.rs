@@ -317,9 +317,9 @@ pub(in crate::kernels::x86) unsafe fn gemm_body(
                 }
             }
         }
-        for m in 0..4 {
-            let rows = fold_halves(acc[0][m], acc[1][m]);
-            _mm256_storeu_ps(out.as_mut_ptr().add(8 * m), rows);
+        let [lo, hi] = acc;
+        for (m, (l, h)) in lo.into_iter().zip(hi).enumerate() {
+            _mm256_storeu_ps(out.as_mut_ptr().add(8 * m), fold_halves(l, h));
         }
     }
 }
