@@ -62,6 +62,8 @@ fn routed_equals_per_token(
 fn matmul_id_matches_per_token_matmul() {
     routed_equals_per_token(GgmlType::Q4_0, Layout::Q4_0_8x8, 5, 16, 64);
     routed_equals_per_token(GgmlType::Q4_K, Layout::Q4_K_8x8, 4, 8, 256);
+    // 3 experts: the 16 tokens x 3 slots give each about 16 gathered rows (GEMM and tiles)
+    routed_equals_per_token(GgmlType::Q2_K, Layout::Q2_K_8x8, 3, 16, 512);
     routed_equals_per_token(GgmlType::IQ4_NL, Layout::Plain, 3, 5, 96);
     routed_equals_per_token(GgmlType::Q6_K, Layout::Plain, 4, 7, 256);
 }
