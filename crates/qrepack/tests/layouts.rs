@@ -194,6 +194,27 @@ fn k_quant_layout_choice_follows_ggml() {
     }
 }
 
+/// Q2_K: ggml repacks it into `q2_K_8x8` on AVX-512 only; qrepack also on AVX2, where its
+/// kernels measured faster than the plain path (see the selection table). Never on ARM, and
+/// plain for a row count that is not a multiple of 8.
+#[test]
+fn q2_k_layout_choice() {
+    for cpu in &cpu_variants() {
+        let want = if cpu.has(KernelSet::Avx2) {
+            Layout::Q2_K_8x8
+        } else {
+            Layout::Plain
+        };
+        let what = cpu.describe();
+        assert_eq!(Layout::best_for(GgmlType::Q2_K, 16, cpu), want, "{what}");
+        assert_eq!(
+            Layout::best_for(GgmlType::Q2_K, 12, cpu),
+            Layout::Plain,
+            "{what}"
+        );
+    }
+}
+
 #[test]
 fn chosen_layout_fits_and_falls_back_to_plain() {
     let cpu = CpuFeatures::get();
