@@ -36,26 +36,29 @@ pub(in crate::kernels::x86) const fn group_of(k: usize, s: usize) -> usize {
 /// groups `4v + 2x + h`, `h` = 0, 1), group `4v + 2x + h` of row `r` for both lanes `2r` and
 /// `2r + 1`: as (scale, 0) i16 pairs (`WORDS` false) or in all four words of the two lanes
 /// (`WORDS` true). Indexed `[x][h]`.
-pub(in crate::kernels::x86) fn pick_table<const WORDS: bool>() -> [[[u8; 64]; 2]; 2] {
+pub(in crate::kernels::x86) const fn pick_table<const WORDS: bool>() -> [[[u8; 64]; 2]; 2] {
     let mut t = [[[0x80u8; 64]; 2]; 2];
-    for (x, tx) in t.iter_mut().enumerate() {
-        for (h, th) in tx.iter_mut().enumerate() {
-            for (byte, b) in th.iter_mut().enumerate() {
-                // The lane's row (0 or 1) and the byte within its 8 bytes.
-                let (local, within) = ((byte % 16) / 8, byte % 8);
-                let keep = if WORDS {
-                    within % 2 == 0
-                } else {
-                    within % 4 == 0
-                };
-                if keep {
-                    *b = (8 * local + 4 * x + 2 * h) as u8;
-                }
-            }
+    // `while`: the table is built at compile time.
+    let mut i = 0;
+    while i < 4 * 64 {
+        let (x, h, byte) = (i / 128, (i / 64) % 2, i % 64);
+        // The lane's row (0 or 1) and the byte within its 8 bytes.
+        let (local, within) = ((byte % 16) / 8, byte % 8);
+        let keep = if WORDS {
+            within % 2 == 0
+        } else {
+            within % 4 == 0
+        };
+        if keep {
+            t[x][h][byte] = (8 * local + 4 * x + 2 * h) as u8;
         }
+        i += 1;
     }
     t
 }
+
+/// [`pick_table`] for scales in every word of a row.
+pub(in crate::kernels::x86) const WORD_PICKS: [[[u8; 64]; 2]; 2] = pick_table::<true>();
 
 /// A block's (scale, min) bytes with every row's pairs of groups side by side: byte
 /// `2 (2r + x) + h` of vector `v` is row `r`'s byte of group `4v + 2x + h` (the stored runs
@@ -220,11 +223,10 @@ pub(in crate::kernels::x86) unsafe fn gemv_body(w: &[BlockQ2Kx8], a: &[BlockQ8K]
         return;
     }
     assert!(out.len() >= w.len() / nb * 8);
-    let table = pick_table::<true>();
     // SAFETY: the caller's features; block reads are of fixed-size fields, and every store is
     // into an 8-float chunk of `out` (asserted above).
     unsafe {
-        let words = load_picks(&table);
+        let words = load_picks(&WORD_PICKS);
         for (group, o) in w.chunks_exact(nb).zip(out.chunks_exact_mut(8)) {
             let mut acc = [_mm256_setzero_ps(); 2];
             for (wb, ab) in group.iter().zip(a) {
@@ -275,11 +277,10 @@ pub(in crate::kernels::x86) unsafe fn gemm_body(
     out: &mut [f32],
 ) {
     assert!(out.len() >= 32);
-    let table = pick_table::<true>();
     // SAFETY: the caller's features; block reads are of fixed-size fields, and `out` holds 32
     // floats (asserted above).
     unsafe {
-        let words = load_picks(&table);
+        let words = load_picks(&WORD_PICKS);
         let mut acc = [[_mm256_setzero_ps(); 4]; 2];
         for (half, acc_h) in acc.iter_mut().enumerate() {
             for (wb, ab) in w.iter().zip(a) {

@@ -16,7 +16,7 @@
 //!   call, so that each further quad costs one `vpdpbusd` per 8 weights of 8 rows.
 //!
 //! The mins term is 4 `vpdpwssd` per block and activation row: vector `v` holds in lane
-//! `2r + x` row `r`'s (min, min) of groups `4v + 2x` and `4v + 2x + 1`, against one broadcast
+//! `2r + x` row `r`'s i16 mins of groups `4v + 2x` and `4v + 2x + 1`, against one broadcast
 //! qword of the activations' 16-sums (groups `4v..4v + 4`), so it lands in the same lane pairs
 //! as the main sums. Every integer is exact; only the f32 sums are added in another order than
 //! ggml's generic kernel.
@@ -28,7 +28,7 @@ use super::lanes::fold_pairs_ps;
 use crate::blocks::{BlockQ2Kx8, BlockQ8K, BlockQ8Kx4, F16Bits};
 use crate::cpu::KernelSet;
 use crate::kernel_api::{Kernels, TiledGemm};
-use crate::kernels::x86::avx2::q2_k::{act_chunk, group_of, pick_table, scale_bytes};
+use crate::kernels::x86::avx2::q2_k::{act_chunk, group_of, pick_table, scale_bytes, WORD_PICKS};
 use crate::kernels::x86::{target_entries, Avx512};
 
 /// Quads from which a call makes tiles (below, the one-quad GEMM decodes the stored blocks).
@@ -43,6 +43,9 @@ const DMIN_AT: usize = 37;
 
 /// Words of one block's tile.
 const BLOCK_WORDS: usize = 8 * BLOCK_VECTORS;
+
+/// [`pick_table`] for (scale, 0) pairs, the GEMV's `vpdpwssd` operands.
+const PAIR_PICKS: [[[u8; 64]; 2]; 2] = pick_table::<false>();
 
 /// Loads the four [`pick_table`] vectors.
 ///
@@ -187,11 +190,10 @@ unsafe fn gemv_body(w: &[BlockQ2Kx8], a: &[BlockQ8K], out: &mut [f32]) {
         return;
     }
     assert!(out.len() >= w.len() / nb * 8);
-    let table = pick_table::<false>();
     // SAFETY: the caller's features; block reads are of fixed-size fields, and every store is
     // into an 8-float chunk of `out` (asserted above).
     unsafe {
-        let picks = load_picks(&table);
+        let picks = load_picks(&PAIR_PICKS);
         for (group, o) in w.chunks_exact(nb).zip(out.chunks_exact_mut(8)) {
             let mut acc = _mm512_setzero_ps();
             for (wb, ab) in group.iter().zip(a) {
@@ -248,11 +250,10 @@ unsafe fn gemv_body(w: &[BlockQ2Kx8], a: &[BlockQ8K], out: &mut [f32]) {
 #[inline(always)]
 unsafe fn gemm_body(w: &[BlockQ2Kx8], a: &[BlockQ8Kx4], out: &mut [f32]) {
     assert!(out.len() >= 32);
-    let table = pick_table::<true>();
     // SAFETY: the caller's features; block reads are of fixed-size fields, and `out` holds 32
     // floats (asserted above).
     unsafe {
-        let words = load_picks(&table);
+        let words = load_picks(&WORD_PICKS);
         let mut acc = [_mm512_setzero_ps(); 4];
         for (wb, ab) in w.iter().zip(a) {
             let (sc, mins) = scale_vectors(&wb.scales);
@@ -298,11 +299,10 @@ unsafe fn gemm_body(w: &[BlockQ2Kx8], a: &[BlockQ8Kx4], out: &mut [f32]) {
 #[inline(always)]
 unsafe fn make_tile_body(w: &[BlockQ2Kx8], tile: &mut [u64]) {
     assert!(tile.len() >= w.len() * BLOCK_WORDS);
-    let table = pick_table::<true>();
     // SAFETY: the caller's features; every store is into the block's BLOCK_VECTORS vectors
     // (the tile holds every block, asserted above).
     unsafe {
-        let words = load_picks(&table);
+        let words = load_picks(&WORD_PICKS);
         for (wb, t) in w.iter().zip(tile.chunks_exact_mut(BLOCK_WORDS)) {
             let p = t.as_mut_ptr() as *mut __m512i;
             let (sc, mins) = scale_vectors(&wb.scales);
