@@ -242,6 +242,7 @@ kernel_table! {
         ; scalar::plain_kernels::<RowsIq4Nl>()
     }
     Plain<RowsIq4Xs> {
+        #[cfg(target_arch = "x86_64")] x86::Avx512 => avx512::plain_k_tiles::iq4_xs_rows,
         #[cfg(target_arch = "x86_64")] x86::Avx2 => avx2::plain_rows::iq4_xs_rows,
         ; scalar::plain_kernels::<RowsIq4Xs>()
     }

@@ -14,7 +14,10 @@
 //! `a.d · (d · Σ_g scale_g Σ u·a − c · Σ_g offset_g · bsum_g)`:
 //!
 //! * Q2_K: `u` the 2-bit quant, `scale` the 4-bit scale, `offset` the 4-bit min, `d`, `c = dmin`;
-//! * Q3_K: `u = q + 4` (`0..=7`), `scale` the 6-bit scale − 32, `offset = 4 · scale`, `c = d`.
+//! * Q3_K: `u = q + 4` (`0..=7`), `scale` the 6-bit scale − 32, `offset = 4 · scale`, `c = d`;
+//! * IQ4_XS: `u` the level + 128 (`1..=241`), `scale` its 32-weight group's 6-bit scale − 32
+//!   on both 16-weight halves, `offset = 128 · scale`, `c = d`. Such `u` overflow `maddubs`
+//!   pairs, so only the AVX-512 set (`vpdpbusd`) multiplies these tiles.
 //!
 //! Every integer is exact (`maddubs` pairs reach `2 · 7 · 128`), as in the portable kernels.
 //!
@@ -22,7 +25,7 @@
 //! is at most 45, still a byte, so the tile stores `u · scale` and the kernels skip the scale
 //! multiply (two `maddubs` summed in `i16`, then one `madd` by ones, per 64 weights).
 
-use crate::blocks::{BlockQ2K, BlockQ3K, BlockQ8K};
+use crate::blocks::{BlockIq4Xs, BlockQ2K, BlockQ3K, BlockQ8K};
 use crate::kernel_api::{target_entries, TiledGemm};
 use crate::kernels::x86::Avx2;
 
@@ -51,7 +54,7 @@ mod imp {
     use std::arch::x86_64::*;
 
     use super::{DecodedK, TILE_ROWS};
-    use crate::blocks::{BlockQ2K, BlockQ3K, BlockQ8K};
+    use crate::blocks::{BlockIq4Xs, BlockQ2K, BlockQ3K, BlockQ8K, IQ4NL_LEVELS};
 
     /// `N` elements of `s` from `at`.
     #[inline(always)]
@@ -155,6 +158,48 @@ mod imp {
             let high = (p[8 + g % 4] >> (2 * (g / 4))) & 3;
             *s = (low | (high << 4)) as i16 - 32;
             *o = 4 * *s;
+        }
+        out.d = b.d.to_f32();
+        out.c = out.d;
+    }
+
+    /// Decodes an IQ4_XS block: levels biased by 128 (`1..=241`, unsigned), each 32-weight
+    /// scale on both of its 16-weight groups, offsets `128 · scale`.
+    ///
+    /// # Safety
+    /// The CPU must support AVX2 and F16C.
+    #[inline(always)]
+    pub(super) unsafe fn decode_iq4_xs(b: &BlockIq4Xs, out: &mut DecodedK) {
+        const BIASED: [u8; 16] = {
+            let mut t = [0u8; 16];
+            let mut i = 0;
+            while i < 16 {
+                t[i] = (IQ4NL_LEVELS[i] as i16 + 128) as u8;
+                i += 1;
+            }
+            t
+        };
+        // SAFETY: register-only intrinsics of the caller's features and bounded loads/stores.
+        unsafe {
+            let lut = _mm256_broadcastsi128_si256(_mm_loadu_si128(BIASED.as_ptr().cast()));
+            let mask = _mm256_set1_epi8(0x0f);
+            for (s, qs) in b.qs.chunks_exact(16).enumerate() {
+                let qs: &[u8; 16] = qs.try_into().expect("16 bytes");
+                let x = _mm_loadu_si128(qs.as_ptr().cast());
+                // Low nibbles are weights 0..16 of the group, high nibbles 16..32.
+                let nibbles = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16::<4>(x), x), mask);
+                store32(
+                    &mut out.u[32 * s..32 * s + 32],
+                    _mm256_shuffle_epi8(lut, nibbles),
+                );
+            }
+        }
+        let high = u16::from_le_bytes(b.scales_h);
+        for s in 0..8 {
+            let low = (b.scales_l[s / 2] >> (4 * (s % 2))) & 0x0f;
+            let scale = (low | ((((high >> (2 * s)) & 3) as u8) << 4)) as i16 - 32;
+            out.scales[2 * s..2 * s + 2].fill(scale);
+            out.offsets[2 * s..2 * s + 2].fill(128 * scale);
         }
         out.d = b.d.to_f32();
         out.c = out.d;
@@ -332,6 +377,14 @@ impl DecodeK for BlockQ3K {
     unsafe fn decode(&self, out: &mut DecodedK) {
         // SAFETY: the caller's features.
         unsafe { imp::decode_q3_k(self, out) }
+    }
+}
+
+impl DecodeK for BlockIq4Xs {
+    #[inline(always)]
+    unsafe fn decode(&self, out: &mut DecodedK) {
+        // SAFETY: the caller's features.
+        unsafe { imp::decode_iq4_xs(self, out) }
     }
 }
 
