@@ -294,8 +294,10 @@ mod imp {
     /// [`quad`] for tiles whose quants carry their group scales (Q2_K, see
     /// [`prescale`](super::prescale)): `maddubs` pair sums of two 32-weight vectors add in
     /// `i16` (each at most 2 · 45 · 128) and one `madd` widens them, five instructions per 64
-    /// weights and activation row where [`quad`] takes six, and no scale vectors to hold: two
-    /// activation rows at a time keep every accumulator in a register.
+    /// weights and activation row where [`quad`] takes six, and no scale vectors to hold. One
+    /// weight row at a time against the four activation rows keeps the live vectors (two of
+    /// quants, four integer and four float accumulators) within the 16 registers: with both
+    /// rows at once the compiler spilled them.
     ///
     /// # Safety
     /// The CPU must support AVX2 and FMA.
@@ -309,48 +311,36 @@ mod imp {
         // SAFETY: register-only intrinsics of the caller's features and bounded loads.
         unsafe {
             let ones = _mm256_set1_epi16(1);
-            for pair in 0..2 {
-                let mut acc = [[_mm256_setzero_ps(); 2]; TILE_ROWS];
+            for g in 0..TILE_ROWS {
+                let mut acc = [_mm256_setzero_ps(); 4];
                 for b in 0..nb {
-                    let rows: [&DecodedK; TILE_ROWS] = [&tile[b], &tile[nb + b]];
-                    let acts: [&BlockQ8K; 2] = [&a[2 * pair * nb + b], &a[(2 * pair + 1) * nb + b]];
-                    let mut isum = [[_mm256_setzero_si256(); 2]; TILE_ROWS];
+                    let row = &tile[g * nb + b];
+                    let acts: [&BlockQ8K; 4] = std::array::from_fn(|m| &a[m * nb + b]);
+                    let mut isum = [_mm256_setzero_si256(); 4];
                     for j in (0..8).step_by(2) {
-                        let u = rows.map(|r| {
-                            [
-                                load32(sub::<u8, 32>(&r.u, 32 * j)),
-                                load32(sub::<u8, 32>(&r.u, 32 * j + 32)),
-                            ]
-                        });
-                        for m in 0..2 {
+                        let u0 = load32(sub::<u8, 32>(&row.u, 32 * j));
+                        let u1 = load32(sub::<u8, 32>(&row.u, 32 * j + 32));
+                        for m in 0..4 {
                             let a0 = load32(sub::<i8, 32>(&acts[m].qs, 32 * j));
                             let a1 = load32(sub::<i8, 32>(&acts[m].qs, 32 * j + 32));
-                            for g in 0..TILE_ROWS {
-                                let p = _mm256_add_epi16(
-                                    _mm256_maddubs_epi16(u[g][0], a0),
-                                    _mm256_maddubs_epi16(u[g][1], a1),
-                                );
-                                isum[g][m] =
-                                    _mm256_add_epi32(isum[g][m], _mm256_madd_epi16(p, ones));
-                            }
+                            let p = _mm256_add_epi16(
+                                _mm256_maddubs_epi16(u0, a0),
+                                _mm256_maddubs_epi16(u1, a1),
+                            );
+                            isum[m] = _mm256_add_epi32(isum[m], _mm256_madd_epi16(p, ones));
                         }
                     }
-                    for g in 0..TILE_ROWS {
-                        let offsets = load_i16x16(&rows[g].offsets);
-                        for m in 0..2 {
-                            let osum = _mm256_madd_epi16(offsets, load_i16x16(&acts[m].bsums));
-                            let d = _mm256_set1_ps(rows[g].d * acts[m].d);
-                            let c = _mm256_set1_ps(rows[g].c * acts[m].d);
-                            acc[g][m] =
-                                _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[g][m]), d, acc[g][m]);
-                            acc[g][m] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(osum), c, acc[g][m]);
-                        }
+                    let offsets = load_i16x16(&row.offsets);
+                    for m in 0..4 {
+                        let osum = _mm256_madd_epi16(offsets, load_i16x16(&acts[m].bsums));
+                        let d = _mm256_set1_ps(row.d * acts[m].d);
+                        let c = _mm256_set1_ps(row.c * acts[m].d);
+                        acc[m] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[m]), d, acc[m]);
+                        acc[m] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(osum), c, acc[m]);
                     }
                 }
-                for m in 0..2 {
-                    for g in 0..TILE_ROWS {
-                        out[(2 * pair + m) * TILE_ROWS + g] = hsum256(acc[g][m]);
-                    }
+                for m in 0..4 {
+                    out[m * TILE_ROWS + g] = hsum256(acc[m]);
                 }
             }
         }
