@@ -185,6 +185,7 @@ kernel_table! {
     Plain<RowsBf16> {
         #[cfg(target_arch = "x86_64")] x86::Avx512Bf16 => avx512bf16::bf16_rows,
         #[cfg(target_arch = "x86_64")] x86::Avx2 => avx2::plain_rows::bf16_rows,
+        #[cfg(target_arch = "aarch64")] aarch64::Neon => neon::plain_rows::bf16_rows,
         ; scalar::plain_kernels::<RowsBf16>()
     }
     Plain<RowsQ4_0> {
@@ -204,6 +205,7 @@ kernel_table! {
     }
     Plain<RowsQ5_1> {
         #[cfg(target_arch = "x86_64")] x86::Avx2 => avx2::plain_rows::q5_1_rows,
+        #[cfg(target_arch = "aarch64")] aarch64::Neon => neon::plain_rows::q5_1_rows,
         ; scalar::plain_kernels::<RowsQ5_1>()
     }
     Plain<RowsQ8_0> {
@@ -213,16 +215,19 @@ kernel_table! {
     }
     Plain<RowsQ8_1> {
         #[cfg(target_arch = "x86_64")] x86::Avx2 => avx2::plain_rows::q8_1_rows,
+        #[cfg(target_arch = "aarch64")] aarch64::Neon => neon::plain_rows::q8_1_rows,
         ; scalar::plain_kernels::<RowsQ8_1>()
     }
     Plain<RowsQ2K> {
         #[cfg(target_arch = "x86_64")] x86::Avx512 => avx512::plain_k_tiles::q2_k_rows,
         #[cfg(target_arch = "x86_64")] x86::Avx2 => avx2::plain_rows::q2_k_rows,
+        #[cfg(target_arch = "aarch64")] aarch64::Neon => neon::plain_rows::q2_k_rows,
         ; scalar::plain_kernels::<RowsQ2K>()
     }
     Plain<RowsQ3K> {
         #[cfg(target_arch = "x86_64")] x86::Avx512 => avx512::plain_k_tiles::q3_k_rows,
         #[cfg(target_arch = "x86_64")] x86::Avx2 => avx2::plain_rows::q3_k_rows,
+        #[cfg(target_arch = "aarch64")] aarch64::Neon => neon::plain_rows::q3_k_rows,
         ; scalar::plain_kernels::<RowsQ3K>()
     }
     Plain<RowsQ4K> {
@@ -242,6 +247,7 @@ kernel_table! {
     }
     Plain<RowsQ8K> {
         #[cfg(target_arch = "x86_64")] x86::Avx2 => avx2::plain_rows::q8_k_rows,
+        #[cfg(target_arch = "aarch64")] aarch64::Neon => neon::plain_rows::q8_k_rows,
         ; scalar::plain_kernels::<RowsQ8K>()
     }
     Plain<RowsIq4Nl> {
@@ -252,6 +258,7 @@ kernel_table! {
     Plain<RowsIq4Xs> {
         #[cfg(target_arch = "x86_64")] x86::Avx512 => avx512::plain_k_tiles::iq4_xs_rows,
         #[cfg(target_arch = "x86_64")] x86::Avx2 => avx2::plain_rows::iq4_xs_rows,
+        #[cfg(target_arch = "aarch64")] aarch64::Neon => neon::plain_rows::iq4_xs_rows,
         ; scalar::plain_kernels::<RowsIq4Xs>()
     }
 }
