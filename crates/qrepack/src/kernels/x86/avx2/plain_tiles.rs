@@ -331,12 +331,17 @@ mod imp {
                         }
                     }
                     let offsets = load_i16x16(&row.offsets);
+                    let (d, c) = (_mm256_set1_ps(row.d), _mm256_set1_ps(row.c));
                     for m in 0..4 {
+                        // a.d · (d · Σ u·a − c · Σ offset·bsum): the row's factors broadcast
+                        // once per block, the activation's once per row.
                         let osum = _mm256_madd_epi16(offsets, load_i16x16(&acts[m].bsums));
-                        let d = _mm256_set1_ps(row.d * acts[m].d);
-                        let c = _mm256_set1_ps(row.c * acts[m].d);
-                        acc[m] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[m]), d, acc[m]);
-                        acc[m] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(osum), c, acc[m]);
+                        let net = _mm256_fmsub_ps(
+                            _mm256_cvtepi32_ps(isum[m]),
+                            d,
+                            _mm256_mul_ps(_mm256_cvtepi32_ps(osum), c),
+                        );
+                        acc[m] = _mm256_fmadd_ps(net, _mm256_set1_ps(acts[m].d), acc[m]);
                     }
                 }
                 for m in 0..4 {
