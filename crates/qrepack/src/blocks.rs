@@ -148,6 +148,9 @@ blocks! {
     BlockQ6Kx8 [1680] { d: [F16Bits; 8], scales: [i8; 128], qa: [u8; 512], qb: [u8; 512], qc: [u8; 512] }
     /// Eight Q4_1 rows: scales, mins, nibbles in chunks of 8 bytes taken round-robin.
     BlockQ4_1x8 [160] { d: [F16Bits; 8], m: [F16Bits; 8], qs: [u8; 128] }
+    /// Eight Q5_1 rows: scales, mins, the fifth bits as `q5_0_8x8`'s bit planes and the
+    /// nibbles in chunks of 8 bytes taken round-robin (see `layout/q5_1.rs`).
+    BlockQ5_1x8 [192] { d: [F16Bits; 8], m: [F16Bits; 8], qh: [u8; 32], qs: [u8; 128] }
     /// Four activation rows of Q8_1 interleaved in chunks of 8 bytes.
     BlockQ8_1x4 [144] { d: [F16Bits; 4], s: [F16Bits; 4], qs: [i8; 128] }
     /// Eight Q5_K rows: as [`BlockQ4Kx8`], plus the 2048 fifth bits, either as bit planes

@@ -253,7 +253,7 @@ pub fn vec_dot_q2_k_q8_k(w: &[BlockQ2K], a: &[BlockQ8K]) -> f32 {
 /// The 16 signed 6-bit Q3_K scales (already offset by −32) from their 12-byte packing: the low
 /// nibbles come from bytes 0..8 (low then high nibbles), the top two bits from bytes 8..12.
 #[inline]
-fn q3_k_scales(p: &[u8; 12]) -> [i32; 16] {
+pub(crate) fn q3_k_scales(p: &[u8; 12]) -> [i32; 16] {
     let mut s = [0i32; 16];
     for (j, v) in s.iter_mut().enumerate() {
         let low = if j < 8 { p[j] & 0x0f } else { p[j - 8] >> 4 };

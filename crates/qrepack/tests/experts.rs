@@ -69,6 +69,16 @@ fn matmul_id_matches_per_token_matmul() {
 }
 
 #[test]
+fn matmul_id_takes_the_plain_path_types_and_their_layouts() {
+    routed_equals_per_token(GgmlType::Q5_1, Layout::Q5_1_8x8, 3, 16, 64);
+    routed_equals_per_token(GgmlType::Q2_K, Layout::Plain, 3, 6, 256);
+    routed_equals_per_token(GgmlType::Q3_K, Layout::Plain, 2, 4, 512);
+    routed_equals_per_token(GgmlType::IQ4_XS, Layout::Plain, 3, 5, 256);
+    routed_equals_per_token(GgmlType::BF16, Layout::Plain, 3, 5, 80);
+    routed_equals_per_token(GgmlType::F16, Layout::Plain, 2, 6, 48);
+}
+
+#[test]
 fn matmul_id_rejects_misuse() {
     let ty = GgmlType::Q8_0;
     let (ne, rows, cols) = (3, 8, 32);

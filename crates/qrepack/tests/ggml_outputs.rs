@@ -1,7 +1,9 @@
 //! Against ggml's own outputs: `ggml_mm_bench --M 16 --K 512 --N 7 --dump` from ggml 1.12.2
 //! (cui-llama.rn, `-march=native`), with and without its CPU_REPACK buffer. The dumps hold ggml's
 //! quantized weights, its repacked weights, its quantized activations and its `mul_mat` result;
-//! `scripts/make_ggml_output_fixtures.sh` regenerates them.
+//! the types ggml keeps in rows (Q2_K ... F16, `*_n33`) also with `--N 33`, which reaches the
+//! plain path's per-call tiles and wide GEMMs. `scripts/make_ggml_output_fixtures.sh`
+//! regenerates them.
 
 mod common;
 
@@ -33,12 +35,23 @@ fn f32s(bytes: &[u8]) -> Vec<f32> {
         .collect()
 }
 
-fn cases() -> Vec<(String, GgmlType, Option<Layout>)> {
+/// Activation rows of the `*_n33` dumps.
+const N_LONG: usize = 33;
+
+/// Every dump: its directory, weight type, ggml's layout and activation rows.
+fn cases() -> Vec<(String, GgmlType, Option<Layout>, usize)> {
     let mut out = Vec::new();
-    for ty in [
-        "q4_0", "q4_K", "iq4_nl", "q8_0", "q5_0", "q6_K", "q4_1", "q5_K", "f16", "q2_K",
-    ] {
-        for mode in ["on", "off"] {
+    let short = [
+        "q4_0", "q4_K", "iq4_nl", "q8_0", "q5_0", "q6_K", "q4_1", "q5_K", "f16", "q3_K", "iq4_xs",
+        "q5_1", "bf16", "q2_K",
+    ]
+    .into_iter()
+    .flat_map(|ty| [(ty, "on", N), (ty, "off", N)]);
+    let long = ["q2_K", "q3_K", "iq4_xs", "q5_1", "bf16", "f16"]
+        .into_iter()
+        .map(|ty| (ty, "n33", N_LONG));
+    for (ty, mode, n) in short.chain(long) {
+        {
             let dir = format!("{ty}_{mode}");
             let layout = String::from_utf8(read(&format!("{dir}/layout.txt"))).unwrap();
             let layout = layout.trim().trim_start_matches("layout=");
@@ -47,7 +60,7 @@ fn cases() -> Vec<(String, GgmlType, Option<Layout>)> {
             } else {
                 Some(layout.parse().unwrap())
             };
-            out.push((dir, ty.parse().unwrap(), layout));
+            out.push((dir, ty.parse().unwrap(), layout, n));
         }
     }
     out
@@ -55,20 +68,22 @@ fn cases() -> Vec<(String, GgmlType, Option<Layout>)> {
 
 #[test]
 fn matmul_matches_ggml_within_nmse_1e9() {
-    let x = f32s(&read("x_16x512x7.bin"));
-    for (dir, ty, _) in cases() {
+    let x_long = f32s(&read("x_16x512x33.bin"));
+    let x_short = f32s(&read("x_16x512x7.bin"));
+    for (dir, ty, _, n) in cases() {
+        let x = if n == N { &x_short } else { &x_long };
         let w = read(&format!("{dir}/w_q.bin"));
         let want = f32s(&read(&format!("{dir}/y_f32.bin")));
         for layout in Layout::candidates(ty).into_iter().filter(|l| l.fits(ty, M)) {
             let m = QMatrix::with_layout(ty, M, K, &w, layout).unwrap();
-            let mut y = vec![0.0; N * M];
-            m.matmul(&x, N, &mut y).unwrap();
+            let mut y = vec![0.0; n * M];
+            m.matmul(x, n, &mut y).unwrap();
             let e = common::nmse(&y, &want);
             if ty == GgmlType::F16 {
                 // ggml built with -march=native on a CPU with AVX512-FP16 accumulates f16 dot
                 // products in f16 (nmse ~4e-7 from the exact result); elsewhere it accumulates
                 // in f32. Either way qrepack must be at least as close to the exact product.
-                let exact: Vec<f32> = common::reference_matmul(ty, &w, M, K, &x, N)
+                let exact: Vec<f32> = common::reference_matmul(ty, &w, M, K, x, n)
                     .into_iter()
                     .map(|v| v as f32)
                     .collect();
@@ -86,7 +101,7 @@ fn matmul_matches_ggml_within_nmse_1e9() {
 
 #[test]
 fn repacked_bytes_equal_ggml_repack() {
-    for (dir, ty, layout) in cases() {
+    for (dir, ty, layout, _) in cases() {
         let Some(layout) = layout else { continue };
         let w = read(&format!("{dir}/w_q.bin"));
         let m = QMatrix::with_layout(ty, M, K, &w, layout).unwrap();
@@ -103,7 +118,7 @@ fn repacked_bytes_equal_ggml_repack() {
 fn activation_quantization_equals_ggml() {
     let x = f32s(&read("x_16x512x7.bin"));
     let rows: [&[f32]; 4] = [0, 1, 2, 3].map(|m| &x[m * K..(m + 1) * K]);
-    for (dir, _, layout) in cases() {
+    for (dir, _, layout, _) in cases() {
         let Some(layout) = layout else { continue };
         // ggml's x86 K-quant layouts (q4_K_8x8, q2_K_8x8) read Q8_K quads interleaved by 8.
         let got: Vec<u8> = if matches!(layout, Layout::Q4_K_8x8 | Layout::Q2_K_8x8) {

@@ -277,6 +277,25 @@ fn chosen_layout_fits_and_falls_back_to_plain() {
     }
 }
 
+/// No type is left to portable code on the plain layout: every one has NEON kernels on AArch64
+/// (so a NEON-only CPU runs none scalar) and AVX2 kernels on x86-64.
+#[test]
+fn plain_layout_has_simd_kernels_for_every_type() {
+    let simd = if cfg!(target_arch = "aarch64") {
+        Some(KernelSet::Neon)
+    } else if cfg!(target_arch = "x86_64") {
+        Some(KernelSet::Avx2)
+    } else {
+        None
+    };
+    for ty in GgmlType::ALL {
+        let sets = Layout::Plain.kernel_sets(ty);
+        if let Some(set) = simd {
+            assert!(sets.contains(&set), "plain {ty}: {sets:?} lacks {set}");
+        }
+    }
+}
+
 #[test]
 fn misuse_is_an_error_naming_the_problem() {
     let ty = GgmlType::Q4_0;

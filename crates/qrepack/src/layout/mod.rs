@@ -24,6 +24,7 @@ pub(crate) mod q4_0;
 pub(crate) mod q4_1;
 pub(crate) mod q4_k;
 pub(crate) mod q5_0;
+pub(crate) mod q5_1;
 pub(crate) mod q5_k;
 pub(crate) mod q6_k;
 pub(crate) mod q8_0;
@@ -191,6 +192,9 @@ layouts! {
     Q6_K_8x8_x86 = "q6_K_8x8_x86" => q6_k::Q6K8x8X86,
     /// Q4_1, 8 rows, 8-byte chunks, with interleaved Q8_1 activations (qrepack's own layout).
     Q4_1_8x8 = "q4_1_8x8" => q4_1::Q4_1_8x8,
+    /// Q5_1, 8 rows, 8-byte chunks, fifth bits as bit planes, with interleaved Q8_1
+    /// activations (qrepack's own layout).
+    Q5_1_8x8 = "q5_1_8x8" => q5_1::Q5_1_8x8,
     /// Q5_K, 8 rows, `qs` and `qh` in 8-byte chunks (ggml's NEON i8mm layout).
     Q5_K_8x8 = "q5_K_8x8" => q5_k::Q5K8x8,
     /// Q5_K, 8 rows, `qs` and `qh` in 4-byte chunks (ggml's NEON dot-product layout).

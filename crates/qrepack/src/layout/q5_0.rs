@@ -43,12 +43,43 @@ fn plane_source(p: usize, t: usize) -> (usize, usize) {
 /// The unsigned 5-bit quant (0..32) of weight `i` of row `r` of a packed block.
 #[inline]
 pub(crate) fn packed_quant(w: &BlockQ5_0x8, r: usize, i: usize) -> u8 {
+    quant_in_planes(&w.qs, &w.qh, r, i)
+}
+
+/// The unsigned 5-bit quant of weight `i` of row `r` from interleaved nibbles and bit planes
+/// (shared with `q5_1_8x8`).
+#[inline]
+pub(crate) fn quant_in_planes(qs: &[u8; 128], qh: &[u8; 32], r: usize, i: usize) -> u8 {
     let (s, k) = (i / 16, (i % 16) / 8);
-    let byte = w.qs[64 * k + 8 * r + i % 8];
+    let byte = qs[64 * k + 8 * r + i % 8];
     let nibble = if s == 0 { byte & 0x0f } else { byte >> 4 };
     let t = 2 * (2 * k + r / 4) + s;
     let p = 8 * (r % 4) + i % 8;
-    nibble | (((w.qh[p] >> t) & 1) << 4)
+    nibble | (((qh[p] >> t) & 1) << 4)
+}
+
+/// The eight rows' fifth-bit words (`qh` of each row) as the 32 bit planes.
+pub(crate) fn pack_planes(qh: [u32; ROWS]) -> [u8; 32] {
+    let mut planes = [0u8; 32];
+    for (p, plane) in planes.iter_mut().enumerate() {
+        for t in 0..8 {
+            let (r, i) = plane_source(p, t);
+            *plane |= (((qh[r] >> i) & 1) as u8) << t;
+        }
+    }
+    planes
+}
+
+/// Exact inverse of [`pack_planes`].
+pub(crate) fn unpack_planes(planes: &[u8; 32]) -> [u32; ROWS] {
+    let mut qh = [0u32; ROWS];
+    for (pi, &plane) in planes.iter().enumerate() {
+        for t in 0..8 {
+            let (r, i) = plane_source(pi, t);
+            qh[r] |= (((plane >> t) & 1) as u32) << i;
+        }
+    }
+    qh
 }
 
 impl PackedLayout for Q5_0_8x8 {
@@ -65,26 +96,14 @@ impl PackedLayout for Q5_0_8x8 {
         for (d, r) in out.d.iter_mut().zip(rows) {
             *d = r.d;
         }
-        for (p, plane) in out.qh.iter_mut().enumerate() {
-            for t in 0..8 {
-                let (r, i) = plane_source(p, t);
-                let bit = (u32::from_le_bytes(rows[r].qh) >> i) & 1;
-                *plane |= (bit as u8) << t;
-            }
-        }
+        out.qh = pack_planes(std::array::from_fn(|r| u32::from_le_bytes(rows[r].qh)));
         let qs: Vec<&[u8]> = rows.iter().map(|r| &r.qs[..]).collect();
         interleave_quants(&qs, CHUNK, 0, &mut out.qs);
         out
     }
 
     fn unpack(p: &BlockQ5_0x8, rows: &mut [BlockQ5_0]) {
-        let mut qh = [0u32; ROWS];
-        for (pi, &plane) in p.qh.iter().enumerate() {
-            for t in 0..8 {
-                let (r, i) = plane_source(pi, t);
-                qh[r] |= (((plane >> t) & 1) as u32) << i;
-            }
-        }
+        let qh = unpack_planes(&p.qh);
         for ((row, d), h) in rows.iter_mut().zip(&p.d).zip(qh) {
             row.d = *d;
             row.qh = h.to_le_bytes();

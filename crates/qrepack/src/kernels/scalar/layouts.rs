@@ -3,8 +3,8 @@
 
 use crate::blocks::{
     BlockIq4Nlx4, BlockIq4Nlx8, BlockQ2Kx8, BlockQ4Kx8, BlockQ4_0x4, BlockQ4_0x8, BlockQ4_1x8,
-    BlockQ5Kx8, BlockQ5_0x8, BlockQ6Kx8, BlockQ6Kx8Ggml, BlockQ8K, BlockQ8_0, BlockQ8_0x4,
-    BlockQ8_0x8, BlockQ8_1, F16Bits,
+    BlockQ5Kx8, BlockQ5_0x8, BlockQ5_1x8, BlockQ6Kx8, BlockQ6Kx8Ggml, BlockQ8K, BlockQ8_0,
+    BlockQ8_0x4, BlockQ8_0x8, BlockQ8_1, F16Bits,
 };
 use crate::blocks::{IQ4NL_LEVELS, SIGNED_NIBBLE};
 use crate::kernels::scalar::nibble;
@@ -15,6 +15,7 @@ use crate::layout::q4_0::{Q4_0_4x4, Q4_0_4x8, Q4_0_8x8};
 use crate::layout::q4_1::Q4_1_8x8;
 use crate::layout::q4_k::{self, packed_scale_min, Q4K8x4, Q4K8x8};
 use crate::layout::q5_0::{self, Q5_0_8x8};
+use crate::layout::q5_1::{self, Q5_1_8x8};
 use crate::layout::q5_k::{self, Q5K8x8X86, Q5KArm};
 use crate::layout::q6_k::{self, Q6K8x8X86, Q6KArm};
 use crate::layout::q8_0::{Q8_0_4x4, Q8_0_4x8, Q8_0_8x8};
@@ -219,6 +220,19 @@ impl BlockDot for Q4_1_8x8 {
         let (da, sa) = (a.d.to_f32(), a.s.to_f32());
         for (r, (o, s)) in acc.iter_mut().zip(sumi).enumerate() {
             *o += w.d[r].to_f32() * da * s as f32 + w.m[r].to_f32() * sa;
+        }
+    }
+}
+
+impl BlockDot for Q5_1_8x8 {
+    fn block_dot(w: &BlockQ5_1x8, a: &BlockQ8_1, acc: &mut [f32]) {
+        let (da, sa) = (a.d.to_f32(), a.s.to_f32());
+        for (r, o) in acc.iter_mut().enumerate().take(8) {
+            let mut sumi = 0i32;
+            for (i, &x) in a.qs.iter().enumerate() {
+                sumi += q5_1::packed_quant(w, r, i) as i32 * x as i32;
+            }
+            *o += w.d[r].to_f32() * da * sumi as f32 + w.m[r].to_f32() * sa;
         }
     }
 }

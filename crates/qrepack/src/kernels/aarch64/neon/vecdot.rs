@@ -1,6 +1,6 @@
 //! NEON versions of the plain path's dot products ([`crate::vecdot`]) for Q4_0, Q4_1, Q5_0,
 //! Q8_0, IQ4_NL, Q4_K, Q5_K, Q6_K, F16 and F32, and the plain layout's GEMV/GEMM pairs built on
-//! them.
+//! them (the other types are in [`super::plain_rows`]).
 //!
 //! Weights are decoded to signed bytes in registers; the byte products are widened to `i16`
 //! (`smull`, exact for every pair including `-128 · -128`) and summed pairwise into `i32`, so
@@ -24,7 +24,7 @@ use crate::kernels::aarch64::{target_entries, Neon};
 /// # Safety
 /// The CPU must have NEON.
 #[inline(always)]
-unsafe fn dot16(acc: int32x4_t, w: int8x16_t, a: int8x16_t) -> int32x4_t {
+pub(super) unsafe fn dot16(acc: int32x4_t, w: int8x16_t, a: int8x16_t) -> int32x4_t {
     // SAFETY: NEON, the caller's contract.
     unsafe {
         let acc = vpadalq_s16(acc, vmull_s8(vget_low_s8(w), vget_low_s8(a)));
@@ -37,7 +37,7 @@ unsafe fn dot16(acc: int32x4_t, w: int8x16_t, a: int8x16_t) -> int32x4_t {
 /// # Safety
 /// The CPU must have NEON.
 #[inline(always)]
-unsafe fn dot32(lo: int8x16_t, hi: int8x16_t, a: &[i8; 32]) -> i32 {
+pub(super) unsafe fn dot32(lo: int8x16_t, hi: int8x16_t, a: &[i8; 32]) -> i32 {
     // SAFETY: NEON, the caller's contract.
     unsafe {
         vaddvq_s32(dot16(
@@ -53,7 +53,7 @@ unsafe fn dot32(lo: int8x16_t, hi: int8x16_t, a: &[i8; 32]) -> i32 {
 /// # Safety
 /// The CPU must have NEON.
 #[inline(always)]
-unsafe fn nibbles(qs: &[u8; 16]) -> (uint8x16_t, uint8x16_t) {
+pub(super) unsafe fn nibbles(qs: &[u8; 16]) -> (uint8x16_t, uint8x16_t) {
     // SAFETY: NEON, the caller's contract.
     unsafe {
         let q = vreinterpretq_u8_s8(load16(qs, 0));
@@ -101,7 +101,7 @@ unsafe fn q4_1(w: &[BlockQ4_1], a: &[BlockQ8_1]) -> f32 {
 /// # Safety
 /// The CPU must have NEON.
 #[inline(always)]
-unsafe fn fifth_bits(qh: [u8; 4]) -> (uint8x16_t, uint8x16_t) {
+pub(super) unsafe fn fifth_bits(qh: [u8; 4]) -> (uint8x16_t, uint8x16_t) {
     const BITS: [u8; 16] = [1, 2, 4, 8, 16, 32, 64, 128, 1, 2, 4, 8, 16, 32, 64, 128];
     const LO: [u8; 16] = [0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1];
     const HI: [u8; 16] = [2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3];
@@ -403,6 +403,8 @@ macro_rules! plain_rows {
         )*
     };
 }
+/// Also the constructor maker of [`super::plain_rows`].
+pub(super) use plain_rows;
 
 plain_rows! {
     /// NEON Q4_0 · Q8_0 rows.

@@ -14,7 +14,10 @@
 //! `a.d · (d · Σ_g scale_g Σ u·a − c · Σ_g offset_g · bsum_g)`:
 //!
 //! * Q2_K: `u` the 2-bit quant, `scale` the 4-bit scale, `offset` the 4-bit min, `d`, `c = dmin`;
-//! * Q3_K: `u = q + 4` (`0..=7`), `scale` the 6-bit scale − 32, `offset = 4 · scale`, `c = d`.
+//! * Q3_K: `u = q + 4` (`0..=7`), `scale` the 6-bit scale − 32, `offset = 4 · scale`, `c = d`;
+//! * IQ4_XS: `u` the level + 128 (`1..=241`), `scale` its 32-weight group's 6-bit scale − 32
+//!   on both 16-weight halves, `offset = 128 · scale`, `c = d`. Such `u` overflow `maddubs`
+//!   pairs, so only the AVX-512 set (`vpdpbusd`) multiplies these tiles.
 //!
 //! Every integer is exact (`maddubs` pairs reach `2 · 7 · 128`), as in the portable kernels.
 //!
@@ -22,7 +25,7 @@
 //! is at most 45, still a byte, so the tile stores `u · scale` and the kernels skip the scale
 //! multiply (two `maddubs` summed in `i16`, then one `madd` by ones, per 64 weights).
 
-use crate::blocks::{BlockQ2K, BlockQ3K, BlockQ8K};
+use crate::blocks::{BlockIq4Xs, BlockQ2K, BlockQ3K, BlockQ8K};
 use crate::kernel_api::{target_entries, TiledGemm};
 use crate::kernels::x86::Avx2;
 
@@ -51,7 +54,7 @@ mod imp {
     use std::arch::x86_64::*;
 
     use super::{DecodedK, TILE_ROWS};
-    use crate::blocks::{BlockQ2K, BlockQ3K, BlockQ8K};
+    use crate::blocks::{BlockIq4Xs, BlockQ2K, BlockQ3K, BlockQ8K, IQ4NL_LEVELS};
 
     /// `N` elements of `s` from `at`.
     #[inline(always)]
@@ -160,6 +163,48 @@ mod imp {
         out.c = out.d;
     }
 
+    /// Decodes an IQ4_XS block: levels biased by 128 (`1..=241`, unsigned), each 32-weight
+    /// scale on both of its 16-weight groups, offsets `128 · scale`.
+    ///
+    /// # Safety
+    /// The CPU must support AVX2 and F16C.
+    #[inline(always)]
+    pub(super) unsafe fn decode_iq4_xs(b: &BlockIq4Xs, out: &mut DecodedK) {
+        const BIASED: [u8; 16] = {
+            let mut t = [0u8; 16];
+            let mut i = 0;
+            while i < 16 {
+                t[i] = (IQ4NL_LEVELS[i] as i16 + 128) as u8;
+                i += 1;
+            }
+            t
+        };
+        // SAFETY: register-only intrinsics of the caller's features and bounded loads/stores.
+        unsafe {
+            let lut = _mm256_broadcastsi128_si256(_mm_loadu_si128(BIASED.as_ptr().cast()));
+            let mask = _mm256_set1_epi8(0x0f);
+            for (s, qs) in b.qs.chunks_exact(16).enumerate() {
+                let qs: &[u8; 16] = qs.try_into().expect("16 bytes");
+                let x = _mm_loadu_si128(qs.as_ptr().cast());
+                // Low nibbles are weights 0..16 of the group, high nibbles 16..32.
+                let nibbles = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16::<4>(x), x), mask);
+                store32(
+                    &mut out.u[32 * s..32 * s + 32],
+                    _mm256_shuffle_epi8(lut, nibbles),
+                );
+            }
+        }
+        let high = u16::from_le_bytes(b.scales_h);
+        for s in 0..8 {
+            let low = (b.scales_l[s / 2] >> (4 * (s % 2))) & 0x0f;
+            let scale = (low | ((((high >> (2 * s)) & 3) as u8) << 4)) as i16 - 32;
+            out.scales[2 * s..2 * s + 2].fill(scale);
+            out.offsets[2 * s..2 * s + 2].fill(128 * scale);
+        }
+        out.d = b.d.to_f32();
+        out.c = out.d;
+    }
+
     /// The eight `madd` operands of a block's group scales: vector `j` holds scale `2j` in its
     /// low 128-bit lane and `2j + 1` in its high lane.
     ///
@@ -249,8 +294,10 @@ mod imp {
     /// [`quad`] for tiles whose quants carry their group scales (Q2_K, see
     /// [`prescale`](super::prescale)): `maddubs` pair sums of two 32-weight vectors add in
     /// `i16` (each at most 2 · 45 · 128) and one `madd` widens them, five instructions per 64
-    /// weights and activation row where [`quad`] takes six, and no scale vectors to hold: two
-    /// activation rows at a time keep every accumulator in a register.
+    /// weights and activation row where [`quad`] takes six, and no scale vectors to hold. One
+    /// weight row at a time against the four activation rows keeps the live vectors (two of
+    /// quants, four integer and four float accumulators) within the 16 registers: with both
+    /// rows at once the compiler spilled them.
     ///
     /// # Safety
     /// The CPU must support AVX2 and FMA.
@@ -264,48 +311,41 @@ mod imp {
         // SAFETY: register-only intrinsics of the caller's features and bounded loads.
         unsafe {
             let ones = _mm256_set1_epi16(1);
-            for pair in 0..2 {
-                let mut acc = [[_mm256_setzero_ps(); 2]; TILE_ROWS];
+            for g in 0..TILE_ROWS {
+                let mut acc = [_mm256_setzero_ps(); 4];
                 for b in 0..nb {
-                    let rows: [&DecodedK; TILE_ROWS] = [&tile[b], &tile[nb + b]];
-                    let acts: [&BlockQ8K; 2] = [&a[2 * pair * nb + b], &a[(2 * pair + 1) * nb + b]];
-                    let mut isum = [[_mm256_setzero_si256(); 2]; TILE_ROWS];
+                    let row = &tile[g * nb + b];
+                    let acts: [&BlockQ8K; 4] = std::array::from_fn(|m| &a[m * nb + b]);
+                    let mut isum = [_mm256_setzero_si256(); 4];
                     for j in (0..8).step_by(2) {
-                        let u = rows.map(|r| {
-                            [
-                                load32(sub::<u8, 32>(&r.u, 32 * j)),
-                                load32(sub::<u8, 32>(&r.u, 32 * j + 32)),
-                            ]
-                        });
-                        for m in 0..2 {
+                        let u0 = load32(sub::<u8, 32>(&row.u, 32 * j));
+                        let u1 = load32(sub::<u8, 32>(&row.u, 32 * j + 32));
+                        for m in 0..4 {
                             let a0 = load32(sub::<i8, 32>(&acts[m].qs, 32 * j));
                             let a1 = load32(sub::<i8, 32>(&acts[m].qs, 32 * j + 32));
-                            for g in 0..TILE_ROWS {
-                                let p = _mm256_add_epi16(
-                                    _mm256_maddubs_epi16(u[g][0], a0),
-                                    _mm256_maddubs_epi16(u[g][1], a1),
-                                );
-                                isum[g][m] =
-                                    _mm256_add_epi32(isum[g][m], _mm256_madd_epi16(p, ones));
-                            }
+                            let p = _mm256_add_epi16(
+                                _mm256_maddubs_epi16(u0, a0),
+                                _mm256_maddubs_epi16(u1, a1),
+                            );
+                            isum[m] = _mm256_add_epi32(isum[m], _mm256_madd_epi16(p, ones));
                         }
                     }
-                    for g in 0..TILE_ROWS {
-                        let offsets = load_i16x16(&rows[g].offsets);
-                        for m in 0..2 {
-                            let osum = _mm256_madd_epi16(offsets, load_i16x16(&acts[m].bsums));
-                            let d = _mm256_set1_ps(rows[g].d * acts[m].d);
-                            let c = _mm256_set1_ps(rows[g].c * acts[m].d);
-                            acc[g][m] =
-                                _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[g][m]), d, acc[g][m]);
-                            acc[g][m] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(osum), c, acc[g][m]);
-                        }
+                    let offsets = load_i16x16(&row.offsets);
+                    let (d, c) = (_mm256_set1_ps(row.d), _mm256_set1_ps(row.c));
+                    for m in 0..4 {
+                        // a.d · (d · Σ u·a − c · Σ offset·bsum): the row's factors broadcast
+                        // once per block, the activation's once per row.
+                        let osum = _mm256_madd_epi16(offsets, load_i16x16(&acts[m].bsums));
+                        let net = _mm256_fmsub_ps(
+                            _mm256_cvtepi32_ps(isum[m]),
+                            d,
+                            _mm256_mul_ps(_mm256_cvtepi32_ps(osum), c),
+                        );
+                        acc[m] = _mm256_fmadd_ps(net, _mm256_set1_ps(acts[m].d), acc[m]);
                     }
                 }
-                for m in 0..2 {
-                    for g in 0..TILE_ROWS {
-                        out[(2 * pair + m) * TILE_ROWS + g] = hsum256(acc[g][m]);
-                    }
+                for m in 0..4 {
+                    out[m * TILE_ROWS + g] = hsum256(acc[m]);
                 }
             }
         }
@@ -332,6 +372,14 @@ impl DecodeK for BlockQ3K {
     unsafe fn decode(&self, out: &mut DecodedK) {
         // SAFETY: the caller's features.
         unsafe { imp::decode_q3_k(self, out) }
+    }
+}
+
+impl DecodeK for BlockIq4Xs {
+    #[inline(always)]
+    unsafe fn decode(&self, out: &mut DecodedK) {
+        // SAFETY: the caller's features.
+        unsafe { imp::decode_iq4_xs(self, out) }
     }
 }
 

@@ -1,21 +1,63 @@
-//! AVX2 kernels for `q4_1_8x8` (byte layout in `q4_1.rs`).
+//! AVX2 kernels for `q4_1_8x8` and `q5_1_8x8` (byte layouts in `layout/q4_1.rs`, `q5_1.rs`).
 //!
-//! A packed block decodes to eight 32-byte vectors of unsigned nibbles, in `q4_0_8x8`'s order.
-//! `maddubs(q, a)` multiplies them with the signed activations directly (a pair is at most
-//! `2 * 15 * 128 = 3840`, four such sums stay far below 32768), giving the exact `Σ q·a` per row;
+//! A packed block decodes to eight 32-byte vectors of unsigned quants, in `q4_0_8x8`'s order
+//! (Q5_1: with the fifth bits of `q5_0_8x8`'s planes). `maddubs(q, a)` multiplies them with the
+//! signed activations directly (a pair is at most `2 * 31 * 128 = 7936`, so four such sums stay
+//! below 32768), giving the exact `Σ q·a` per row;
 //! each block then adds `d_w·d_a·Σ q·a + m_w·s_a` in f32. Results equal the scalar kernel up to
 //! f32 summation order.
 
 use std::arch::x86_64::*;
 
-use crate::blocks::{BlockQ4_1x8, BlockQ8_1, BlockQ8_1x4};
+use crate::blocks::{BlockQ4_1x8, BlockQ5_1x8, BlockQ8_1, BlockQ8_1x4, F16Bits};
 use crate::cpu::KernelSet;
 use crate::kernel_api::Kernels;
 use crate::kernels::x86::{target_entries, Avx2};
 
+/// An 8-row block of unsigned quants with per-row scales and minimums, multiplied with
+/// interleaved Q8_1 activations.
+pub(crate) trait MinBlockX8: bytemuck::Pod + Send + Sync {
+    /// The rows' scales.
+    fn d(&self) -> &[F16Bits; 8];
+    /// The rows' minimums.
+    fn m(&self) -> &[F16Bits; 8];
+    /// The unsigned quants: `[v][s]`, vector `v`, low (`s = 0`) or high nibbles' weights.
+    ///
+    /// # Safety
+    /// The CPU must support AVX2.
+    unsafe fn quants(&self) -> [[__m256i; 2]; 4];
+}
+
+impl MinBlockX8 for BlockQ4_1x8 {
+    fn d(&self) -> &[F16Bits; 8] {
+        &self.d
+    }
+    fn m(&self) -> &[F16Bits; 8] {
+        &self.m
+    }
+    #[inline(always)]
+    unsafe fn quants(&self) -> [[__m256i; 2]; 4] {
+        // SAFETY: the caller's features.
+        unsafe { imp::decode(self) }
+    }
+}
+
+impl MinBlockX8 for BlockQ5_1x8 {
+    fn d(&self) -> &[F16Bits; 8] {
+        &self.d
+    }
+    fn m(&self) -> &[F16Bits; 8] {
+        &self.m
+    }
+    #[inline(always)]
+    unsafe fn quants(&self) -> [[__m256i; 2]; 4] {
+        // SAFETY: the caller's features.
+        unsafe { super::q5_0::imp::decode_planes(&self.qs, &self.qh) }
+    }
+}
+
 pub(in crate::kernels::x86) mod imp {
     use super::*;
-    use crate::blocks::F16Bits;
 
     #[inline(always)]
     unsafe fn broadcast8(bytes: &[i8]) -> __m256i {
@@ -40,7 +82,7 @@ pub(in crate::kernels::x86) mod imp {
 
     /// The block's nibbles: `[v][s]`, vector `v`, low (`s = 0`) or high nibbles.
     #[inline(always)]
-    unsafe fn decode(w: &BlockQ4_1x8) -> [[__m256i; 2]; 4] {
+    pub(super) unsafe fn decode(w: &BlockQ4_1x8) -> [[__m256i; 2]; 4] {
         // SAFETY: callers meet this function's contract: the CPU has the features of the
         // kernel set that calls it, and the slices are as long as the body reads.
         unsafe {
@@ -98,8 +140,8 @@ pub(in crate::kernels::x86) mod imp {
 
     /// One block of one row group into `acc` (lanes in `row_sums` order).
     #[inline(always)]
-    unsafe fn gemv_block(
-        wb: &BlockQ4_1x8,
+    unsafe fn gemv_block<P: MinBlockX8>(
+        wb: &P,
         av: &[__m256i; 4],
         da: __m256,
         sa: __m256,
@@ -111,10 +153,10 @@ pub(in crate::kernels::x86) mod imp {
             // SAFETY: the caller guarantees AVX2+FMA+F16C; the memory accesses are
             // the bounds-checked helpers and fixed-size array loads called here.
             let order = row_order();
-            let sums = row_sums(&decode(wb), av);
-            let scale = _mm256_mul_ps(_mm256_permutevar8x32_ps(f16x8(&wb.d), order), da);
+            let sums = row_sums(&wb.quants(), av);
+            let scale = _mm256_mul_ps(_mm256_permutevar8x32_ps(f16x8(wb.d()), order), da);
             let acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums), scale, acc);
-            let mins = _mm256_permutevar8x32_ps(f16x8(&wb.m), order);
+            let mins = _mm256_permutevar8x32_ps(f16x8(wb.m()), order);
             _mm256_fmadd_ps(mins, sa, acc)
         }
     }
@@ -122,8 +164,8 @@ pub(in crate::kernels::x86) mod imp {
     /// GEMV over every row group in `w` (`a.len()` blocks each), two groups at a time so that
     /// the activation broadcasts and scales are prepared once for both.
     #[inline(always)]
-    pub(in crate::kernels::x86) unsafe fn gemv_body(
-        w: &[BlockQ4_1x8],
+    pub(in crate::kernels::x86) unsafe fn gemv_body<P: MinBlockX8>(
+        w: &[P],
         a: &[BlockQ8_1],
         out: &mut [f32],
     ) {
@@ -172,8 +214,8 @@ pub(in crate::kernels::x86) mod imp {
     }
 
     #[inline(always)]
-    pub(in crate::kernels::x86) unsafe fn gemm_body(
-        w: &[BlockQ4_1x8],
+    pub(in crate::kernels::x86) unsafe fn gemm_body<P: MinBlockX8>(
+        w: &[P],
         a: &[BlockQ8_1x4],
         out: &mut [f32],
     ) {
@@ -183,11 +225,11 @@ pub(in crate::kernels::x86) mod imp {
             let order = row_order();
             let mut acc = [_mm256_setzero_ps(); 4];
             for (wb, ab) in w.iter().zip(a) {
-                let wq = decode(wb);
-                let dw = _mm256_permutevar8x32_ps(f16x8(&wb.d), order);
+                let wq = wb.quants();
+                let dw = _mm256_permutevar8x32_ps(f16x8(wb.d()), order);
                 // SAFETY: the four halves `ab.d` are 8 bytes.
                 let da = _mm_cvtph_ps(_mm_loadl_epi64(ab.d.as_ptr() as *const __m128i));
-                let mw = _mm256_permutevar8x32_ps(f16x8(&wb.m), order);
+                let mw = _mm256_permutevar8x32_ps(f16x8(wb.m()), order);
                 // SAFETY: the four halves `ab.s` are 8 bytes.
                 let sa = _mm_cvtph_ps(_mm_loadl_epi64(ab.s.as_ptr() as *const __m128i));
                 let mut da_m = [0.0f32; 4];
@@ -221,12 +263,12 @@ pub(in crate::kernels::x86) mod imp {
     }
 }
 
-/// The AVX2 kernels of the layout.
-pub(crate) fn kernels(_: Avx2) -> Kernels<BlockQ4_1x8, BlockQ8_1, BlockQ8_1x4> {
-    Kernels::pair(KernelSet::Avx2, gemv, gemm)
+/// The AVX2 kernels of `q4_1_8x8` (`P = BlockQ4_1x8`) or `q5_1_8x8` (`BlockQ5_1x8`).
+pub(crate) fn kernels<P: MinBlockX8>(_: Avx2) -> Kernels<P, BlockQ8_1, BlockQ8_1x4> {
+    Kernels::pair(KernelSet::Avx2, gemv::<P>, gemm::<P>)
 }
 
 target_entries! { "avx2,fma,f16c";
-    fn gemv(w: &[BlockQ4_1x8], a: &[BlockQ8_1], out: &mut [f32]) => imp::gemv_body;
-    fn gemm(w: &[BlockQ4_1x8], a: &[BlockQ8_1x4], out: &mut [f32]) => imp::gemm_body;
+    fn gemv<P: MinBlockX8>(w: &[P], a: &[BlockQ8_1], out: &mut [f32]) => imp::gemv_body;
+    fn gemm<P: MinBlockX8>(w: &[P], a: &[BlockQ8_1x4], out: &mut [f32]) => imp::gemm_body;
 }

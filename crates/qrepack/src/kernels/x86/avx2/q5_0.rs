@@ -45,20 +45,31 @@ pub(in crate::kernels::x86) mod imp {
     /// The block's unsigned quants: `[v][s]`, vector `v`, low (`s = 0`) or high nibbles.
     #[inline(always)]
     unsafe fn decode(w: &BlockQ5_0x8) -> [[__m256i; 2]; 4] {
+        // SAFETY: the caller's features.
+        unsafe { decode_planes(&w.qs, &w.qh) }
+    }
+
+    /// Unsigned 5-bit quants from interleaved nibbles and `q5_0_8x8`'s bit planes (also the
+    /// quants of `q5_1_8x8`): `[v][s]`, vector `v`, low (`s = 0`) or high nibbles.
+    #[inline(always)]
+    pub(in crate::kernels::x86) unsafe fn decode_planes(
+        qs: &[u8; 128],
+        qh: &[u8; 32],
+    ) -> [[__m256i; 2]; 4] {
         // SAFETY: callers meet this function's contract: the CPU has the features of the
         // kernel set that calls it, and the slices are as long as the body reads.
         unsafe {
             let m4 = _mm256_set1_epi8(0x0f);
             let m10 = _mm256_set1_epi8(0x10);
             // SAFETY: `qs` is 128 bytes (vectors 0..4) and `qh` 32 bytes.
-            let p = w.qs.as_ptr() as *const __m256i;
+            let p = qs.as_ptr() as *const __m256i;
             let x = [
                 _mm256_loadu_si256(p),
                 _mm256_loadu_si256(p.add(1)),
                 _mm256_loadu_si256(p.add(2)),
                 _mm256_loadu_si256(p.add(3)),
             ];
-            let qh = _mm256_loadu_si256(w.qh.as_ptr() as *const __m256i);
+            let qh = _mm256_loadu_si256(qh.as_ptr() as *const __m256i);
             // Plane t = 2v + s is moved to bit 4 by a shift of 4 - t (16-bit shifts by at most 4
             // bring in no bits of the neighbouring byte at bit 4 of either byte).
             let planes = [

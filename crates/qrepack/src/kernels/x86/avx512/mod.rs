@@ -19,8 +19,8 @@ mod q6_k_gemv;
 mod rows16;
 
 use crate::blocks::{
-    BlockIq4Nlx8, BlockQ4Kx8, BlockQ4_0x8, BlockQ4_1x8, BlockQ5_0x8, BlockQ6Kx8, BlockQ8K,
-    BlockQ8Kx4, BlockQ8_0, BlockQ8_0x4Abs, BlockQ8_0x4Sums, BlockQ8_0x8, BlockQ8_1x4,
+    BlockIq4Nlx8, BlockQ4Kx8, BlockQ4_0x8, BlockQ5_0x8, BlockQ6Kx8, BlockQ8K, BlockQ8Kx4,
+    BlockQ8_0, BlockQ8_0x4Abs, BlockQ8_0x4Sums, BlockQ8_0x8, BlockQ8_1x4,
 };
 use crate::cpu::KernelSet;
 use crate::kernel_api::{Kernels, TiledGemm};
@@ -122,14 +122,15 @@ pub(crate) fn q4_k_kernels(t: Avx512) -> Kernels<BlockQ4Kx8, BlockQ8K, BlockQ8Kx
     }
 }
 
-/// `q4_1_8x8`: the AVX2 GEMV, the GEMM with 32 registers.
-pub(crate) fn q4_1_kernels(
+/// `q4_1_8x8` (`P = BlockQ4_1x8`) and `q5_1_8x8` (`BlockQ5_1x8`): the AVX2 GEMV, the GEMM
+/// with 32 registers.
+pub(crate) fn q4_1_kernels<P: q4_1::MinBlockX8>(
     t: Avx512,
-) -> Kernels<BlockQ4_1x8, crate::blocks::BlockQ8_1, BlockQ8_1x4> {
+) -> Kernels<P, crate::blocks::BlockQ8_1, BlockQ8_1x4> {
     Kernels {
         set: KernelSet::Avx512,
-        gemm: q4_1_gemm,
-        ..q4_1::kernels(t.avx2())
+        gemm: q4_1_gemm::<P>,
+        ..q4_1::kernels::<P>(t.avx2())
     }
 }
 
@@ -168,5 +169,5 @@ target_entries! { "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni";
 }
 
 target_entries! { "avx2,fma,f16c,avx512f,avx512bw,avx512vl";
-    fn q4_1_gemm(w: &[BlockQ4_1x8], a: &[BlockQ8_1x4], out: &mut [f32]) => q4_1::imp::gemm_body;
+    fn q4_1_gemm<P: q4_1::MinBlockX8>(w: &[P], a: &[BlockQ8_1x4], out: &mut [f32]) => q4_1::imp::gemm_body;
 }
