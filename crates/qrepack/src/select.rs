@@ -141,10 +141,11 @@ kernel_table! {
         #[cfg(target_arch = "x86_64")] x86::Avx2 => avx2::k_quants::kernels::<BlockQ5Kx8>,
         ; scalar::kernels::<Q5K8x8X86>()
     }
-    // ggml's AVX-512 layout, chosen on AVX2 too. Measured against the plain path of the same
-    // set (4096x4096, 1 thread, best of 3 alternating, ms): AVX-512 batch 1 0.29 vs 0.39,
-    // 4 0.54 vs 1.22, 8 1.08 vs 2.95, 32 3.37 vs 7.65, 512 50.5 vs 101.5; AVX2 batch 1 0.36
-    // vs 0.40, 4 0.77 vs 1.22, 8 1.53 vs 3.23, 32 6.10 vs 10.09, 512 98.0 vs 147.8.
+    // ggml's AVX-512 layout, chosen on AVX2 too. Against the plain path of the same set
+    // (4096x4096, 1 thread, best of 3 alternating, ms, plain vs q2_K_8x8): AVX-512 batch 1
+    // 0.44 vs 0.28, 4 1.22 vs 0.54, 8 2.89 vs 1.05, 32 7.46 vs 3.38, 512 94.0 vs 51.2; AVX2
+    // batch 1 0.40 vs 0.41 (best of 5; both stream the same bytes), 4 1.20 vs 0.77, 8 3.50 vs
+    // 1.58, 32 9.02 vs 6.32, 512 120.6 vs 99.4.
     Q2K8x8 {
         #[cfg(target_arch = "x86_64")] x86::Avx512 => avx512::q2_k::q2_k_kernels,
         #[cfg(target_arch = "x86_64")] x86::Avx2 => avx2::q2_k::kernels,

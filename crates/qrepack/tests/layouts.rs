@@ -195,7 +195,8 @@ fn k_quant_layout_choice_follows_ggml() {
 }
 
 /// Q2_K: ggml repacks it into `q2_K_8x8` on AVX-512 only; qrepack also on AVX2, where its
-/// kernels measured faster than the plain path (see the selection table). Never on ARM, and
+/// kernels measured faster than the plain path from 4 activation rows on and the same at one
+/// (see the selection table). Never on ARM, and
 /// plain for a row count that is not a multiple of 8.
 #[test]
 fn q2_k_layout_choice() {
