@@ -5,6 +5,10 @@
 //! and repacked weights, its quantized activations (quads of four rows, then the leftover rows)
 //! and its `mul_mat` result; `scripts/make_arm_fixtures.sh` regenerates them.
 //!
+//! `fixtures/arm_plain` holds the same build's plain path (`--repack off`, ggml's row vec_dots):
+//! its quantized weights and `mul_mat` result for `--M 16 --K 256 --N 1..9|33` on the activations
+//! of `fixtures/arm/x_33x256.bin`; `scripts/make_arm_plain_fixtures.sh` regenerates them.
+//!
 //! Every check runs on every architecture (the portable kernels and quantizers), and on an
 //! AArch64 CPU once per kernel set it has.
 
@@ -15,7 +19,7 @@ use std::path::PathBuf;
 use bytemuck::Zeroable;
 use qrepack::activation::{ArmQ8KInterleaved, ArmQ8_0Interleaved, ChooseQuantizer};
 use qrepack::cpu::CpuFeatures;
-use qrepack::{Layout, QMatrix};
+use qrepack::{GgmlType, Layout, QMatrix};
 
 const NS: &[usize] = &[1, 2, 3, 4, 5, 6, 7, 8, 9, 33];
 
@@ -148,4 +152,66 @@ fn matmul_matches_ggml_arm_within_nmse_1e9() {
             }
         }
     }
+}
+
+fn plain_fixtures() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/arm_plain")
+}
+
+fn read_plain(path: &str) -> Vec<u8> {
+    std::fs::read(plain_fixtures().join(path)).unwrap_or_else(|e| panic!("arm_plain/{path}: {e}"))
+}
+
+/// (directory, weight type, weight rows) of the plain dumps: directories `<type>_m<rows>`, 256
+/// columns.
+fn plain_cases() -> Vec<(String, GgmlType, usize)> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(plain_fixtures()).unwrap() {
+        let dir = entry.unwrap().file_name().into_string().unwrap();
+        let (ty, rows) = dir.rsplit_once("_m").unwrap();
+        out.push((dir.clone(), ty.parse().unwrap(), rows.parse().unwrap()));
+    }
+    out.sort_by(|a, b| a.0.cmp(&b.0));
+    for ty in [
+        "q2_K", "q3_K", "iq4_xs", "q5_1", "bf16", "f16", "q4_1", "q5_0",
+    ] {
+        let ty: GgmlType = ty.parse().unwrap();
+        assert!(out.iter().any(|c| c.1 == ty), "no plain fixture for {ty}");
+    }
+    out
+}
+
+/// ggml's plain path on ARM, pinned for every layout qrepack can hold the type in (the plain
+/// rows among them) and every kernel set this CPU has.
+#[test]
+fn plain_matmul_matches_ggml_arm_within_nmse_1e9() {
+    const K: usize = 256;
+    let x = f32s(&read(&format!("x_33x{K}.bin")));
+    let mut checked = 0;
+    for (dir, ty, rows) in plain_cases() {
+        let w = read_plain(&format!("{dir}/w_q.bin"));
+        let layouts: Vec<Layout> = Layout::candidates(ty)
+            .into_iter()
+            .filter(|l| l.fits(ty, rows))
+            .collect();
+        assert!(layouts.contains(&Layout::Plain), "{dir}");
+        for cpu in cpu_variants() {
+            for &layout in &layouts {
+                let m = QMatrix::with_layout_for_cpu(ty, rows, K, &w, layout, &cpu).unwrap();
+                for &n in NS {
+                    let want = f32s(&read_plain(&format!("{dir}/y_n{n}.bin")));
+                    let mut y = vec![f32::NAN; n * rows];
+                    m.matmul(&x[..n * K], n, &mut y).unwrap();
+                    let e = common::nmse(&y, &want);
+                    assert!(
+                        e <= 1e-9,
+                        "{dir} as {layout} n={n} kernels={}: nmse {e:e} against ggml's ARM build",
+                        m.kernel_name()
+                    );
+                    checked += 1;
+                }
+            }
+        }
+    }
+    assert!(checked >= 8 * NS.len());
 }
