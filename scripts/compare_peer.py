@@ -60,8 +60,14 @@ STAT = "median"
 HOT = False
 
 
+def reps_for(n):
+    """Timed reps of one measurement, the same on both sides (a short run of a large matrix
+    from memory reads slower here than a long one)."""
+    return 200 if n <= 3 else (20 if n <= 32 else 5)
+
+
 def peer(bin_, ty, m, k, n, threads, repack, cold_mb):
-    reps = 200 if n <= 3 else (20 if n <= 32 else 5)
+    reps = reps_for(n)
     cmd = [bin_, "--type", ty, "--M", str(m), "--K", str(k), "--N", str(n),
            "--threads", str(threads), "--repack", repack, "--reps", str(reps)]
     if n <= 3 and not HOT:
@@ -79,7 +85,7 @@ def peer(bin_, ty, m, k, n, threads, repack, cold_mb):
 def ours(ty, m, k, n, threads, cold_mb, layout=None, binary=None, isa=None):
     cmd = [str(binary or QREPACK), "bench", "--type", ty, "--rows", str(m), "--cols", str(k),
            "--batch", str(n), "--threads", str(threads), "--cold-mb", str(0 if HOT else cold_mb),
-           "--json", "-q"]
+           "--reps", str(reps_for(n)), "--json", "-q"]
     if layout:
         cmd += ["--layout", layout]
     env = None

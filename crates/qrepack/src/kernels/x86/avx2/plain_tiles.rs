@@ -205,35 +205,10 @@ mod imp {
         out.c = out.d;
     }
 
-    /// The eight `madd` operands of a block's group scales: vector `j` holds scale `2j` in its
-    /// low 128-bit lane and `2j + 1` in its high lane.
-    ///
-    /// # Safety
-    /// The CPU must support AVX2.
-    #[inline(always)]
-    unsafe fn scale_pairs(scales: &[i16; 16]) -> [__m256i; 8] {
-        // SAFETY: register-only intrinsics of the caller's features; `load_i16x16` is bounded.
-        unsafe {
-            let v = load_i16x16(scales);
-            let low = _mm256_permute4x64_epi64::<0x44>(v);
-            let high = _mm256_permute4x64_epi64::<0xee>(v);
-            let mut out = [_mm256_setzero_si256(); 8];
-            for (j, o) in out.iter_mut().enumerate() {
-                let k = (2 * (j % 4)) as i16;
-                let pick = _mm256_set_m128i(
-                    _mm_set1_epi16((2 * k + 2) | ((2 * k + 3) << 8)),
-                    _mm_set1_epi16((2 * k) | ((2 * k + 1) << 8)),
-                );
-                *o = _mm256_shuffle_epi8(if j < 4 { low } else { high }, pick);
-            }
-            out
-        }
-    }
-
     /// Sum of the 8 lanes.
     ///
     /// # Safety
-    /// The CPU must support AVX.
+    /// The CPU must support AVX and SSE3.
     #[inline(always)]
     unsafe fn hsum256(v: __m256) -> f32 {
         // SAFETY: register-only intrinsics of the caller's features.
@@ -244,48 +219,66 @@ mod imp {
         }
     }
 
+    /// The `vpshufb` pattern that makes the `madd` operand of 32-weight vector `j` (`k = j %
+    /// 4`) from its half of the block's 16 scales (duplicated in both 128-bit lanes): scale
+    /// `2j` in the low lane, `2j + 1` in the high one.
+    ///
+    /// # Safety
+    /// The CPU must support AVX2.
+    #[inline(always)]
+    unsafe fn scale_pick(k: usize) -> __m256i {
+        let k = (2 * k) as i16;
+        // SAFETY: register-only intrinsics of the caller's features.
+        unsafe {
+            _mm256_set_m128i(
+                _mm_set1_epi16((2 * k + 2) | ((2 * k + 3) << 8)),
+                _mm_set1_epi16((2 * k) | ((2 * k + 1) << 8)),
+            )
+        }
+    }
+
     /// The tile's [`TILE_ROWS`] rows (`nb` decoded blocks each) times four activation rows
-    /// (`a`, `nb` blocks each, back to back): `out[m * TILE_ROWS + g]`.
+    /// (`a`, `nb` blocks each, back to back): `out[m * TILE_ROWS + g]`. One weight row at a
+    /// time, each 32-weight vector's scale pair made where it is used (one `vpshufb` for four
+    /// activation rows): holding the eight scale vectors of two rows spilled them.
     ///
     /// # Safety
     /// The CPU must support AVX2 and FMA.
     #[inline(always)]
-    #[allow(clippy::needless_range_loop)] // `j` indexes the scales and both rows' quants
     pub(super) unsafe fn quad(tile: &[DecodedK], nb: usize, a: &[BlockQ8K], out: &mut [f32]) {
         // SAFETY: register-only intrinsics of the caller's features and bounded loads.
         unsafe {
-            let mut acc = [[_mm256_setzero_ps(); 4]; TILE_ROWS];
-            for b in 0..nb {
-                let rows: [&DecodedK; TILE_ROWS] = [&tile[b], &tile[nb + b]];
-                let acts: [&BlockQ8K; 4] = [&a[b], &a[nb + b], &a[2 * nb + b], &a[3 * nb + b]];
-                let sc = [scale_pairs(&rows[0].scales), scale_pairs(&rows[1].scales)];
-                let mut isum = [[_mm256_setzero_si256(); 4]; TILE_ROWS];
-                for j in 0..8 {
-                    let u0 = load32(sub::<u8, 32>(&rows[0].u, 32 * j));
-                    let u1 = load32(sub::<u8, 32>(&rows[1].u, 32 * j));
+            for g in 0..TILE_ROWS {
+                let mut acc = [_mm256_setzero_ps(); 4];
+                for b in 0..nb {
+                    let row = &tile[g * nb + b];
+                    let acts: [&BlockQ8K; 4] = std::array::from_fn(|m| &a[m * nb + b]);
+                    let v = load_i16x16(&row.scales);
+                    let halves = [
+                        _mm256_permute4x64_epi64::<0x44>(v),
+                        _mm256_permute4x64_epi64::<0xee>(v),
+                    ];
+                    let mut isum = [_mm256_setzero_si256(); 4];
+                    for j in 0..8 {
+                        let u = load32(sub::<u8, 32>(&row.u, 32 * j));
+                        let sc = _mm256_shuffle_epi8(halves[j / 4], scale_pick(j % 4));
+                        for m in 0..4 {
+                            let av = load32(sub::<i8, 32>(&acts[m].qs, 32 * j));
+                            let p = _mm256_madd_epi16(_mm256_maddubs_epi16(u, av), sc);
+                            isum[m] = _mm256_add_epi32(isum[m], p);
+                        }
+                    }
+                    let offsets = load_i16x16(&row.offsets);
                     for m in 0..4 {
-                        let av = load32(sub::<i8, 32>(&acts[m].qs, 32 * j));
-                        let p0 = _mm256_madd_epi16(_mm256_maddubs_epi16(u0, av), sc[0][j]);
-                        let p1 = _mm256_madd_epi16(_mm256_maddubs_epi16(u1, av), sc[1][j]);
-                        isum[0][m] = _mm256_add_epi32(isum[0][m], p0);
-                        isum[1][m] = _mm256_add_epi32(isum[1][m], p1);
+                        // `c == d` here: the offsets come off in integers.
+                        let osum = _mm256_madd_epi16(offsets, load_i16x16(&acts[m].bsums));
+                        let net = _mm256_cvtepi32_ps(_mm256_sub_epi32(isum[m], osum));
+                        let d = _mm256_set1_ps(row.d * acts[m].d);
+                        acc[m] = _mm256_fmadd_ps(net, d, acc[m]);
                     }
                 }
-                for g in 0..TILE_ROWS {
-                    let offsets = load_i16x16(&rows[g].offsets);
-                    for m in 0..4 {
-                        let bsums = load_i16x16(&acts[m].bsums);
-                        let osum = _mm256_madd_epi16(offsets, bsums);
-                        let d = _mm256_set1_ps(rows[g].d * acts[m].d);
-                        let c = _mm256_set1_ps(rows[g].c * acts[m].d);
-                        acc[g][m] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[g][m]), d, acc[g][m]);
-                        acc[g][m] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(osum), c, acc[g][m]);
-                    }
-                }
-            }
-            for m in 0..4 {
-                for g in 0..TILE_ROWS {
-                    out[m * TILE_ROWS + g] = hsum256(acc[g][m]);
+                for m in 0..4 {
+                    out[m * TILE_ROWS + g] = hsum256(acc[m]);
                 }
             }
         }

@@ -44,17 +44,33 @@ mod imp {
         unsafe {
             let n = a.iter().fold(w.len(), |n, r| n.min(r.len()));
             let mut acc = [[_mm512_setzero_ps(); 2]; N];
-            let steps = n / 32;
-            for i in 0..steps {
-                let at = 32 * i;
+            // Two independent chains with fixed registers (an index `i % 2` kept them in
+            // memory), then a last half step.
+            let pairs = n / 64;
+            for i in 0..pairs {
+                let at = 64 * i;
                 if N == 1 {
                     prefetch_l2(&w[at], GEMV_PREFETCH_BYTES);
+                    prefetch_l2(&w[at + 32], GEMV_PREFETCH_BYTES);
                 }
+                let w0 = load32(&w[at..at + 32]);
+                let w1 = load32(&w[at + 32..at + 64]);
+                for r in 0..N {
+                    let x0 = load32(&a[r][at..at + 32]);
+                    let x1 = load32(&a[r][at + 32..at + 64]);
+                    acc[r][0] = _mm512_dpbf16_ps(acc[r][0], w0, x0);
+                    acc[r][1] = _mm512_dpbf16_ps(acc[r][1], w1, x1);
+                }
+            }
+            let mut steps = 2 * pairs;
+            if n - 64 * pairs >= 32 {
+                let at = 64 * pairs;
                 let wv = load32(&w[at..at + 32]);
                 for r in 0..N {
                     let x = load32(&a[r][at..at + 32]);
-                    acc[r][i % 2] = _mm512_dpbf16_ps(acc[r][i % 2], wv, x);
+                    acc[r][0] = _mm512_dpbf16_ps(acc[r][0], wv, x);
                 }
+                steps += 1;
             }
             let mut out = [0.0f32; N];
             for r in 0..N {
