@@ -584,37 +584,6 @@ mod imp {
         }
     }
 
-    /// `w · a` of one pair of 16-bit float rows (the GEMV): 32 values per step into four
-    /// accumulators, so that four FMA chains hide the FMA latency (with two, one thread
-    /// streamed at most about 8 bytes per cycle), and one L2 request per 64-byte line.
-    ///
-    /// # Safety
-    /// The CPU must support AVX2, FMA and F16C.
-    #[inline(always)]
-    pub(super) unsafe fn half_dot<E: Half>(w: &[E], a: &[E]) -> f32 {
-        // SAFETY: the caller's features; loads go through fixed-size references.
-        unsafe {
-            let n = w.len().min(a.len());
-            let mut acc = [_mm256_setzero_ps(); 4];
-            let steps = n / 32;
-            for i in 0..steps {
-                let at = 32 * i;
-                prefetch_l2(sub::<E, 32>(w, at), GEMV_PREFETCH_BYTES);
-                let (w0, w1) = E::widen16(sub(w, at));
-                let (w2, w3) = E::widen16(sub(w, at + 16));
-                let (x0, x1) = E::widen16(sub(a, at));
-                let (x2, x3) = E::widen16(sub(a, at + 16));
-                acc[0] = _mm256_fmadd_ps(w0, x0, acc[0]);
-                acc[1] = _mm256_fmadd_ps(w1, x1, acc[1]);
-                acc[2] = _mm256_fmadd_ps(w2, x2, acc[2]);
-                acc[3] = _mm256_fmadd_ps(w3, x3, acc[3]);
-            }
-            let tail: f32 = (32 * steps..n).map(|k| w[k].value() * a[k].value()).sum();
-            let sum = _mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3]));
-            hsum256(sum) + tail
-        }
-    }
-
     /// `w[g] · a[r]` of 16-bit float rows for `G` weight rows and `N` activation rows, one
     /// accumulator each: every widened weight serves `N` rows and every widened activation
     /// `G` (two by four: 14 of the 16 vector registers).
@@ -728,7 +697,7 @@ block_rows! {
 unsafe fn half_gemv_body<E: imp::Half>(w: &[E], a: &[E], out: &mut [f32]) {
     for (o, row) in out.iter_mut().zip(w.chunks_exact(a.len().max(1))) {
         // SAFETY: the caller's features.
-        *o = unsafe { imp::half_dot::<E>(row, a) };
+        *o = unsafe { imp::half_rows::<E, 1>(row, [a])[0] };
     }
 }
 
