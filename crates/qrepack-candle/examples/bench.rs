@@ -5,7 +5,12 @@
 //! ```text
 //! cargo run --release -p qrepack-candle --features stock --example bench -- MODEL.gguf \
 //!     [--threads 2] [--prompt 512] [--gen 128] [--reps 3] [--no-fuse] [--only qrepack|stock]
+//!     [--profile]
 //! ```
+//!
+//! `--profile` then runs qrepack-candle once more with [`Llama::set_profiling`] on and splits
+//! the prompt pass and the mean decode step into matrix products, attention, elementwise work
+//! (norms, RoPE, activation, residuals) and the rest.
 //!
 //! `--threads N` sets `RAYON_NUM_THREADS` and `CANDLE_NUM_THREADS` (read by candle's pools) and
 //! builds the global rayon pool (qrepack's) with N threads, before anything runs. The two
@@ -32,6 +37,7 @@ struct Opts {
     reps: usize,
     fuse: bool,
     only: Option<String>,
+    profile: bool,
 }
 
 /// Runs the prompt and the generation; returns (prompt seconds, generation seconds).
@@ -153,6 +159,60 @@ fn run(o: Opts) -> Result<(), String> {
             a.1 / b.1
         );
     }
+    if let (true, Some(l)) = (o.profile, ours.as_mut()) {
+        print_profile(l, &prompt, o.gen).map_err(|e| e.to_string())?;
+    }
+    Ok(())
+}
+
+/// One profiled prompt pass and `gen` profiled decode steps of qrepack-candle, as a table.
+fn print_profile(l: &mut Llama, prompt: &[u32], gen: usize) -> candle_core::Result<()> {
+    let dev = Device::Cpu;
+    l.clear_cache();
+    l.set_profiling(true);
+    let ids = Tensor::new(prompt, &dev)?.unsqueeze(0)?;
+    let mut next = l
+        .forward(&ids, 0)?
+        .squeeze(0)?
+        .argmax(0)?
+        .to_scalar::<u32>()?;
+    let pass = l.take_profile().unwrap_or_default();
+    for i in 0..gen {
+        let ids = Tensor::new(&[[next]], &dev)?;
+        next = l
+            .forward(&ids, prompt.len() + i)?
+            .squeeze(0)?
+            .argmax(0)?
+            .to_scalar::<u32>()?;
+    }
+    let steps = l.take_profile().unwrap_or_default();
+    l.set_profiling(false);
+    let ms = |d: std::time::Duration, n: usize| d.as_secs_f64() * 1e3 / n.max(1) as f64;
+    println!(
+        "  profile (qrepack-candle): the {}-token prompt pass, and one decode step (mean of {})",
+        prompt.len(),
+        steps.passes
+    );
+    println!(
+        "  {:<12} {:>14} {:>7} {:>16} {:>7}",
+        "phase", "prompt ms", "%", "decode step ms", "%"
+    );
+    let rows = [
+        ("products", pass.products, steps.products),
+        ("attention", pass.attention, steps.attention),
+        ("elementwise", pass.elementwise, steps.elementwise),
+        ("rest", pass.rest(), steps.rest()),
+        ("total", pass.total, steps.total),
+    ];
+    for (name, p, s) in rows {
+        let (pm, sm) = (ms(p, pass.passes), ms(s, steps.passes));
+        let (pt, st) = (ms(pass.total, pass.passes), ms(steps.total, steps.passes));
+        println!(
+            "  {name:<12} {pm:>14.2} {:>6.1}% {sm:>16.3} {:>6.1}%",
+            100.0 * pm / pt.max(1e-12),
+            100.0 * sm / st.max(1e-12)
+        );
+    }
     Ok(())
 }
 
@@ -165,6 +225,7 @@ fn parse(args: &[String]) -> Result<Opts, String> {
         reps: 3,
         fuse: true,
         only: None,
+        profile: false,
     };
     let mut it = args.iter();
     while let Some(a) = it.next() {
@@ -180,12 +241,13 @@ fn parse(args: &[String]) -> Result<Opts, String> {
             "--reps" => o.reps = num("--reps")?,
             "--no-fuse" => o.fuse = false,
             "--only" => o.only = it.next().cloned(),
+            "--profile" => o.profile = true,
             s if o.path.is_empty() && !s.starts_with("--") => o.path = s.to_string(),
             s => return Err(format!("unexpected argument '{s}'")),
         }
     }
     if o.path.is_empty() || o.prompt == 0 || o.threads == 0 {
-        return Err("usage: bench MODEL.gguf [--threads 2] [--prompt 512] [--gen 128] [--reps 3] [--no-fuse] [--only qrepack|stock]".into());
+        return Err("usage: bench MODEL.gguf [--threads 2] [--prompt 512] [--gen 128] [--reps 3] [--no-fuse] [--only qrepack|stock] [--profile]".into());
     }
     Ok(o)
 }

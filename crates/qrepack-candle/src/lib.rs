@@ -27,6 +27,7 @@
 
 pub mod linear;
 pub mod llama;
+pub mod profile;
 #[cfg(feature = "stock")]
 pub mod stock;
 pub mod tokenizer;
@@ -34,4 +35,5 @@ pub mod weights;
 
 pub use linear::{QExpertsLinear, QLinear};
 pub use llama::{Backend, Config, Llama, LoadOptions};
+pub use profile::{Phase, PhaseTimes};
 pub use tokenizer::Tokenizer;

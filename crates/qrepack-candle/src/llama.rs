@@ -6,12 +6,14 @@
 
 use std::borrow::Cow;
 use std::sync::Arc;
+use std::time::Instant;
 
 use candle_core::quantized::{GgmlDType, QMatMul, QStorage, QTensor};
 use candle_core::{bail, DType, Device, Module, Result, Tensor, D};
 use qrepack::{GgmlType, Model, QMatrix};
 
 use crate::linear::QLinear;
+use crate::profile::{timed, Phase, PhaseTimes};
 use crate::weights::{ggml_bytes, metadata, metadata_f64, metadata_usize, tensor, QEmbedding};
 
 /// The hyper-parameters of a Llama-family model, read from GGUF metadata.
@@ -343,6 +345,8 @@ pub struct Llama {
     cos: Tensor,
     sin: Tensor,
     device: Device,
+    /// Time per phase while profiling.
+    profile: Option<PhaseTimes>,
 }
 
 impl Llama {
@@ -400,7 +404,22 @@ impl Llama {
             sin,
             device,
             config,
+            profile: None,
         })
+    }
+
+    /// Turns the per-phase timing of forward passes on or off (off by default; on, each group
+    /// of operations is timed, which costs a clock read per group).
+    pub fn set_profiling(&mut self, on: bool) {
+        self.profile = on.then(PhaseTimes::default);
+    }
+
+    /// The phase times summed since profiling was turned on or last taken, and a fresh start;
+    /// `None` when profiling is off.
+    pub fn take_profile(&mut self) -> Option<PhaseTimes> {
+        let t = self.profile?;
+        self.profile = Some(PhaseTimes::default());
+        Some(t)
     }
 
     /// The configuration.
@@ -423,21 +442,39 @@ impl Llama {
     /// Runs `ids` (`[batch, seq]`, u32) at positions `pos..pos + seq` (`pos` must equal
     /// [`Llama::cached_len`]) and returns the logits after the last token: `[batch, vocab]`.
     pub fn forward(&mut self, ids: &Tensor, pos: usize) -> Result<Tensor> {
+        let start = Instant::now();
         let h = self.hidden(ids, pos)?;
         let seq = h.dim(1)?;
         let last = h.narrow(1, seq - 1, 1)?;
-        self.head(&last)?.squeeze(1)
+        let out = self.head(&last)?.squeeze(1);
+        self.count_pass(start);
+        out
     }
 
     /// [`Llama::forward`] returning the logits after every token: `[batch, seq, vocab]`.
     pub fn forward_all(&mut self, ids: &Tensor, pos: usize) -> Result<Tensor> {
+        let start = Instant::now();
         let h = self.hidden(ids, pos)?;
-        self.head(&h)
+        let out = self.head(&h);
+        self.count_pass(start);
+        out
     }
 
-    fn head(&self, h: &Tensor) -> Result<Tensor> {
-        let h = candle_nn::ops::rms_norm(h, &self.output_norm, self.config.rms_eps as f32)?;
-        self.output.forward(&h)
+    fn count_pass(&mut self, start: Instant) {
+        if let Some(t) = &mut self.profile {
+            t.passes += 1;
+            t.total += start.elapsed();
+        }
+    }
+
+    fn head(&mut self, h: &Tensor) -> Result<Tensor> {
+        let eps = self.config.rms_eps as f32;
+        let h = timed(&mut self.profile, Phase::Elementwise, || {
+            candle_nn::ops::rms_norm(h, &self.output_norm, eps)
+        })?;
+        timed(&mut self.profile, Phase::Products, || {
+            self.output.forward(&h)
+        })
     }
 
     fn hidden(&mut self, ids: &Tensor, pos: usize) -> Result<Tensor> {
@@ -467,13 +504,19 @@ impl Llama {
         };
         let mut x = self.embedding.forward(ids)?;
         let cfg = &self.config;
+        let prof = &mut self.profile;
+        let eps = cfg.rms_eps as f32;
         for block in &mut self.blocks {
-            let h = candle_nn::ops::rms_norm(&x, &block.attn_norm, cfg.rms_eps as f32)?;
-            let a = block.attention(&h, cfg, &cos, &sin, mask.as_ref())?;
-            x = (x + a)?;
-            let h = candle_nn::ops::rms_norm(&x, &block.ffn_norm, cfg.rms_eps as f32)?;
-            let f = block.mlp(&h)?;
-            x = (x + f)?;
+            let h = timed(prof, Phase::Elementwise, || {
+                candle_nn::ops::rms_norm(&x, &block.attn_norm, eps)
+            })?;
+            let a = block.attention(&h, cfg, &cos, &sin, mask.as_ref(), prof)?;
+            x = timed(prof, Phase::Elementwise, || x + a)?;
+            let h = timed(prof, Phase::Elementwise, || {
+                candle_nn::ops::rms_norm(&x, &block.ffn_norm, eps)
+            })?;
+            let f = block.mlp(&h, prof)?;
+            x = timed(prof, Phase::Elementwise, || x + f)?;
         }
         Ok(x)
     }
@@ -513,20 +556,21 @@ impl Block {
         cos: &Tensor,
         sin: &Tensor,
         mask: Option<&Tensor>,
+        prof: &mut Option<PhaseTimes>,
     ) -> Result<Tensor> {
         let (b, seq, _) = x.dims3()?;
         let (hd, nh, nkv) = (cfg.head_dim, cfg.n_head, cfg.n_kv_head);
-        let (q, k, v) = match &self.qkv {
+        let (q, k, v) = timed(prof, Phase::Products, || match &self.qkv {
             Qkv::Fused(l) => {
                 let qkv = l.forward(x)?;
-                (
+                Ok((
                     qkv.narrow(D::Minus1, 0, nh * hd)?,
                     qkv.narrow(D::Minus1, nh * hd, nkv * hd)?,
                     qkv.narrow(D::Minus1, (nh + nkv) * hd, nkv * hd)?,
-                )
+                ))
             }
-            Qkv::Split(q, k, v) => (q.forward(x)?, k.forward(x)?, v.forward(x)?),
-        };
+            Qkv::Split(q, k, v) => Ok((q.forward(x)?, k.forward(x)?, v.forward(x)?)),
+        })?;
         // [b, seq, heads * hd] -> [b, heads, seq, hd]
         let heads = |t: Tensor, n: usize| -> Result<Tensor> {
             t.reshape((b, seq, n, hd))?.transpose(1, 2)?.contiguous()
@@ -538,41 +582,44 @@ impl Block {
                 candle_nn::rotary_emb::rope_i(t, cos, sin)
             }
         };
-        let q = (rope(&heads(q, nh)?)? * (1.0 / (hd as f64).sqrt()))?;
-        let k = rope(&heads(k, nkv)?)?;
-        let v = heads(v, nkv)?;
-        let (k, v) = self.cache.append(&k, &v)?;
-        let kv_len = k.dim(2)?;
-        // Grouped-query attention without copying k and v: the query heads that share a
-        // key/value head are consecutive, so they are stacked into one matrix per kv head.
-        let group = nh / nkv;
-        let q = q.reshape((b, nkv, group * seq, hd))?;
-        let scores = q.matmul(&k.t()?)?;
-        let scores = match mask {
-            Some(m) => scores
-                .reshape((b, nkv, group, seq, kv_len))?
-                .broadcast_add(m)?
-                .reshape((b, nkv, group * seq, kv_len))?,
-            None => scores,
-        };
-        let p = candle_nn::ops::softmax_last_dim(&scores)?;
-        let y = p.matmul(&v)?; // [b, nkv, group * seq, hd]
-        let y = y
-            .reshape((b, nh, seq, hd))?
-            .transpose(1, 2)?
-            .reshape((b, seq, nh * hd))?;
-        self.wo.forward(&y)
+        let (q, k, v) = timed(prof, Phase::Elementwise, || {
+            let q = (rope(&heads(q, nh)?)? * (1.0 / (hd as f64).sqrt()))?;
+            Ok((q, rope(&heads(k, nkv)?)?, heads(v, nkv)?))
+        })?;
+        let y = timed(prof, Phase::Attention, || {
+            let (k, v) = self.cache.append(&k, &v)?;
+            let kv_len = k.dim(2)?;
+            // Grouped-query attention without copying k and v: the query heads that share a
+            // key/value head are consecutive, so they are stacked into one matrix per kv head.
+            let group = nh / nkv;
+            let q = q.reshape((b, nkv, group * seq, hd))?;
+            let scores = q.matmul(&k.t()?)?;
+            let scores = match mask {
+                Some(m) => scores
+                    .reshape((b, nkv, group, seq, kv_len))?
+                    .broadcast_add(m)?
+                    .reshape((b, nkv, group * seq, kv_len))?,
+                None => scores,
+            };
+            let p = candle_nn::ops::softmax_last_dim(&scores)?;
+            let y = p.matmul(&v)?; // [b, nkv, group * seq, hd]
+            y.reshape((b, nh, seq, hd))?
+                .transpose(1, 2)?
+                .reshape((b, seq, nh * hd))
+        })?;
+        timed(prof, Phase::Products, || self.wo.forward(&y))
     }
 
-    fn mlp(&self, x: &Tensor) -> Result<Tensor> {
-        let (gate, up) = match &self.gate_up {
+    fn mlp(&self, x: &Tensor, prof: &mut Option<PhaseTimes>) -> Result<Tensor> {
+        let (gate, up) = timed(prof, Phase::Products, || match &self.gate_up {
             GateUp::Fused(l) => {
                 let gu = l.forward(x)?;
                 let ff = gu.dim(D::Minus1)? / 2;
-                (gu.narrow(D::Minus1, 0, ff)?, gu.narrow(D::Minus1, ff, ff)?)
+                Ok((gu.narrow(D::Minus1, 0, ff)?, gu.narrow(D::Minus1, ff, ff)?))
             }
-            GateUp::Split(g, u) => (g.forward(x)?, u.forward(x)?),
-        };
-        self.down.forward(&(gate.silu()? * up)?)
+            GateUp::Split(g, u) => Ok((g.forward(x)?, u.forward(x)?)),
+        })?;
+        let act = timed(prof, Phase::Elementwise, || gate.silu()? * up)?;
+        timed(prof, Phase::Products, || self.down.forward(&act))
     }
 }

@@ -136,3 +136,25 @@ fn prompt_in_chunks_matches_one_prompt() {
     parts.clear_cache();
     assert_eq!(parts.cached_len(), 0);
 }
+
+/// Profiling changes no logit, counts every pass, and its phases add up to at most the total;
+/// with profiling off there is nothing to take.
+#[test]
+fn profiling_times_the_phases_without_changing_results() {
+    let bytes = Tiny::llama().gguf(4);
+    let mut plain = load(&bytes, Backend::Qrepack, true);
+    let mut profiled = load(&bytes, Backend::Qrepack, true);
+    assert!(profiled.take_profile().is_none());
+    profiled.set_profiling(true);
+    let (a, b) = (run(&mut plain), run(&mut profiled));
+    assert_eq!(a, b);
+    let t = profiled.take_profile().unwrap();
+    assert_eq!(t.passes, 4);
+    assert!(t.products > std::time::Duration::ZERO);
+    assert!(t.attention > std::time::Duration::ZERO);
+    assert!(t.elementwise > std::time::Duration::ZERO);
+    assert!(t.products + t.attention + t.elementwise <= t.total);
+    assert_eq!(profiled.take_profile().unwrap().passes, 0);
+    profiled.set_profiling(false);
+    assert!(profiled.take_profile().is_none());
+}
