@@ -209,18 +209,26 @@ target_entries! { "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni";
 /// once per quad anyway).
 const MIN_QUADS: usize = 2;
 
+/// The per-call tiles of one type: two rows per tile, two quads per call.
+fn vnni_tiles<W>(
+    make_tile: fn(&[W], &mut [u64]),
+    gemm: crate::kernel_api::TiledGemmFn<W, BlockQ8K>,
+) -> TiledGemm<W, BlockQ8K> {
+    TiledGemm {
+        groups: TILE_ROWS,
+        quads: 2,
+        min_quads: MIN_QUADS,
+        tile_words,
+        make_tile,
+        gemm,
+    }
+}
+
 /// Plain Q2_K rows: the AVX2 GEMV and one-quad GEMM, the VNNI tiles.
 pub(crate) fn q2_k_rows(token: Avx512) -> Kernels<BlockQ2K, BlockQ8K, BlockQ8K> {
     Kernels {
         set: KernelSet::Avx512,
-        tiled: Some(TiledGemm {
-            groups: TILE_ROWS,
-            quads: 2,
-            min_quads: MIN_QUADS,
-            tile_words,
-            make_tile: q2_k_tile,
-            gemm: q2_k_tiled_gemm,
-        }),
+        tiled: Some(vnni_tiles(q2_k_tile, q2_k_tiled_gemm)),
         ..plain_rows::q2_k_rows(token.avx2())
     }
 }
@@ -229,14 +237,7 @@ pub(crate) fn q2_k_rows(token: Avx512) -> Kernels<BlockQ2K, BlockQ8K, BlockQ8K> 
 pub(crate) fn q3_k_rows(token: Avx512) -> Kernels<BlockQ3K, BlockQ8K, BlockQ8K> {
     Kernels {
         set: KernelSet::Avx512,
-        tiled: Some(TiledGemm {
-            groups: TILE_ROWS,
-            quads: 2,
-            min_quads: MIN_QUADS,
-            tile_words,
-            make_tile: q3_k_tile,
-            gemm: q3_k_tiled_gemm,
-        }),
+        tiled: Some(vnni_tiles(q3_k_tile, q3_k_tiled_gemm)),
         ..plain_rows::q3_k_rows(token.avx2())
     }
 }
@@ -245,14 +246,7 @@ pub(crate) fn q3_k_rows(token: Avx512) -> Kernels<BlockQ3K, BlockQ8K, BlockQ8K> 
 pub(crate) fn iq4_xs_rows(token: Avx512) -> Kernels<BlockIq4Xs, BlockQ8K, BlockQ8K> {
     Kernels {
         set: KernelSet::Avx512,
-        tiled: Some(TiledGemm {
-            groups: TILE_ROWS,
-            quads: 2,
-            min_quads: MIN_QUADS,
-            tile_words,
-            make_tile: iq4_xs_tile,
-            gemm: iq4_xs_tiled_gemm,
-        }),
+        tiled: Some(vnni_tiles(iq4_xs_tile, iq4_xs_tiled_gemm)),
         ..plain_rows::iq4_xs_rows(token.avx2())
     }
 }
