@@ -25,8 +25,10 @@
 //! qrepack runs on the current rayon thread pool (`RAYON_NUM_THREADS`), candle's own CPU
 //! kernels on theirs (`CANDLE_NUM_THREADS`, then `RAYON_NUM_THREADS`).
 
+mod decoder;
 pub mod linear;
 pub mod llama;
+pub mod ops;
 pub mod profile;
 #[cfg(feature = "stock")]
 pub mod stock;

@@ -1,20 +1,24 @@
-//! A Llama-family decoder (Llama, SmolLM2, Mistral-style; Qwen2 with its q/k/v biases) on
-//! candle operations, with every matrix product in a [`QLinear`].
+//! A Llama-family decoder (Llama, SmolLM2, Mistral-style; Qwen2 with its q/k/v biases) that
+//! takes and returns candle tensors, with every matrix product in a [`QLinear`].
 //!
 //! The model is configured from the GGUF metadata (`<arch>.block_count`, ...), takes token ids,
-//! keeps a KV cache, and returns logits.
+//! keeps a KV cache, and returns logits. Inside, the forward pass runs on raw f32 buffers
+//! allocated once per batch shape ([`crate::decoder`]), with the kernels of [`crate::ops`], on
+//! one rayon thread pool that the products share.
 
 use std::borrow::Cow;
 use std::sync::Arc;
 use std::time::Instant;
 
 use candle_core::quantized::{GgmlDType, QMatMul, QStorage, QTensor};
-use candle_core::{bail, DType, Device, Module, Result, Tensor, D};
-use qrepack::{GgmlType, Model, QMatrix};
+use candle_core::{bail, DType, Device, Result, Tensor};
+use qrepack::{dequantize, GgmlType, Model, QMatrix};
 
+use crate::decoder::{Block, Dims, GateUp, Linear, Qkv, Scratch, Weight};
 use crate::linear::QLinear;
+use crate::ops::{self, Gate, Heads, Rope, RopeStyle};
 use crate::profile::{timed, Phase, PhaseTimes};
-use crate::weights::{ggml_bytes, metadata, metadata_f64, metadata_usize, tensor, QEmbedding};
+use crate::weights::{ggml_bytes, metadata, metadata_f64, metadata_usize, QEmbedding};
 
 /// The hyper-parameters of a Llama-family model, read from GGUF metadata.
 #[derive(Clone, Debug, PartialEq)]
@@ -42,6 +46,8 @@ pub struct Config {
     pub context_length: usize,
     /// Vocabulary size.
     pub vocab_size: usize,
+    /// Width of the feed-forward layers.
+    pub n_ff: usize,
 }
 
 impl Config {
@@ -95,6 +101,10 @@ impl Config {
             rope_neox,
             context_length: metadata_usize(model, &key("context_length")).unwrap_or(4096),
             vocab_size,
+            n_ff: match model.tensor("blk.0.ffn_gate.weight") {
+                Some(t) if t.dims.len() == 2 => t.dims[1] as usize,
+                _ => metadata_usize(model, &key("feed_forward_length"))?,
+            },
             architecture: arch,
         })
     }
@@ -118,6 +128,9 @@ pub struct LoadOptions {
     /// Multiply q, k, v (and gate, up) as one matrix where their types and widths agree:
     /// fewer, larger products. Costs a copy of those weights (qrepack backend only).
     pub fuse: bool,
+    /// Threads of the model's pool (products, attention and the elementwise kernels all run
+    /// on it); `None`: as many as the current rayon pool has (`RAYON_NUM_THREADS`).
+    pub threads: Option<usize>,
 }
 
 impl Default for LoadOptions {
@@ -125,6 +138,7 @@ impl Default for LoadOptions {
         LoadOptions {
             backend: Backend::Qrepack,
             fuse: true,
+            threads: None,
         }
     }
 }
@@ -151,47 +165,29 @@ fn candle_dtype(ty: GgmlType) -> Result<GgmlDType> {
     })
 }
 
-/// A matrix product without bias, by either backend.
-#[derive(Clone, Debug)]
-enum Weight {
-    Qrepack(QLinear),
-    Candle(QMatMul),
-}
-
-/// A linear layer: weight and optional bias.
-#[derive(Clone, Debug)]
-struct Linear {
-    weight: Weight,
-    bias: Option<Tensor>,
-}
-
-impl Module for Linear {
-    fn forward(&self, x: &Tensor) -> Result<Tensor> {
-        let y = match &self.weight {
-            Weight::Qrepack(l) => l.forward(x)?,
-            Weight::Candle(m) => m.forward(x)?,
-        };
-        match &self.bias {
-            Some(b) => y.broadcast_add(b),
-            None => Ok(y),
-        }
-    }
+/// A 1-D f32 tensor of the model (a norm weight or a bias), dequantized.
+fn vector(model: &Model, name: &str) -> Result<Vec<f32>> {
+    let (bytes, ty, dims) = ggml_bytes(model, name)?;
+    let n: usize = dims.iter().product();
+    dequantize(ty, &bytes, 1, n).map_err(candle_core::Error::wrap)
 }
 
 /// Builds the linear layers of one model.
 struct Builder<'a> {
     model: &'a Arc<Model>,
     options: &'a LoadOptions,
-    device: &'a Device,
 }
 
 impl Builder<'_> {
-    fn bias(&self, weight: &str) -> Result<Option<Tensor>> {
+    fn bias(&self, weight: &str) -> Result<Option<Vec<f32>>> {
         let name = match weight.strip_suffix(".weight") {
             Some(stem) => format!("{stem}.bias"),
             None => return Ok(None),
         };
-        crate::weights::tensor_opt(self.model, &name, self.device)
+        match self.model.tensor(&name) {
+            None => Ok(None),
+            Some(_) => vector(self.model, &name).map(Some),
+        }
     }
 
     fn weight(&self, name: &str) -> Result<Weight> {
@@ -203,8 +199,12 @@ impl Builder<'_> {
                     bail!("'{name}' is not a matrix: dims {dims:?}");
                 };
                 let storage =
-                    QStorage::from_data(Cow::Owned(bytes), self.device, candle_dtype(ty)?)?;
-                Weight::Candle(QMatMul::from_qtensor(QTensor::new(storage, (rows, cols))?)?)
+                    QStorage::from_data(Cow::Owned(bytes), &Device::Cpu, candle_dtype(ty)?)?;
+                Weight::Candle {
+                    matmul: QMatMul::from_qtensor(QTensor::new(storage, (rows, cols))?)?,
+                    rows,
+                    cols,
+                }
             }
         })
     }
@@ -245,15 +245,14 @@ impl Builder<'_> {
             biases.push(self.bias(name)?);
         }
         let bias = if biases.iter().any(Option::is_some) {
-            let parts = biases
-                .into_iter()
-                .zip(&matrices)
-                .map(|(b, m)| match b {
-                    Some(b) => Ok(b),
-                    None => Tensor::zeros(m.rows(), DType::F32, self.device),
-                })
-                .collect::<Result<Vec<_>>>()?;
-            Some(Tensor::cat(&parts, 0)?)
+            let mut all = Vec::with_capacity(rows);
+            for (b, m) in biases.into_iter().zip(&matrices) {
+                match b {
+                    Some(b) => all.extend(b),
+                    None => all.extend(std::iter::repeat_n(0.0, m.rows())),
+                }
+            }
+            Some(all)
         } else {
             None
         };
@@ -264,67 +263,8 @@ impl Builder<'_> {
     }
 }
 
-/// q, k, v as one product or three.
-#[derive(Clone, Debug)]
-enum Qkv {
-    Fused(Linear),
-    Split(Linear, Linear, Linear),
-}
-
-/// gate and up as one product or two.
-#[derive(Clone, Debug)]
-enum GateUp {
-    Fused(Linear),
-    Split(Linear, Linear),
-}
-
-/// The keys and values of the positions seen so far, in tensors that grow by doubling.
-#[derive(Clone, Debug, Default)]
-struct KvCache {
-    /// `[batch, n_kv_head, capacity, head_dim]` each.
-    kv: Option<(Tensor, Tensor)>,
-    len: usize,
-}
-
-impl KvCache {
-    /// Appends `k`, `v` (`[batch, n_kv_head, seq, head_dim]`, contiguous) and returns the keys
-    /// and values of every position so far.
-    fn append(&mut self, k: &Tensor, v: &Tensor) -> Result<(Tensor, Tensor)> {
-        let (b, h, seq, d) = k.dims4()?;
-        let need = self.len + seq;
-        let capacity = self.kv.as_ref().map_or(0, |(k, _)| k.dim(2).unwrap_or(0));
-        if need > capacity {
-            let new_cap = need.max(2 * capacity).max(256);
-            let grown_k = Tensor::zeros((b, h, new_cap, d), k.dtype(), k.device())?;
-            let grown_v = Tensor::zeros((b, h, new_cap, d), v.dtype(), v.device())?;
-            if let Some((old_k, old_v)) = &self.kv {
-                grown_k.slice_set(&old_k.narrow(2, 0, self.len)?.contiguous()?, 2, 0)?;
-                grown_v.slice_set(&old_v.narrow(2, 0, self.len)?.contiguous()?, 2, 0)?;
-            }
-            self.kv = Some((grown_k, grown_v));
-        }
-        let Some((ck, cv)) = &self.kv else {
-            bail!("internal: the KV cache was not allocated");
-        };
-        ck.slice_set(k, 2, self.len)?;
-        cv.slice_set(v, 2, self.len)?;
-        self.len = need;
-        Ok((ck.narrow(2, 0, need)?, cv.narrow(2, 0, need)?))
-    }
-}
-
-#[derive(Clone, Debug)]
-struct Block {
-    attn_norm: Tensor,
-    qkv: Qkv,
-    wo: Linear,
-    ffn_norm: Tensor,
-    gate_up: GateUp,
-    down: Linear,
-    cache: KvCache,
-}
-
-/// A Llama-family decoder on candle, its products in [`QLinear`] (or candle's `QMatMul`).
+/// A Llama-family decoder: candle tensors in and out, its products in [`QLinear`] (or
+/// candle's `QMatMul`), the rest on preallocated buffers.
 ///
 /// ```no_run
 /// use candle_core::{Device, Tensor};
@@ -337,14 +277,17 @@ struct Block {
 #[derive(Clone, Debug)]
 pub struct Llama {
     config: Config,
+    dims: Dims,
     embedding: QEmbedding,
     blocks: Vec<Block>,
-    output_norm: Tensor,
+    output_norm: Vec<f32>,
     output: Linear,
-    /// `[context_length, head_dim / 2]` each.
-    cos: Tensor,
-    sin: Tensor,
-    device: Device,
+    rope: Rope,
+    scratch: Scratch,
+    /// Positions cached, and the batch size they were cached with.
+    cached: usize,
+    batch: usize,
+    pool: Arc<rayon::ThreadPool>,
     /// Time per phase while profiling.
     profile: Option<PhaseTimes>,
 }
@@ -358,12 +301,10 @@ impl Llama {
 
     /// Builds the model from an opened qrepack [`Model`].
     pub fn load(model: Arc<Model>, options: &LoadOptions) -> Result<Llama> {
-        let device = Device::Cpu;
         let config = Config::from_model(&model)?;
         let b = Builder {
             model: &model,
             options,
-            device: &device,
         };
         let mut blocks = Vec::with_capacity(config.n_layer);
         for i in 0..config.n_layer {
@@ -378,15 +319,17 @@ impl Llama {
                 Some(l) => GateUp::Fused(l),
                 None => GateUp::Split(b.linear(&gate)?, b.linear(&up)?),
             };
-            blocks.push(Block {
-                attn_norm: tensor(&model, &n("attn_norm"), &device)?,
+            let block = Block {
+                attn_norm: vector(&model, &n("attn_norm"))?,
                 qkv,
                 wo: b.linear(&n("attn_output"))?,
-                ffn_norm: tensor(&model, &n("ffn_norm"), &device)?,
+                ffn_norm: vector(&model, &n("ffn_norm"))?,
                 gate_up,
                 down: b.linear(&n("ffn_down"))?,
-                cache: KvCache::default(),
-            });
+                caches: Vec::new(),
+            };
+            check_block(&block, &config, i)?;
+            blocks.push(block);
         }
         // a separate output head, or the embedding table (tied)
         let head = if model.tensor("output.weight").is_some() {
@@ -394,15 +337,65 @@ impl Llama {
         } else {
             "token_embd.weight"
         };
-        let (cos, sin) = rope_tables(&config, &device)?;
+        let output_norm = vector(&model, "output_norm.weight")?;
+        if output_norm.len() != config.n_embd {
+            bail!(
+                "output_norm.weight has {} values for a model {} wide",
+                output_norm.len(),
+                config.n_embd
+            );
+        }
+        let output = b.linear(head)?;
+        if output.cols() != config.n_embd {
+            bail!(
+                "the output head takes {} inputs, not {}",
+                output.cols(),
+                config.n_embd
+            );
+        }
+        let embedding = QEmbedding::from_model(&model, "token_embd.weight")?;
+        if embedding.dim() != config.n_embd {
+            bail!(
+                "the embedding is {} wide, not {}",
+                embedding.dim(),
+                config.n_embd
+            );
+        }
+        let threads = options
+            .threads
+            .unwrap_or_else(rayon::current_num_threads)
+            .max(1);
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .thread_name(|i| format!("qrepack-candle-{i}"))
+            .build()
+            .map_err(candle_core::Error::wrap)?;
+        let style = if config.rope_neox {
+            RopeStyle::Halves
+        } else {
+            RopeStyle::Interleaved
+        };
         Ok(Llama {
-            embedding: QEmbedding::from_model(&model, "token_embd.weight")?,
-            output_norm: tensor(&model, "output_norm.weight", &device)?,
-            output: b.linear(head)?,
+            dims: Dims {
+                n_embd: config.n_embd,
+                heads: Heads {
+                    n_head: config.n_head,
+                    n_kv_head: config.n_kv_head,
+                    head_dim: config.head_dim,
+                },
+                n_ff: config.n_ff,
+                eps: config.rms_eps as f32,
+                gate: Gate::SwiGlu,
+            },
+            rope: Rope::new(style, config.head_dim, config.rope_base as f32, None),
+            embedding,
+            output_norm,
+            output,
             blocks,
-            cos,
-            sin,
-            device,
+            scratch: Scratch::default(),
+            cached: 0,
+            batch: 1,
+            pool: Arc::new(pool),
             config,
             profile: None,
         })
@@ -427,65 +420,76 @@ impl Llama {
         &self.config
     }
 
+    /// Threads of the model's pool.
+    pub fn threads(&self) -> usize {
+        self.pool.current_num_threads()
+    }
+
     /// Positions in the KV cache.
     pub fn cached_len(&self) -> usize {
-        self.blocks.first().map_or(0, |b| b.cache.len)
+        self.cached
+    }
+
+    /// Bytes the KV cache holds (allocated, for every layer and sequence).
+    pub fn cache_bytes(&self) -> usize {
+        self.blocks.iter().map(Block::cache_bytes).sum()
     }
 
     /// Forgets every cached position.
     pub fn clear_cache(&mut self) {
+        self.cached = 0;
+        let batch = self.batch;
         for b in &mut self.blocks {
-            b.cache = KvCache::default();
+            b.reset(batch);
         }
     }
 
-    /// Runs `ids` (`[batch, seq]`, u32) at positions `pos..pos + seq` (`pos` must equal
+    /// Runs `ids` (`[batch, seq]`, u32 or i64) at positions `pos..pos + seq` (`pos` must equal
     /// [`Llama::cached_len`]) and returns the logits after the last token: `[batch, vocab]`.
     pub fn forward(&mut self, ids: &Tensor, pos: usize) -> Result<Tensor> {
-        let start = Instant::now();
-        let h = self.hidden(ids, pos)?;
-        let seq = h.dim(1)?;
-        let last = h.narrow(1, seq - 1, 1)?;
-        let out = self.head(&last)?.squeeze(1);
-        self.count_pass(start);
-        out
+        self.run(ids, pos, false)
     }
 
     /// [`Llama::forward`] returning the logits after every token: `[batch, seq, vocab]`.
     pub fn forward_all(&mut self, ids: &Tensor, pos: usize) -> Result<Tensor> {
-        let start = Instant::now();
-        let h = self.hidden(ids, pos)?;
-        let out = self.head(&h);
-        self.count_pass(start);
-        out
+        self.run(ids, pos, true)
     }
 
-    fn count_pass(&mut self, start: Instant) {
+    fn run(&mut self, ids: &Tensor, pos: usize, every_position: bool) -> Result<Tensor> {
+        let start = Instant::now();
+        let (batch, seq) = ids.dims2()?;
+        let flat = token_ids(ids)?;
+        let pool = Arc::clone(&self.pool);
+        let logits = pool.install(|| self.pass(&flat, batch, seq, pos, every_position))?;
         if let Some(t) = &mut self.profile {
             t.passes += 1;
             t.total += start.elapsed();
         }
+        let vocab = self.output.rows();
+        if every_position {
+            Tensor::from_vec(logits, (batch, seq, vocab), ids.device())
+        } else {
+            Tensor::from_vec(logits, (batch, vocab), ids.device())
+        }
     }
 
-    fn head(&mut self, h: &Tensor) -> Result<Tensor> {
-        let eps = self.config.rms_eps as f32;
-        let h = timed(&mut self.profile, Phase::Elementwise, || {
-            candle_nn::ops::rms_norm(h, &self.output_norm, eps)
-        })?;
-        timed(&mut self.profile, Phase::Products, || {
-            self.output.forward(&h)
-        })
-    }
-
-    fn hidden(&mut self, ids: &Tensor, pos: usize) -> Result<Tensor> {
-        let (_, seq) = ids.dims2()?;
-        if seq == 0 {
+    /// One forward pass on the model's pool; the logits of the last position of each sequence
+    /// (or of every position), row after row.
+    fn pass(
+        &mut self,
+        ids: &[u32],
+        batch: usize,
+        seq: usize,
+        pos: usize,
+        every_position: bool,
+    ) -> Result<Vec<f32>> {
+        if seq == 0 || batch == 0 {
             bail!("forward needs at least one token");
         }
-        if pos != self.cached_len() {
+        if pos != self.cached {
             bail!(
                 "position {pos} does not follow the {} cached positions (clear_cache to restart)",
-                self.cached_len()
+                self.cached
             );
         }
         if pos + seq > self.config.context_length {
@@ -495,131 +499,127 @@ impl Llama {
                 self.config.context_length
             );
         }
-        let cos = self.cos.narrow(0, pos, seq)?;
-        let sin = self.sin.narrow(0, pos, seq)?;
-        let mask = if seq > 1 {
-            Some(causal_mask(seq, pos, &self.device)?)
-        } else {
-            None
-        };
-        let mut x = self.embedding.forward(ids)?;
-        let cfg = &self.config;
-        let prof = &mut self.profile;
-        let eps = cfg.rms_eps as f32;
-        for block in &mut self.blocks {
-            let h = timed(prof, Phase::Elementwise, || {
-                candle_nn::ops::rms_norm(&x, &block.attn_norm, eps)
-            })?;
-            let a = block.attention(&h, cfg, &cos, &sin, mask.as_ref(), prof)?;
-            x = timed(prof, Phase::Elementwise, || x + a)?;
-            let h = timed(prof, Phase::Elementwise, || {
-                candle_nn::ops::rms_norm(&x, &block.ffn_norm, eps)
-            })?;
-            let f = block.mlp(&h, prof)?;
-            x = timed(prof, Phase::Elementwise, || x + f)?;
+        if pos == 0 {
+            self.batch = batch;
+            self.clear_cache();
+        } else if batch != self.batch {
+            bail!(
+                "a batch of {batch} cannot continue the {} cached sequences",
+                self.batch
+            );
         }
-        Ok(x)
-    }
-}
-
-/// `cos` and `sin` of every position and frequency: `[context_length, head_dim / 2]` each.
-fn rope_tables(cfg: &Config, device: &Device) -> Result<(Tensor, Tensor)> {
-    let half = cfg.head_dim / 2;
-    // theta_i = base^(-2i / head_dim), computed in f32 like llama.cpp and candle-transformers
-    let base = cfg.rope_base as f32;
-    let inv_freq: Vec<f32> = (0..half)
-        .map(|i| 1.0 / base.powf((2 * i) as f32 / cfg.head_dim as f32))
-        .collect();
-    let inv_freq = Tensor::from_vec(inv_freq, (1, half), device)?;
-    let positions = Tensor::arange(0u32, cfg.context_length as u32, device)?
-        .to_dtype(DType::F32)?
-        .reshape((cfg.context_length, 1))?;
-    let angles = positions.broadcast_mul(&inv_freq)?;
-    Ok((angles.cos()?, angles.sin()?))
-}
-
-/// Additive mask `[seq, pos + seq]`: 0 where token `i` (at position `pos + i`) may attend to
-/// position `j`, minus infinity after it.
-fn causal_mask(seq: usize, pos: usize, device: &Device) -> Result<Tensor> {
-    let kv = pos + seq;
-    let mask: Vec<f32> = (0..seq)
-        .flat_map(|i| (0..kv).map(move |j| if j > pos + i { f32::NEG_INFINITY } else { 0.0 }))
-        .collect();
-    Tensor::from_vec(mask, (seq, kv), device)
-}
-
-impl Block {
-    fn attention(
-        &mut self,
-        x: &Tensor,
-        cfg: &Config,
-        cos: &Tensor,
-        sin: &Tensor,
-        mask: Option<&Tensor>,
-        prof: &mut Option<PhaseTimes>,
-    ) -> Result<Tensor> {
-        let (b, seq, _) = x.dims3()?;
-        let (hd, nh, nkv) = (cfg.head_dim, cfg.n_head, cfg.n_kv_head);
-        let (q, k, v) = timed(prof, Phase::Products, || match &self.qkv {
-            Qkv::Fused(l) => {
-                let qkv = l.forward(x)?;
-                Ok((
-                    qkv.narrow(D::Minus1, 0, nh * hd)?,
-                    qkv.narrow(D::Minus1, nh * hd, nkv * hd)?,
-                    qkv.narrow(D::Minus1, (nh + nkv) * hd, nkv * hd)?,
-                ))
-            }
-            Qkv::Split(q, k, v) => Ok((q.forward(x)?, k.forward(x)?, v.forward(x)?)),
+        let d = self.dims;
+        let rows = batch * seq;
+        let x = self.scratch.residual(rows * d.n_embd);
+        for (row, id) in x.chunks_exact_mut(d.n_embd).zip(ids) {
+            self.embedding
+                .row_into(*id as usize, row)
+                .map_err(candle_core::Error::msg)?;
+        }
+        timed(&mut self.profile, Phase::Elementwise, || {
+            self.rope.set_positions(pos, seq);
+            Ok(())
         })?;
-        // [b, seq, heads * hd] -> [b, heads, seq, hd]
-        let heads = |t: Tensor, n: usize| -> Result<Tensor> {
-            t.reshape((b, seq, n, hd))?.transpose(1, 2)?.contiguous()
+        for block in &mut self.blocks {
+            let done = block.forward(
+                &mut self.scratch,
+                &d,
+                &self.rope,
+                (batch, seq, pos),
+                &mut self.profile,
+            );
+            if let Err(e) = done {
+                // a failed pass leaves the caches of some layers longer than others
+                self.cached = 0;
+                let b = self.batch;
+                self.blocks.iter_mut().for_each(|bl| bl.reset(b));
+                return Err(e);
+            }
+        }
+        self.cached += seq;
+        // the output head: every row, or the last of each sequence
+        let picked: Vec<usize> = if every_position {
+            (0..rows).collect()
+        } else {
+            (0..batch).map(|b| b * seq + seq - 1).collect()
         };
-        let rope = |t: &Tensor| -> Result<Tensor> {
-            if cfg.rope_neox {
-                candle_nn::rotary_emb::rope(t, cos, sin)
-            } else {
-                candle_nn::rotary_emb::rope_i(t, cos, sin)
+        let n = picked.len();
+        let mut normed = vec![0.0f32; n * d.n_embd];
+        timed(&mut self.profile, Phase::Elementwise, || {
+            let x = self.scratch.residual_rows();
+            let mut gathered = vec![0.0f32; n * d.n_embd];
+            for (dst, &r) in gathered.chunks_exact_mut(d.n_embd).zip(&picked) {
+                dst.copy_from_slice(&x[r * d.n_embd..][..d.n_embd]);
             }
-        };
-        let (q, k, v) = timed(prof, Phase::Elementwise, || {
-            let q = (rope(&heads(q, nh)?)? * (1.0 / (hd as f64).sqrt()))?;
-            Ok((q, rope(&heads(k, nkv)?)?, heads(v, nkv)?))
+            ops::rms_norm(&gathered, &self.output_norm, d.eps, &mut normed);
+            Ok(())
         })?;
-        let y = timed(prof, Phase::Attention, || {
-            let (k, v) = self.cache.append(&k, &v)?;
-            let kv_len = k.dim(2)?;
-            // Grouped-query attention without copying k and v: the query heads that share a
-            // key/value head are consecutive, so they are stacked into one matrix per kv head.
-            let group = nh / nkv;
-            let q = q.reshape((b, nkv, group * seq, hd))?;
-            let scores = q.matmul(&k.t()?)?;
-            let scores = match mask {
-                Some(m) => scores
-                    .reshape((b, nkv, group, seq, kv_len))?
-                    .broadcast_add(m)?
-                    .reshape((b, nkv, group * seq, kv_len))?,
-                None => scores,
-            };
-            let p = candle_nn::ops::softmax_last_dim(&scores)?;
-            let y = p.matmul(&v)?; // [b, nkv, group * seq, hd]
-            y.reshape((b, nh, seq, hd))?
-                .transpose(1, 2)?
-                .reshape((b, seq, nh * hd))
+        let mut logits = vec![0.0f32; n * self.output.rows()];
+        timed(&mut self.profile, Phase::Products, || {
+            self.output.forward_into(&normed, n, &mut logits)
         })?;
-        timed(prof, Phase::Products, || self.wo.forward(&y))
+        Ok(logits)
     }
+}
 
-    fn mlp(&self, x: &Tensor, prof: &mut Option<PhaseTimes>) -> Result<Tensor> {
-        let (gate, up) = timed(prof, Phase::Products, || match &self.gate_up {
-            GateUp::Fused(l) => {
-                let gu = l.forward(x)?;
-                let ff = gu.dim(D::Minus1)? / 2;
-                Ok((gu.narrow(D::Minus1, 0, ff)?, gu.narrow(D::Minus1, ff, ff)?))
-            }
-            GateUp::Split(g, u) => Ok((g.forward(x)?, u.forward(x)?)),
-        })?;
-        let act = timed(prof, Phase::Elementwise, || gate.silu()? * up)?;
-        timed(prof, Phase::Products, || self.down.forward(&act))
+/// Checks a block's widths against the configuration, so that a malformed file is an error
+/// at load and not a wrong-sized buffer in a pass.
+fn check_block(b: &Block, c: &Config, layer: usize) -> Result<()> {
+    let (q_w, kv_w) = (c.n_head * c.head_dim, c.n_kv_head * c.head_dim);
+    let qkv_ok = match &b.qkv {
+        Qkv::Fused(l) => l.rows() == q_w + 2 * kv_w && l.cols() == c.n_embd,
+        Qkv::Split(q, k, v) => {
+            q.rows() == q_w
+                && k.rows() == kv_w
+                && v.rows() == kv_w
+                && [q, k, v].iter().all(|l| l.cols() == c.n_embd)
+        }
+    };
+    let ff_ok = match &b.gate_up {
+        GateUp::Fused(l) => l.rows() == 2 * c.n_ff && l.cols() == c.n_embd,
+        GateUp::Split(g, u) => {
+            g.rows() == c.n_ff && u.rows() == c.n_ff && g.cols() == c.n_embd && u.cols() == c.n_embd
+        }
+    };
+    let ok = qkv_ok
+        && ff_ok
+        && b.wo.rows() == c.n_embd
+        && b.wo.cols() == q_w
+        && b.down.rows() == c.n_embd
+        && b.down.cols() == c.n_ff
+        && b.attn_norm.len() == c.n_embd
+        && b.ffn_norm.len() == c.n_embd;
+    if !ok {
+        bail!(
+            "block {layer}'s tensors do not fit a model {} wide with {} heads of {} ({} key/value \
+             heads) and {} feed-forward units",
+            c.n_embd,
+            c.n_head,
+            c.head_dim,
+            c.n_kv_head,
+            c.n_ff
+        );
     }
+    Ok(())
+}
+
+/// The token ids of `[batch, seq]` u32 or i64 tensor, row after row.
+fn token_ids(ids: &Tensor) -> Result<Vec<u32>> {
+    let flat: Vec<i64> = match ids.dtype() {
+        DType::U32 => ids
+            .flatten_all()?
+            .to_vec1::<u32>()?
+            .into_iter()
+            .map(i64::from)
+            .collect(),
+        DType::I64 => ids.flatten_all()?.to_vec1::<i64>()?,
+        other => bail!("token ids must be u32 or i64, got {other:?}"),
+    };
+    flat.into_iter()
+        .map(|id| {
+            u32::try_from(id).map_err(|_| {
+                candle_core::Error::msg(format!("token id {id} is negative or too large"))
+            })
+        })
+        .collect()
 }

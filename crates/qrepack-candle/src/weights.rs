@@ -131,6 +131,28 @@ impl QEmbedding {
         self.vocab
     }
 
+    /// Row `id` of the table as f32, into `out` (`dim` values); an error naming the id when it
+    /// is outside the vocabulary.
+    pub fn row_into(&self, id: usize, out: &mut [f32]) -> std::result::Result<(), String> {
+        if id >= self.vocab {
+            return Err(format!(
+                "token id {id} is outside the vocabulary (0..{})",
+                self.vocab
+            ));
+        }
+        if out.len() != self.dim {
+            return Err(format!(
+                "an embedding row has {} values, not {}",
+                self.dim,
+                out.len()
+            ));
+        }
+        let bytes = &self.bytes[id * self.row_bytes..(id + 1) * self.row_bytes];
+        let row = dequantize(self.ty, bytes, 1, self.dim).map_err(|e| e.to_string())?;
+        out.copy_from_slice(&row);
+        Ok(())
+    }
+
     /// The rows of `ids` (u32 or i64, any shape) as f32: shape `[ids.., dim]`.
     pub fn forward(&self, ids: &Tensor) -> Result<Tensor> {
         let flat: Vec<i64> = match ids.dtype() {

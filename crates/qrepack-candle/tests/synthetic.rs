@@ -15,7 +15,15 @@ use qrepack_candle::{Backend, Llama, LoadOptions};
 fn load(bytes: &[u8], backend: Backend, fuse: bool) -> Llama {
     let g = GgufFile::from_bytes(bytes.to_vec()).unwrap();
     let model = Model::from_gguf(g, &OpenOptions::default()).unwrap();
-    Llama::load(Arc::new(model), &LoadOptions { backend, fuse }).unwrap()
+    Llama::load(
+        Arc::new(model),
+        &LoadOptions {
+            backend,
+            fuse,
+            ..LoadOptions::default()
+        },
+    )
+    .unwrap()
 }
 
 /// Logits after a 7-token prompt (every position) and after each of 3 single-token steps:

@@ -1,0 +1,315 @@
+//! The forward pass of a Llama-family decoder on raw f32 buffers: the layers' weights, the
+//! key/value cache and the scratch buffers of one batch size, reused from pass to pass.
+//!
+//! Every operation writes into a buffer that was sized once for the batch: the products
+//! through [`QMatrix::matmul`](qrepack::QMatrix::matmul) straight into their output rows, the
+//! elementwise kernels and the attention of [`crate::ops`] in place or into the next buffer,
+//! and the keys and values appended to the cache without a copy of what it holds.
+
+use candle_core::quantized::QMatMul;
+use candle_core::{bail, Device, Module, Result, Tensor};
+
+use crate::linear::QLinear;
+use crate::ops::{self, Attention, Gate, Heads, Rope, Rows};
+use crate::profile::{timed, Phase, PhaseTimes};
+
+/// A matrix product without bias, by either backend.
+#[derive(Clone, Debug)]
+pub(crate) enum Weight {
+    Qrepack(QLinear),
+    Candle {
+        matmul: QMatMul,
+        rows: usize,
+        cols: usize,
+    },
+}
+
+/// A linear layer: weight and optional bias.
+#[derive(Clone, Debug)]
+pub(crate) struct Linear {
+    pub weight: Weight,
+    pub bias: Option<Vec<f32>>,
+}
+
+impl Linear {
+    pub fn rows(&self) -> usize {
+        match &self.weight {
+            Weight::Qrepack(l) => l.rows(),
+            Weight::Candle { rows, .. } => *rows,
+        }
+    }
+
+    pub fn cols(&self) -> usize {
+        match &self.weight {
+            Weight::Qrepack(l) => l.cols(),
+            Weight::Candle { cols, .. } => *cols,
+        }
+    }
+
+    /// `y = x W^T + b` for `n` rows of `x`, into `y` (`n` rows of [`Linear::rows`]).
+    pub fn forward_into(&self, x: &[f32], n: usize, y: &mut [f32]) -> Result<()> {
+        match &self.weight {
+            Weight::Qrepack(l) => l
+                .matrix()
+                .matmul(x, n, y)
+                .map_err(candle_core::Error::wrap)?,
+            Weight::Candle { matmul, cols, .. } => {
+                let t = Tensor::from_slice(x, (n, *cols), &Device::Cpu)?;
+                let out = matmul.forward(&t)?.flatten_all()?.to_vec1::<f32>()?;
+                if out.len() != y.len() {
+                    bail!("candle's product gave {} values for {}", out.len(), y.len());
+                }
+                y.copy_from_slice(&out);
+            }
+        }
+        if let Some(b) = &self.bias {
+            ops::add_bias(y, b);
+        }
+        Ok(())
+    }
+}
+
+/// q, k, v as one product (outputs side by side) or three.
+#[derive(Clone, Debug)]
+pub(crate) enum Qkv {
+    Fused(Linear),
+    Split(Linear, Linear, Linear),
+}
+
+/// gate and up as one product (gate first) or two.
+#[derive(Clone, Debug)]
+pub(crate) enum GateUp {
+    Fused(Linear),
+    Split(Linear, Linear),
+}
+
+/// Keys and values of the positions seen so far: one row of `n_kv_head * head_dim` per
+/// position, so that appending never moves what is cached (the vectors grow by doubling).
+#[derive(Clone, Debug, Default)]
+pub(crate) struct KvCache {
+    keys: Vec<f32>,
+    values: Vec<f32>,
+}
+
+impl KvCache {
+    fn clear(&mut self) {
+        self.keys.clear();
+        self.values.clear();
+    }
+
+    fn bytes(&self) -> usize {
+        (self.keys.capacity() + self.values.capacity()) * 4
+    }
+}
+
+/// One transformer block.
+#[derive(Clone, Debug)]
+pub(crate) struct Block {
+    pub attn_norm: Vec<f32>,
+    pub qkv: Qkv,
+    pub wo: Linear,
+    pub ffn_norm: Vec<f32>,
+    pub gate_up: GateUp,
+    pub down: Linear,
+    /// One cache per sequence of the batch.
+    pub caches: Vec<KvCache>,
+}
+
+/// What the decoder needs of the configuration.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Dims {
+    pub n_embd: usize,
+    pub heads: Heads,
+    pub n_ff: usize,
+    pub eps: f32,
+    pub gate: Gate,
+}
+
+/// Buffers of one batch shape, `rows = batch * seq` rows each; resized (never shrunk) when the
+/// shape changes.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Scratch {
+    /// The residual stream.
+    x: Vec<f32>,
+    /// Normed input of a sub-layer.
+    h: Vec<f32>,
+    /// q (and k, v when fused) rows.
+    qkv: Vec<f32>,
+    /// k and v rows when the products are split.
+    k: Vec<f32>,
+    v: Vec<f32>,
+    /// Attention output, `n_head * head_dim` per row.
+    attn: Vec<f32>,
+    /// Output of the attention or feed-forward projection back to the model width.
+    proj: Vec<f32>,
+    /// gate (and up when fused) rows.
+    gate_up: Vec<f32>,
+    /// up rows when split.
+    up: Vec<f32>,
+    /// The gated activation.
+    act: Vec<f32>,
+}
+
+fn sized(v: &mut Vec<f32>, n: usize) -> &mut [f32] {
+    v.resize(n, 0.0);
+    &mut v[..n]
+}
+
+impl Block {
+    /// Runs the block on the `batch * seq` rows of `s.x` at positions `pos..pos + seq`.
+    pub fn forward(
+        &mut self,
+        s: &mut Scratch,
+        d: &Dims,
+        rope: &Rope,
+        (batch, seq, pos): (usize, usize, usize),
+        prof: &mut Option<PhaseTimes>,
+    ) -> Result<()> {
+        let rows = batch * seq;
+        let h = d.heads;
+        let (q_w, kv_w) = (h.n_head * h.head_dim, h.n_kv_head * h.head_dim);
+        timed(prof, Phase::Elementwise, || {
+            ops::rms_norm(
+                &s.x,
+                &self.attn_norm,
+                d.eps,
+                sized(&mut s.h, rows * d.n_embd),
+            );
+            Ok(())
+        })?;
+        // q, k and v rows: where each starts and the distance between rows
+        let (q_layout, k_layout, v_layout) = timed(prof, Phase::Products, || match &self.qkv {
+            Qkv::Fused(l) => {
+                let stride = l.rows();
+                l.forward_into(&s.h, rows, sized(&mut s.qkv, rows * stride))?;
+                Ok(((stride, 0), (stride, q_w), (stride, q_w + kv_w)))
+            }
+            Qkv::Split(q, k, v) => {
+                q.forward_into(&s.h, rows, sized(&mut s.qkv, rows * q_w))?;
+                k.forward_into(&s.h, rows, sized(&mut s.k, rows * kv_w))?;
+                v.forward_into(&s.h, rows, sized(&mut s.v, rows * kv_w))?;
+                Ok(((q_w, 0), (kv_w, 0), (kv_w, 0)))
+            }
+        })?;
+        let fused = matches!(self.qkv, Qkv::Fused(_));
+        timed(prof, Phase::Elementwise, || {
+            for b in 0..batch {
+                let q_rows = &mut s.qkv[b * seq * q_layout.0..][..seq * q_layout.0];
+                rope.apply(q_rows, q_layout.0, q_layout.1, h.n_head);
+                let k_rows = if fused {
+                    &mut s.qkv[b * seq * k_layout.0..][..seq * k_layout.0]
+                } else {
+                    &mut s.k[b * seq * k_layout.0..][..seq * k_layout.0]
+                };
+                rope.apply(k_rows, k_layout.0, k_layout.1, h.n_kv_head);
+            }
+            Ok(())
+        })?;
+        timed(prof, Phase::Attention, || {
+            let attn = sized(&mut s.attn, rows * q_w);
+            for (b, cache) in self.caches.iter_mut().enumerate().take(batch) {
+                let (k_src, v_src) = if fused {
+                    (&s.qkv, &s.qkv)
+                } else {
+                    (&s.k, &s.v)
+                };
+                for r in 0..seq {
+                    let row = b * seq + r;
+                    cache
+                        .keys
+                        .extend_from_slice(&k_src[row * k_layout.0 + k_layout.1..][..kv_w]);
+                    cache
+                        .values
+                        .extend_from_slice(&v_src[row * v_layout.0 + v_layout.1..][..kv_w]);
+                }
+                let a = Attention {
+                    heads: h,
+                    queries: Rows {
+                        data: &s.qkv[b * seq * q_layout.0..],
+                        stride: q_layout.0,
+                        offset: q_layout.1,
+                    },
+                    seq,
+                    first_pos: pos,
+                    keys: &cache.keys,
+                    values: &cache.values,
+                    scale: 1.0 / (h.head_dim as f32).sqrt(),
+                    window: None,
+                };
+                a.run(&mut attn[b * seq * q_w..][..seq * q_w])
+                    .map_err(candle_core::Error::msg)?;
+            }
+            Ok(())
+        })?;
+        timed(prof, Phase::Products, || {
+            self.wo
+                .forward_into(&s.attn, rows, sized(&mut s.proj, rows * d.n_embd))
+        })?;
+        timed(prof, Phase::Elementwise, || {
+            ops::add_in_place(&mut s.x, &s.proj);
+            ops::rms_norm(&s.x, &self.ffn_norm, d.eps, &mut s.h);
+            Ok(())
+        })?;
+        let ff = d.n_ff;
+        let (stride, up_src) = timed(prof, Phase::Products, || match &self.gate_up {
+            GateUp::Fused(l) => {
+                l.forward_into(&s.h, rows, sized(&mut s.gate_up, rows * 2 * ff))?;
+                Ok((2 * ff, false))
+            }
+            GateUp::Split(g, u) => {
+                g.forward_into(&s.h, rows, sized(&mut s.gate_up, rows * ff))?;
+                u.forward_into(&s.h, rows, sized(&mut s.up, rows * ff))?;
+                Ok((ff, true))
+            }
+        })?;
+        timed(prof, Phase::Elementwise, || {
+            let act = sized(&mut s.act, rows * ff);
+            if up_src {
+                gated_split(d.gate, &s.gate_up, &s.up, act, ff);
+            } else {
+                ops::gated(d.gate, &s.gate_up, stride, (0, ff), act, ff);
+            }
+            Ok(())
+        })?;
+        timed(prof, Phase::Products, || {
+            self.down.forward_into(&s.act, rows, &mut s.proj)
+        })?;
+        timed(prof, Phase::Elementwise, || {
+            ops::add_in_place(&mut s.x, &s.proj);
+            Ok(())
+        })
+    }
+
+    /// Forgets every cached position; `batch` caches from now on.
+    pub fn reset(&mut self, batch: usize) {
+        self.caches.resize_with(batch, KvCache::default);
+        self.caches.iter_mut().for_each(KvCache::clear);
+    }
+
+    /// Bytes the caches hold.
+    pub fn cache_bytes(&self) -> usize {
+        self.caches.iter().map(KvCache::bytes).sum()
+    }
+}
+
+/// The gated activation when gate and up came from two products: the two rows side by side,
+/// one row at a time, through the fused kernel.
+fn gated_split(gate: Gate, g: &[f32], u: &[f32], out: &mut [f32], ff: usize) {
+    let mut pair = vec![0.0f32; 2 * ff];
+    for (r, o) in out.chunks_exact_mut(ff).enumerate() {
+        pair[..ff].copy_from_slice(&g[r * ff..][..ff]);
+        pair[ff..].copy_from_slice(&u[r * ff..][..ff]);
+        ops::gated(gate, &pair, 2 * ff, (0, ff), o, ff);
+    }
+}
+
+/// The scratch of a pass: the residual stream to fill before the blocks run.
+impl Scratch {
+    pub fn residual(&mut self, n: usize) -> &mut [f32] {
+        sized(&mut self.x, n)
+    }
+
+    pub fn residual_rows(&self) -> &[f32] {
+        &self.x
+    }
+}

@@ -1,0 +1,377 @@
+//! The decoder's elementwise kernels: RMS norm, rotary position embedding, the gated
+//! activations and residual adds, on rows of f32 in place or into preallocated buffers.
+//!
+//! Rows are independent: the callers split large batches over the thread pool by rows, and a
+//! single token's rows (a few thousand values) run on the calling thread, where waking the pool
+//! would cost more than the work.
+
+use multiversion::multiversion;
+use rayon::prelude::*;
+
+use super::math::{dot, silu};
+
+/// Values per task when a kernel splits its rows over the pool (fewer run on the caller).
+const PARALLEL_VALUES: usize = 1 << 15;
+
+/// Runs `f` on each `width`-wide row of `data` (with its index), in parallel when there are
+/// enough values.
+fn rows_mut(data: &mut [f32], width: usize, f: impl Fn(usize, &mut [f32]) + Sync) {
+    if width == 0 {
+        return;
+    }
+    if data.len() < 2 * PARALLEL_VALUES {
+        data.chunks_exact_mut(width)
+            .enumerate()
+            .for_each(|(i, r)| f(i, r));
+    } else {
+        let rows_per_task = (PARALLEL_VALUES / width).max(1);
+        data.par_chunks_mut(rows_per_task * width)
+            .enumerate()
+            .for_each(|(t, rows)| {
+                for (i, r) in rows.chunks_exact_mut(width).enumerate() {
+                    f(t * rows_per_task + i, r)
+                }
+            });
+    }
+}
+
+/// `out[r] = x[r] / sqrt(mean(x[r]^2) + eps) * weight` for every row of `x` (rows as wide as
+/// `weight`).
+pub fn rms_norm(x: &[f32], weight: &[f32], eps: f32, out: &mut [f32]) {
+    let w = weight.len();
+    assert_eq!(
+        x.len(),
+        out.len(),
+        "rms_norm: input and output sizes differ"
+    );
+    rows_mut(out, w, |r, o| {
+        rms_norm_row(&x[r * w..][..w], weight, eps, o)
+    });
+}
+
+/// [`rms_norm`] that overwrites its input, for a norm applied to each head of q or k.
+pub fn rms_norm_in_place(x: &mut [f32], weight: &[f32], eps: f32) {
+    let w = weight.len();
+    rows_mut(x, w, |_, row| rms_norm_row_in_place(row, weight, eps));
+}
+
+#[multiversion(targets(
+    "x86_64+avx512f+avx512bw+avx512vl+avx2+fma",
+    "x86_64+avx2+fma",
+    "aarch64+neon"
+))]
+fn rms_norm_row_in_place(row: &mut [f32], weight: &[f32], eps: f32) {
+    let mean = dot(row, row) / row.len() as f32;
+    let inv = 1.0 / (mean + eps).sqrt();
+    for (x, w) in row.iter_mut().zip(weight) {
+        *x *= inv * w;
+    }
+}
+
+#[multiversion(targets(
+    "x86_64+avx512f+avx512bw+avx512vl+avx2+fma",
+    "x86_64+avx2+fma",
+    "aarch64+neon"
+))]
+fn rms_norm_row(x: &[f32], weight: &[f32], eps: f32, out: &mut [f32]) {
+    let mean = dot(x, x) / x.len() as f32;
+    let inv = 1.0 / (mean + eps).sqrt();
+    for ((o, x), w) in out.iter_mut().zip(x).zip(weight) {
+        *o = x * inv * w;
+    }
+}
+
+/// How RoPE pairs the dimensions of a head.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RopeStyle {
+    /// Neighbouring dimensions `(2i, 2i + 1)`: Llama, as its GGUF files store q and k.
+    Interleaved,
+    /// Dimension `i` with `i + head_dim / 2`: GPT-NeoX, Qwen2, Gemma.
+    Halves,
+}
+
+/// Rotary position embedding of one head width: the frequencies, and the cosines and sines of
+/// the positions of one forward pass.
+#[derive(Clone, Debug)]
+pub struct Rope {
+    style: RopeStyle,
+    inv_freq: Vec<f32>,
+    /// `[position of the pass][head_dim / 2]` each.
+    cos: Vec<f32>,
+    sin: Vec<f32>,
+}
+
+impl Rope {
+    /// RoPE of heads `head_dim` wide with base frequency `base`: pair `i` turns by
+    /// `position * base^(-2i / head_dim)` (computed in f32, as llama.cpp and candle do), divided
+    /// by `factors[i]` when given (Llama 3.1's `rope_freqs`).
+    pub fn new(style: RopeStyle, head_dim: usize, base: f32, factors: Option<&[f32]>) -> Rope {
+        let half = head_dim / 2;
+        let inv_freq = (0..half)
+            .map(|i| {
+                let f = 1.0 / base.powf((2 * i) as f32 / head_dim as f32);
+                f / factors.and_then(|v| v.get(i)).copied().unwrap_or(1.0)
+            })
+            .collect();
+        Rope {
+            style,
+            inv_freq,
+            cos: Vec::new(),
+            sin: Vec::new(),
+        }
+    }
+
+    /// Prepares the angles of positions `first..first + count`.
+    pub fn set_positions(&mut self, first: usize, count: usize) {
+        let half = self.inv_freq.len();
+        self.cos.resize(count * half, 0.0);
+        self.sin.resize(count * half, 0.0);
+        for p in 0..count {
+            let pos = (first + p) as f32;
+            for (i, f) in self.inv_freq.iter().enumerate() {
+                let angle = pos * f;
+                self.cos[p * half + i] = angle.cos();
+                self.sin[p * half + i] = angle.sin();
+            }
+        }
+    }
+
+    /// Rotates `n_heads` heads of every row of `data` in place: row `r` (the `r`-th position
+    /// given to [`Rope::set_positions`]) starts at `r * stride + offset`.
+    pub fn apply(&self, data: &mut [f32], stride: usize, offset: usize, n_heads: usize) {
+        let half = self.inv_freq.len();
+        let d = 2 * half;
+        let rows = self.cos.len() / half.max(1);
+        let body = |r: usize, row: &mut [f32]| {
+            let (cos, sin) = (&self.cos[r * half..][..half], &self.sin[r * half..][..half]);
+            for h in 0..n_heads {
+                let head = &mut row[offset + h * d..][..d];
+                rotate(self.style, head, cos, sin);
+            }
+        };
+        if rows * n_heads * d < 2 * PARALLEL_VALUES {
+            data.chunks_mut(stride)
+                .take(rows)
+                .enumerate()
+                .for_each(|(r, row)| body(r, row));
+        } else {
+            data.par_chunks_mut(stride)
+                .take(rows)
+                .enumerate()
+                .for_each(|(r, row)| body(r, row));
+        }
+    }
+}
+
+#[multiversion(targets(
+    "x86_64+avx512f+avx512bw+avx512vl+avx2+fma",
+    "x86_64+avx2+fma",
+    "aarch64+neon"
+))]
+fn rotate(style: RopeStyle, head: &mut [f32], cos: &[f32], sin: &[f32]) {
+    let half = cos.len();
+    match style {
+        RopeStyle::Interleaved => {
+            for ((pair, c), s) in head.chunks_exact_mut(2).zip(cos).zip(sin) {
+                let (a, b) = (pair[0], pair[1]);
+                pair[0] = a * c - b * s;
+                pair[1] = a * s + b * c;
+            }
+        }
+        RopeStyle::Halves => {
+            let (x0, x1) = head.split_at_mut(half);
+            for i in 0..half {
+                let (a, b) = (x0[i], x1[i]);
+                x0[i] = a * cos[i] - b * sin[i];
+                x1[i] = a * sin[i] + b * cos[i];
+            }
+        }
+    }
+}
+
+/// The gate of a gated feed-forward layer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Gate {
+    /// `silu(gate) * up` (Llama, Qwen).
+    SwiGlu,
+    /// `gelu_tanh(gate) * up` (Gemma).
+    GeGlu,
+}
+
+/// `out[r][i] = act(gate[r][i]) * up[r][i]`, where row `r` of `gate` and `up` start at
+/// `r * stride + gate_off` and `r * stride + up_off` and `out` has rows of `width`.
+pub fn gated(
+    gate: Gate,
+    src: &[f32],
+    stride: usize,
+    (gate_off, up_off): (usize, usize),
+    out: &mut [f32],
+    width: usize,
+) {
+    rows_mut(out, width, |r, o| {
+        let row = &src[r * stride..];
+        gated_row(gate, &row[gate_off..][..width], &row[up_off..][..width], o)
+    });
+}
+
+#[multiversion(targets(
+    "x86_64+avx512f+avx512bw+avx512vl+avx2+fma",
+    "x86_64+avx2+fma",
+    "aarch64+neon"
+))]
+fn gated_row(gate: Gate, g: &[f32], u: &[f32], out: &mut [f32]) {
+    match gate {
+        Gate::SwiGlu => {
+            for ((o, g), u) in out.iter_mut().zip(g).zip(u) {
+                *o = silu(*g) * u;
+            }
+        }
+        Gate::GeGlu => {
+            for ((o, g), u) in out.iter_mut().zip(g).zip(u) {
+                *o = gelu_tanh(*g) * u;
+            }
+        }
+    }
+}
+
+/// GELU with the tanh approximation: `x / 2 * (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3)))`,
+/// written as `x * sigmoid(2 t)` so that it needs one exponential.
+#[inline(always)]
+fn gelu_tanh(x: f32) -> f32 {
+    const SQRT_2_OVER_PI: f32 = 0.797_884_6;
+    let t = SQRT_2_OVER_PI * x.mul_add(0.044_715 * x * x, x);
+    x / (1.0 + super::math::exp(-2.0 * t))
+}
+
+/// `x += y` elementwise.
+pub fn add_in_place(x: &mut [f32], y: &[f32]) {
+    assert_eq!(x.len(), y.len(), "add_in_place: sizes differ");
+    if x.len() < 2 * PARALLEL_VALUES {
+        x.iter_mut().zip(y).for_each(|(a, b)| *a += b);
+    } else {
+        x.par_chunks_mut(PARALLEL_VALUES)
+            .zip(y.par_chunks(PARALLEL_VALUES))
+            .for_each(|(a, b)| a.iter_mut().zip(b).for_each(|(a, b)| *a += b));
+    }
+}
+
+/// Adds `bias` to every `bias.len()`-wide row of `x`.
+pub fn add_bias(x: &mut [f32], bias: &[f32]) {
+    rows_mut(x, bias.len(), |_, r| {
+        r.iter_mut().zip(bias).for_each(|(a, b)| *a += b)
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn values(n: usize, seed: u64) -> Vec<f32> {
+        let mut s = seed;
+        (0..n)
+            .map(|_| {
+                s = s
+                    .wrapping_mul(6_364_136_223_846_793_005)
+                    .wrapping_add(1_442_695_040_888_963_407);
+                ((s >> 40) as f32 / (1u64 << 24) as f32) * 4.0 - 2.0
+            })
+            .collect()
+    }
+
+    #[test]
+    fn rms_norm_matches_f64() {
+        for (rows, width) in [(1, 64), (9, 80), (33, 576), (200, 576)] {
+            let x = values(rows * width, 1);
+            let w = values(width, 2);
+            let mut out = vec![0.0; rows * width];
+            rms_norm(&x, &w, 1e-5, &mut out);
+            for r in 0..rows {
+                let row = &x[r * width..][..width];
+                let ms = row.iter().map(|v| (*v as f64).powi(2)).sum::<f64>() / width as f64;
+                let inv = 1.0 / (ms + 1e-5).sqrt();
+                for i in 0..width {
+                    let want = row[i] as f64 * inv * w[i] as f64;
+                    assert!(
+                        (out[r * width + i] as f64 - want).abs() < 1e-5,
+                        "{rows}x{width}"
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn rope_matches_f64_in_both_styles() {
+        for style in [RopeStyle::Interleaved, RopeStyle::Halves] {
+            for d in [64, 80, 128, 256] {
+                let (rows, heads, stride, offset) = (9, 3, 3 * d + 5, 5);
+                let mut rope = Rope::new(style, d, 10_000.0, None);
+                rope.set_positions(100, rows);
+                let x = values(rows * stride, 3);
+                let mut y = x.clone();
+                rope.apply(&mut y, stride, offset, heads);
+                for r in 0..rows {
+                    for h in 0..heads {
+                        for i in 0..d / 2 {
+                            let theta =
+                                (100 + r) as f64 * (10_000f64).powf(-((2 * i) as f64) / d as f64);
+                            let (a, b) = match style {
+                                RopeStyle::Interleaved => (2 * i, 2 * i + 1),
+                                RopeStyle::Halves => (i, i + d / 2),
+                            };
+                            let base = r * stride + offset + h * d;
+                            let (x0, x1) = (x[base + a] as f64, x[base + b] as f64);
+                            let w0 = x0 * theta.cos() - x1 * theta.sin();
+                            let w1 = x0 * theta.sin() + x1 * theta.cos();
+                            assert!((y[base + a] as f64 - w0).abs() < 1e-4, "{style:?} {d}");
+                            assert!((y[base + b] as f64 - w1).abs() < 1e-4, "{style:?} {d}");
+                        }
+                    }
+                }
+                // what lies outside the heads is untouched
+                for r in 0..rows {
+                    assert_eq!(y[r * stride..][..offset], x[r * stride..][..offset]);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn gated_activations_match_f64() {
+        let (rows, ff) = (33, 100);
+        let src = values(rows * 2 * ff, 4);
+        for gate in [Gate::SwiGlu, Gate::GeGlu] {
+            let mut out = vec![0.0; rows * ff];
+            gated(gate, &src, 2 * ff, (0, ff), &mut out, ff);
+            for r in 0..rows {
+                for i in 0..ff {
+                    let g = src[r * 2 * ff + i] as f64;
+                    let u = src[r * 2 * ff + ff + i] as f64;
+                    let act = match gate {
+                        Gate::SwiGlu => g / (1.0 + (-g).exp()),
+                        Gate::GeGlu => {
+                            0.5 * g
+                                * (1.0
+                                    + ((2.0 / std::f64::consts::PI).sqrt()
+                                        * (g + 0.044715 * g * g * g))
+                                        .tanh())
+                        }
+                    };
+                    assert!((out[r * ff + i] as f64 - act * u).abs() < 1e-5, "{gate:?}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn adds() {
+        let mut x = values(70_000, 5);
+        let y = values(70_000, 6);
+        let want: Vec<f32> = x.iter().zip(&y).map(|(a, b)| a + b).collect();
+        add_in_place(&mut x, &y);
+        assert_eq!(x, want);
+        let mut z = vec![1.0f32; 12];
+        add_bias(&mut z, &[1.0, 2.0, 3.0]);
+        assert_eq!(z, [2.0, 3.0, 4.0].repeat(4));
+    }
+}

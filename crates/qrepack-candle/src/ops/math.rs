@@ -1,0 +1,151 @@
+//! Vectorizable building blocks of the decoder's kernels: dot products, `y += a x`, and an
+//! exponential that the compiler can keep in vector registers.
+//!
+//! Everything here is `#[inline(always)]` so that it takes the target features of the
+//! multiversioned kernel it is inlined into (AVX-512, AVX2 + FMA, NEON): the loops are written
+//! with independent lanes, which lets the compiler use full-width fused multiply-adds without
+//! reassociating a single sum.
+
+/// Lanes of the accumulators: 16 f32, one AVX-512 register, two AVX2 or four NEON registers.
+const LANES: usize = 16;
+
+/// `sum(a[i] * b[i])` over the common length.
+#[inline(always)]
+pub(crate) fn dot(a: &[f32], b: &[f32]) -> f32 {
+    let n = a.len().min(b.len());
+    let (a, b) = (&a[..n], &b[..n]);
+    let mut acc = [0.0f32; LANES];
+    let (ac, ar) = a.split_at(n - n % LANES);
+    let (bc, br) = b.split_at(n - n % LANES);
+    for (x, y) in ac.chunks_exact(LANES).zip(bc.chunks_exact(LANES)) {
+        for l in 0..LANES {
+            acc[l] = x[l].mul_add(y[l], acc[l]);
+        }
+    }
+    let mut tail = 0.0f32;
+    for (x, y) in ar.iter().zip(br) {
+        tail = x.mul_add(*y, tail);
+    }
+    reduce(&acc) + tail
+}
+
+/// The sum of the lanes, pairwise (the same order on every target).
+#[inline(always)]
+fn reduce(acc: &[f32; LANES]) -> f32 {
+    let mut v = *acc;
+    let mut width = LANES / 2;
+    while width > 0 {
+        for l in 0..width {
+            v[l] += v[l + width];
+        }
+        width /= 2;
+    }
+    v[0]
+}
+
+/// `y[i] += a * x[i]` over the common length.
+#[inline(always)]
+pub(crate) fn axpy(y: &mut [f32], a: f32, x: &[f32]) {
+    for (y, x) in y.iter_mut().zip(x) {
+        *y = a.mul_add(*x, *y);
+    }
+}
+
+/// `e^x` to within 2 ulp-ish (relative error below 2e-7) for finite `x`; 0 below -87.3 (where
+/// f32 underflows to subnormals), `+inf` above 88.7, and NaN for NaN.
+///
+/// Branch-free, so a loop of it vectorizes: `x = n ln 2 + r` with `|r| <= ln 2 / 2`, `e^r` from
+/// a degree-6 polynomial, and `2^n` put into the exponent bits.
+#[inline(always)]
+pub(crate) fn exp(x: f32) -> f32 {
+    const LOG2E: f32 = std::f32::consts::LOG2_E;
+    // ln 2 split in two so that n * LN2_HI is exact for |n| < 2^9
+    const LN2_HI: f32 = 0.693_145_75;
+    const LN2_LO: f32 = 1.428_606_8e-6;
+    let clamped = x.clamp(-87.336_54, 88.722_83);
+    // round to nearest by adding and removing 1.5 * 2^23: no rounding instruction needed
+    const ROUND: f32 = 12_582_912.0;
+    let n = (clamped * LOG2E + ROUND) - ROUND;
+    let r = (-n).mul_add(LN2_LO, (-n).mul_add(LN2_HI, clamped));
+    // Taylor coefficients 1/k! (k = 2..6): enough for |r| <= 0.347 at f32 precision
+    let p = r.mul_add(1.0 / 720.0, 1.0 / 120.0);
+    let p = r.mul_add(p, 1.0 / 24.0);
+    let p = r.mul_add(p, 1.0 / 6.0);
+    let p = r.mul_add(p, 0.5);
+    let p = r.mul_add(p, 1.0);
+    let er = r.mul_add(p, 1.0);
+    // 2^n as two factors, since 2^128 (reached just below the overflow) is not an f32
+    let n = n as i32;
+    let half = n / 2;
+    let pow2 = |k: i32| f32::from_bits(((k + 127) as u32) << 23);
+    let y = er * pow2(half) * pow2(n - half);
+    // below the clamp the true value is (sub)normal or 0: 0 is within the tolerance of
+    // softmax and SiLU; above it the result is +inf as for `f32::exp`
+    let y = if x < -87.336_54 { 0.0 } else { y };
+    let y = if x > 88.722_83 { f32::INFINITY } else { y };
+    if x.is_nan() {
+        x
+    } else {
+        y
+    }
+}
+
+/// `x * sigmoid(x)`, with [`exp`].
+#[inline(always)]
+pub(crate) fn silu(x: f32) -> f32 {
+    x / (1.0 + exp(-x))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exp_is_accurate_over_the_range_softmax_uses() {
+        let mut worst = 0.0f64;
+        let mut x = -87.0f32;
+        while x < 88.5 {
+            let want = (x as f64).exp();
+            let got = exp(x) as f64;
+            worst = worst.max(((got - want) / want).abs());
+            x += 0.001_37;
+        }
+        assert!(worst < 4e-7, "relative error {worst}");
+        assert_eq!(exp(0.0), 1.0);
+        assert_eq!(exp(-1000.0), 0.0);
+        assert_eq!(exp(f32::NEG_INFINITY), 0.0);
+        assert_eq!(exp(1000.0), f32::INFINITY);
+        assert!(exp(f32::NAN).is_nan());
+    }
+
+    #[test]
+    fn silu_matches_f64() {
+        for i in -400..400 {
+            let x = i as f32 * 0.05;
+            let want = x as f64 / (1.0 + (-(x as f64)).exp());
+            assert!(
+                (silu(x) as f64 - want).abs() <= 1e-6 * want.abs().max(1.0),
+                "{x}"
+            );
+        }
+        assert_eq!(silu(-200.0), 0.0);
+        assert_eq!(silu(200.0), 200.0);
+    }
+
+    #[test]
+    fn dot_and_axpy_match_f64_on_awkward_lengths() {
+        for n in [0usize, 1, 7, 16, 17, 64, 80, 129, 256] {
+            let a: Vec<f32> = (0..n)
+                .map(|i| ((i * 37 % 11) as f32 - 5.0) * 0.25)
+                .collect();
+            let b: Vec<f32> = (0..n).map(|i| ((i * 13 % 7) as f32 - 3.0) * 0.5).collect();
+            let want: f64 = a.iter().zip(&b).map(|(x, y)| *x as f64 * *y as f64).sum();
+            assert!((dot(&a, &b) as f64 - want).abs() < 1e-4, "n = {n}");
+            let mut y = b.clone();
+            axpy(&mut y, 0.5, &a);
+            for i in 0..n {
+                assert_eq!(y[i], 0.5f32.mul_add(a[i], b[i]));
+            }
+        }
+    }
+}

@@ -1,0 +1,14 @@
+//! The decoder's kernels other than the matrix products: pure functions on f32 rows, each
+//! tested against an f64 reference.
+//!
+//! They are compiled for AVX-512, AVX2 + FMA and NEON beside the portable baseline, and the
+//! version for the running CPU is picked at the first call (`multiversion`).
+
+mod attention;
+mod elementwise;
+mod math;
+
+pub use attention::{Attention, Heads, Rows};
+pub use elementwise::{
+    add_bias, add_in_place, gated, rms_norm, rms_norm_in_place, Gate, Rope, RopeStyle,
+};
