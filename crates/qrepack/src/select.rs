@@ -189,6 +189,7 @@ kernel_table! {
         ; scalar::plain_kernels::<RowsF32>()
     }
     Plain<RowsF16> {
+        #[cfg(target_arch = "x86_64")] x86::Avx512 => avx512::plain_f16::f16_rows,
         #[cfg(target_arch = "x86_64")] x86::Avx2 => avx2::plain_rows::f16_rows,
         #[cfg(target_arch = "aarch64")] aarch64::Neon => neon::vecdot::f16_rows,
         ; scalar::plain_kernels::<RowsF16>()

@@ -4,7 +4,8 @@
 //! layouts the same way (`k_gemv.rs` on the stored blocks, `k_rows16.rs` tiles, scales from
 //! `k_scales.rs`); a 512-bit Q6_K GEMV (`q6_k_gemv.rs`). The Q4_1 and Q6_K GEMMs are the AVX2
 //! bodies compiled with AVX-512 VL, which gives the compiler 32 vector registers (no
-//! accumulator spills); the Q4_1 GEMV is the AVX2 one.
+//! accumulator spills); the Q4_1 GEMV is the AVX2 one. F16 rows of the plain layout are
+//! widened and multiplied in 512-bit `f32` vectors (`plain_f16.rs`).
 //!
 //! The GEMVs here ask for the weights 16 KiB ahead into L2 (`kernel_api::prefetch_l2`).
 
@@ -13,6 +14,7 @@ mod k_rows16;
 mod k_scales;
 mod lanes;
 mod nibble;
+pub(crate) mod plain_f16;
 pub(crate) mod plain_k_tiles;
 pub(crate) mod q2_k;
 mod q6_k_gemv;
