@@ -193,6 +193,7 @@ pub fn run(path: &Path, json_out: bool, metadata: bool, quiet: bool) -> Result<S
                 raw += 1;
                 ("raw", None, None, Some(r.clone()))
             }
+            Became::Stacked(into) => ("stacked", None, None, Some(format!("into {into}"))),
         };
         if let Some(l) = layout {
             *tt.layouts.entry(l.name().to_string()).or_default() += 1;

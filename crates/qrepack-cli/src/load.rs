@@ -27,6 +27,7 @@ pub fn open_with_checksums(
         layout: policy,
         progress: Some(progress::model_callback(&pb)),
         checksums,
+        stacks: Vec::new(),
     };
     let t0 = Instant::now();
     let model = Model::open_with(path, &options);
@@ -45,7 +46,7 @@ pub fn open_with_checksums(
 pub fn layout_of(t: &ModelTensor) -> Option<Layout> {
     match &t.became {
         Became::Matrix { layout, .. } | Became::Experts { layout, .. } => Some(*layout),
-        Became::Raw(_) => None,
+        Became::Raw(_) | Became::Stacked(_) => None,
     }
 }
 

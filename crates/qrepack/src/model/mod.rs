@@ -35,6 +35,9 @@ use crate::layout::Layout;
 use crate::matrix::{QExperts, QMatrix};
 use crate::types::GgmlType;
 
+mod stack;
+pub use stack::Stack;
+
 /// Metadata key marking a repack cache (`u32`, the cache format version).
 pub const CACHE_VERSION_KEY: &str = "qrepack.version";
 /// The cache format version written and understood. Version 2: `q5_K_8x8` and `q6_K_8x8` are
@@ -100,6 +103,11 @@ pub struct OpenOptions {
     pub progress: Option<ProgressFn>,
     /// When the checksums of a repack cache's tensors are verified.
     pub checksums: Checksums,
+    /// Tensors to build as one stacked matrix each ([`Model::stack`]) instead of one matrix
+    /// each: a model that multiplies q, k and v (or gate and up) as one product then holds
+    /// their weights once. Ignored when the file is a repack cache (the parts are mapped as
+    /// they are stored, and [`Model::stack`] returns `None`).
+    pub stacks: Vec<Stack>,
 }
 
 /// When [`Model::open_with`] verifies the per-tensor checksums of a repack cache.
@@ -128,6 +136,7 @@ impl fmt::Debug for OpenOptions {
             .field("layout", &self.layout)
             .field("progress", &self.progress.is_some())
             .field("checksums", &self.checksums)
+            .field("stacks", &self.stacks)
             .finish()
     }
 }
@@ -150,6 +159,8 @@ pub enum Became {
     },
     /// Not converted (only the raw bytes): the reason.
     Raw(String),
+    /// Part of the stacked matrix of this name ([`OpenOptions::stacks`]).
+    Stacked(String),
 }
 
 impl fmt::Display for Became {
@@ -181,6 +192,7 @@ impl fmt::Display for Became {
                 Ok(())
             }
             Became::Raw(reason) => f.write_str(reason),
+            Became::Stacked(into) => write!(f, "stacked into {into}"),
         }
     }
 }
@@ -214,6 +226,7 @@ enum Built {
     Matrix(QMatrix, Became),
     Experts(QExperts, Became),
     Raw(String),
+    Stacked(String),
 }
 
 /// A GGUF model whose weights are ready to multiply.
@@ -223,6 +236,7 @@ pub struct Model {
     index: HashMap<String, usize>,
     matrices: HashMap<String, QMatrix>,
     experts: HashMap<String, QExperts>,
+    stacks: HashMap<String, QMatrix>,
     warnings: Vec<String>,
     is_cache: bool,
 }
@@ -233,6 +247,7 @@ impl fmt::Debug for Model {
             .field("gguf", &self.gguf)
             .field("matrices", &self.matrices.len())
             .field("experts", &self.experts.len())
+            .field("stacks", &self.stacks.len())
             .field("is_cache", &self.is_cache)
             .finish()
     }
@@ -241,6 +256,8 @@ impl fmt::Debug for Model {
 /// What to do with one tensor.
 enum Plan {
     Raw(String),
+    /// A part of the stacked matrix of this name: built with the stack.
+    Stacked(String),
     Matrix {
         rows: usize,
         cols: usize,
@@ -379,7 +396,19 @@ impl Model {
             .unwrap_or("unknown CPU")
             .to_string();
 
-        let plans: Vec<Plan> = gguf.tensors().iter().map(plan).collect();
+        let (stack_plans, stacked_into) = if is_cache {
+            (Vec::new(), HashMap::new())
+        } else {
+            stack::plan_stacks(&gguf, &options.stacks)?
+        };
+        let plans: Vec<Plan> = gguf
+            .tensors()
+            .iter()
+            .map(|t| match stacked_into.get(t.name.as_str()) {
+                Some(into) => Plan::Stacked(into.to_string()),
+                None => plan(t),
+            })
+            .collect();
         let weight_total = plans.iter().filter(|p| !matches!(p, Plan::Raw(_))).count();
         let bytes_total: u64 = gguf
             .tensors()
@@ -404,6 +433,7 @@ impl Model {
                     }
                     return Ok(Built::Raw(reason.clone()));
                 }
+                Plan::Stacked(ref into) => Built::Stacked(into.clone()),
                 Plan::Matrix { rows, cols, ty } => {
                     let want = policy.choose(ty, rows, cpu);
                     let cached = if is_cache {
@@ -552,6 +582,11 @@ impl Model {
             })
             .collect::<Result<_, _>>()?;
         results.sort_by_key(|(i, _)| *i);
+        let stacks: HashMap<String, QMatrix> = stack_plans
+            .par_iter()
+            .with_max_len(1)
+            .map(|p| stack::build_stack(&gguf, p, policy, cpu).map(|m| (p.name.to_string(), m)))
+            .collect::<Result<_, _>>()?;
 
         let mut tensors = Vec::with_capacity(results.len());
         let mut index = HashMap::with_capacity(results.len());
@@ -568,6 +603,7 @@ impl Model {
                     b
                 }
                 Built::Raw(r) => Became::Raw(r),
+                Built::Stacked(into) => Became::Stacked(into),
             };
             index.insert(t.name.clone(), tensors.len());
             tensors.push(ModelTensor {
@@ -585,6 +621,7 @@ impl Model {
             index,
             matrices,
             experts,
+            stacks,
             warnings,
             is_cache,
         })
@@ -601,6 +638,11 @@ impl Model {
     /// The matrix made of the 2-D tensor `name`.
     pub fn matrix(&self, name: &str) -> Option<&QMatrix> {
         self.matrices.get(name)
+    }
+    /// The stacked matrix `name` of [`OpenOptions::stacks`] (`None` for a repack cache, whose
+    /// parts are [`Model::matrix`]es).
+    pub fn stack(&self, name: &str) -> Option<&QMatrix> {
+        self.stacks.get(name)
     }
     /// The experts made of the 3-D tensor `name`.
     pub fn experts(&self, name: &str) -> Option<&QExperts> {
@@ -637,6 +679,13 @@ impl Model {
                     out.display()
                 )));
             }
+        }
+        if !self.stacks.is_empty() {
+            return Err(Error::Invalid(
+                "a model opened with stacked matrices cannot be written as a repack cache; \
+                 open it without stacks"
+                    .into(),
+            ));
         }
         let mut w = GgufWriter::new();
         for (k, v) in self.gguf.metadata() {
