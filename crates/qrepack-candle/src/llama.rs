@@ -216,6 +216,17 @@ impl Llama {
     /// Builds the model from an opened qrepack [`Model`].
     pub fn load(model: Arc<Model>, options: &LoadOptions) -> Result<Llama> {
         let config = Config::from_model(&model)?;
+        Llama::load_with_config(model, config, options)
+    }
+
+    /// [`Llama::load`] with a configuration given instead of read: [`Config::from_model`]'s,
+    /// changed (e.g. another gate, to mirror a reference implementation that differs there).
+    /// The tensors must still fit it; an error says where they do not.
+    pub fn load_with_config(
+        model: Arc<Model>,
+        config: Config,
+        options: &LoadOptions,
+    ) -> Result<Llama> {
         let b = Builder {
             model: &model,
             options,
