@@ -496,6 +496,12 @@ fn real_gemma3_matches_reference() {
     let prompt: Vec<u32> = vec![
         2, 105, 2364, 107, 3689, 563, 506, 5279, 529, 7001, 236881, 106, 107, 105, 4368, 107,
     ];
+    // the SentencePiece tokenizer gives those ids
+    let tok = qrepack_candle::Tokenizer::from_gguf(m.gguf()).unwrap();
+    let text = "<start_of_turn>user\nWhat is the capital of France?<end_of_turn>\n\
+                <start_of_turn>model\n";
+    assert_eq!(tok.encode(text), prompt);
+    assert_eq!(tok.decode(&prompt[1..]), text);
     let dev = Device::Cpu;
     let mut ids = prompt.clone();
     let ours_prompt = llama
@@ -540,5 +546,50 @@ fn real_gemma3_matches_reference() {
         if p + 1 >= prompt.len() {
             assert_eq!(ao, aw, "greedy token at position {p}");
         }
+    }
+}
+
+/// The real Gemma 3 270M predicts plain English: the mean negative log-likelihood of each
+/// next token of two sentences. Measured: 1.74 and 1.82 nats per token; the same file with
+/// 1 added to every norm weight (as if the converter had not folded it in) gives 15.3 and
+/// 18.0, and with a SiLU gate instead of GELU 2.31 and 2.21, so the bound of 2.1 tells the
+/// right reading of the file from both.
+#[test]
+#[ignore = "needs QREPACK_GEMMA (see real_gemma3_matches_reference)"]
+fn real_gemma3_predicts_text() {
+    let path = std::env::var("QREPACK_GEMMA").expect("set QREPACK_GEMMA to a Gemma 3 GGUF file");
+    let m = Arc::new(Model::open(&path).unwrap());
+    let tok = qrepack_candle::Tokenizer::from_gguf(m.gguf()).unwrap();
+    let texts = [
+        "The capital of France is Paris. It is known for the Eiffel Tower, which was built in \
+         1889 for the World's Fair.",
+        "Once upon a time, there was a little girl who lived in a village near the forest. \
+         Every day she walked to her grandmother's house.",
+    ];
+    for text in texts {
+        let ids = tok.encode(text);
+        let mut llama = Llama::load(Arc::clone(&m), &LoadOptions::default()).unwrap();
+        let t = Tensor::new(&ids[..], &Device::Cpu)
+            .unwrap()
+            .unsqueeze(0)
+            .unwrap();
+        let rows: Vec<Vec<f32>> = llama
+            .forward_all(&t, 0)
+            .unwrap()
+            .squeeze(0)
+            .unwrap()
+            .to_vec2()
+            .unwrap();
+        let nll: f64 = (0..ids.len() - 1)
+            .map(|p| {
+                let r = &rows[p];
+                let max = r.iter().copied().fold(f32::MIN, f32::max) as f64;
+                let sum: f64 = r.iter().map(|&x| (x as f64 - max).exp()).sum();
+                max + sum.ln() - r[ids[p + 1] as usize] as f64
+            })
+            .sum::<f64>()
+            / (ids.len() - 1) as f64;
+        eprintln!("{} tokens: mean next-token NLL {nll:.3} nats", ids.len());
+        assert!(nll < 2.1, "{text:?}: mean NLL {nll}");
     }
 }
