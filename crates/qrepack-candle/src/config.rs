@@ -74,7 +74,9 @@ pub struct Config {
     pub embedding_scale: Option<f64>,
     /// Factor on the attention scores.
     pub attention_scale: f64,
-    /// Sliding window of the local layers, in positions (`None`: every layer is global).
+    /// Sliding window of the local layers, in positions (`None`: every layer is global). The
+    /// local layers are Gemma 3's: all but every sixth ([`Config::is_local_layer`]); a query at
+    /// position `p` sees the keys at `p - window + 1 ..= p`, as llama.cpp masks them.
     pub sliding_window: Option<usize>,
     /// RoPE base of the local layers.
     pub rope_base_local: f64,
@@ -161,7 +163,8 @@ impl Config {
         Ok(config)
     }
 
-    /// Whether layer `il` attends through the sliding window (with the local RoPE base).
+    /// Whether layer `il` attends through the sliding window (with the local RoPE base): with a
+    /// window, every layer but each sixth (`(il + 1) % 6 == 0` is global), Gemma 3's pattern.
     pub fn is_local_layer(&self, il: usize) -> bool {
         self.sliding_window.is_some() && il % GEMMA3_SWA_PATTERN < GEMMA3_SWA_PATTERN - 1
     }
