@@ -119,7 +119,7 @@ fn run(o: Opts) -> Result<(), String> {
             best[0] = (best[0].0.min(r.0), best[0].1.min(r.1));
         }
         if let Some(s) = stock.as_mut() {
-            s.weights.clear_kv_cache();
+            s.clear_kv_cache().map_err(|e| e.to_string())?;
             let r =
                 run_once(&mut |x, p| s.forward(x, p), &prompt, o.gen).map_err(|e| e.to_string())?;
             eprintln!(

@@ -59,9 +59,16 @@ fn run(args: &[String]) -> Result<bool, String> {
         Some(t) => t,
         None => {
             let tok = Tokenizer::from_gguf(model.gguf()).map_err(|e| e.to_string())?;
-            tok.encode(&format!(
-                "<|im_start|>user\n{prompt}<|im_end|>\n<|im_start|>assistant\n"
-            ))
+            if tok.token_id("<start_of_turn>").is_some() {
+                // Gemma's chat template
+                tok.encode(&format!(
+                    "<start_of_turn>user\n{prompt}<end_of_turn>\n<start_of_turn>model\n"
+                ))
+            } else {
+                tok.encode(&format!(
+                    "<|im_start|>user\n{prompt}<|im_end|>\n<|im_start|>assistant\n"
+                ))
+            }
         }
     };
     let mut stock = StockLlama::open(&path).map_err(|e| e.to_string())?;

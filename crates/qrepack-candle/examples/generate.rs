@@ -8,10 +8,10 @@
 //! Options:
 //!
 //! * `--tokens 504,3575,282`: the prompt as token ids; or `--prompt TEXT`, tokenized with the
-//!   GGUF file's GPT-2 style BPE tokenizer (`--chat` wraps it in the ChatML template of models
-//!   that have `<|im_start|>`);
+//!   GGUF file's tokenizer (GPT-2 style BPE or SentencePiece; `--chat` wraps it in the ChatML
+//!   template of models that have `<|im_start|>`, or Gemma's `<start_of_turn>` template);
 //! * `--steps N` tokens to generate (default 32); text mode stops early at the end-of-sequence
-//!   token, `--json` always runs N steps;
+//!   token (or Gemma's `<end_of_turn>`), `--json` always runs N steps;
 //! * `--top K` and `--json`: one JSON object per step on stdout,
 //!   `{"step": 0, "token": 7042, "top": [[7042, 17.74], [260, 15.23], ...]}` (K ids with their
 //!   logits, largest first);
@@ -166,9 +166,11 @@ fn run(a: Args) -> Result<(), String> {
         (None, Some(text)) => {
             let tok = tokenizer
                 .as_ref()
-                .ok_or("this GGUF file has no gpt2 tokenizer: give the prompt as --tokens")?;
+                .ok_or("this GGUF file has no tokenizer we read: give the prompt as --tokens")?;
             let text = if a.chat && tok.token_id("<|im_start|>").is_some() {
                 format!("<|im_start|>user\n{text}<|im_end|>\n<|im_start|>assistant\n")
+            } else if a.chat && tok.token_id("<start_of_turn>").is_some() {
+                format!("<start_of_turn>user\n{text}<end_of_turn>\n<start_of_turn>model\n")
             } else {
                 text.clone()
             };
@@ -186,6 +188,8 @@ fn run(a: Args) -> Result<(), String> {
         return Err(format!("token id {bad} is outside the vocabulary"));
     }
     let eos = tokenizer.as_ref().and_then(Tokenizer::eos);
+    // Gemma ends a chat turn with <end_of_turn>, not with its end-of-sequence token
+    let end_of_turn = tokenizer.as_ref().and_then(|t| t.token_id("<end_of_turn>"));
     eprintln!(
         "{}: {} layers, {} x {} heads ({} kv), loaded in {load_s:.2} s; prompt {} tokens{}",
         a.model,
@@ -243,7 +247,7 @@ fn run(a: Args) -> Result<(), String> {
         } else {
             write!(stdout, "{next} ").map_err(|e| e.to_string())?;
         }
-        if step + 1 == a.steps || (!a.json && Some(next) == eos) {
+        if step + 1 == a.steps || (!a.json && (Some(next) == eos || Some(next) == end_of_turn)) {
             break;
         }
         let t = Instant::now();

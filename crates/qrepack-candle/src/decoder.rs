@@ -1,6 +1,10 @@
 //! The forward pass of a Llama-family decoder on raw f32 buffers: the layers' weights, the
 //! key/value cache and the scratch buffers of one batch size, reused from pass to pass.
 //!
+//! One block serves every architecture of [`crate::config`]: the Llama block, with the
+//! optional pieces of Qwen3 and Gemma 3 (norms of the q and k heads, norms after the attention
+//! and feed-forward outputs, a sliding window, a RoPE of the layer's own) present or absent.
+//!
 //! Every operation writes into a buffer that was sized once for the batch: the products
 //! through [`QMatrix::matmul`](qrepack::QMatrix::matmul) straight into their output rows, the
 //! elementwise kernels and the attention of [`crate::ops`] in place or into the next buffer,
@@ -107,10 +111,22 @@ impl KvCache {
 pub(crate) struct Block {
     pub attn_norm: Vec<f32>,
     pub qkv: Qkv,
+    /// RMS norm weights of each q head and each k head, applied before RoPE (Qwen3, Gemma 3).
+    pub q_norm: Option<Vec<f32>>,
+    pub k_norm: Option<Vec<f32>>,
     pub wo: Linear,
+    /// RMS norm of the attention output before its residual add (Gemma 3).
+    pub post_attn_norm: Option<Vec<f32>>,
     pub ffn_norm: Vec<f32>,
     pub gate_up: GateUp,
     pub down: Linear,
+    /// RMS norm of the feed-forward output before its residual add (Gemma 3).
+    pub post_ffn_norm: Option<Vec<f32>>,
+    /// Sliding attention window of this layer (`None`: every earlier position).
+    pub window: Option<usize>,
+    /// Which of the model's RoPEs rotates this layer's q and k (Gemma 3's local layers have a
+    /// base frequency of their own).
+    pub rope: usize,
     /// One cache per sequence of the batch.
     pub caches: Vec<KvCache>,
 }
@@ -123,6 +139,8 @@ pub(crate) struct Dims {
     pub n_ff: usize,
     pub eps: f32,
     pub gate: Gate,
+    /// Factor on the attention scores (`1 / sqrt(head_dim)` unless the model says otherwise).
+    pub attn_scale: f32,
 }
 
 /// Buffers of one batch shape, `rows = batch * seq` rows each; resized (never shrunk) when the
@@ -193,6 +211,14 @@ impl Block {
         })?;
         let fused = matches!(self.qkv, Qkv::Fused(_));
         timed(prof, Phase::Elementwise, || {
+            // the head norms see every row at once: unlike RoPE they do not depend on position
+            if let Some(w) = &self.q_norm {
+                ops::rms_norm_heads(&mut s.qkv, q_layout.0, q_layout.1, h.n_head, w, d.eps);
+            }
+            if let Some(w) = &self.k_norm {
+                let k_buf = if fused { &mut s.qkv } else { &mut s.k };
+                ops::rms_norm_heads(k_buf, k_layout.0, k_layout.1, h.n_kv_head, w, d.eps);
+            }
             for b in 0..batch {
                 let q_rows = &mut s.qkv[b * seq * q_layout.0..][..seq * q_layout.0];
                 rope.apply(q_rows, q_layout.0, q_layout.1, h.n_head);
@@ -233,8 +259,8 @@ impl Block {
                     first_pos: pos,
                     keys: &cache.keys,
                     values: &cache.values,
-                    scale: 1.0 / (h.head_dim as f32).sqrt(),
-                    window: None,
+                    scale: d.attn_scale,
+                    window: self.window,
                 };
                 a.run(&mut attn[b * seq * q_w..][..seq * q_w])
                     .map_err(candle_core::Error::msg)?;
@@ -246,6 +272,9 @@ impl Block {
                 .forward_into(&s.attn, rows, sized(&mut s.proj, rows * d.n_embd))
         })?;
         timed(prof, Phase::Elementwise, || {
+            if let Some(w) = &self.post_attn_norm {
+                ops::rms_norm_in_place(&mut s.proj, w, d.eps);
+            }
             ops::add_in_place(&mut s.x, &s.proj);
             ops::rms_norm(&s.x, &self.ffn_norm, d.eps, &mut s.h);
             Ok(())
@@ -275,6 +304,9 @@ impl Block {
             self.down.forward_into(&s.act, rows, &mut s.proj)
         })?;
         timed(prof, Phase::Elementwise, || {
+            if let Some(w) = &self.post_ffn_norm {
+                ops::rms_norm_in_place(&mut s.proj, w, d.eps);
+            }
             ops::add_in_place(&mut s.x, &s.proj);
             Ok(())
         })

@@ -7,8 +7,9 @@
 //!   with [`qrepack::QExperts::matmul_id`].
 //! * [`weights`]: the other tensors of the GGUF file (norms, biases, embeddings) as candle
 //!   tensors, and metadata lookups.
-//! * [`Llama`]: a Llama-family decoder (Llama, SmolLM2, Mistral, Qwen2) built from candle
-//!   operations and `QLinear`, configured from the GGUF metadata, with a KV cache.
+//! * [`Llama`]: a Llama-family decoder (Llama 2/3.x, SmolLM2, Mistral, Qwen2, Qwen3, Gemma 3)
+//!   on raw f32 buffers and `QLinear`, configured from the GGUF metadata ([`config`]), with a
+//!   KV cache.
 //! * [`Tokenizer`]: the GPT-2 style byte-level BPE tokenizer that GGUF files carry.
 //!
 //! ```no_run
@@ -25,6 +26,7 @@
 //! qrepack runs on the current rayon thread pool (`RAYON_NUM_THREADS`), candle's own CPU
 //! kernels on theirs (`CANDLE_NUM_THREADS`, then `RAYON_NUM_THREADS`).
 
+pub mod config;
 mod decoder;
 pub mod linear;
 pub mod llama;

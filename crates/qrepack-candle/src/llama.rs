@@ -1,7 +1,9 @@
-//! A Llama-family decoder (Llama, SmolLM2, Mistral-style; Qwen2 with its q/k/v biases) that
-//! takes and returns candle tensors, with every matrix product in a [`QLinear`].
+//! A Llama-family decoder (Llama 2/3.x, SmolLM2, Mistral-style; Qwen2 with its q/k/v biases;
+//! Qwen3; Gemma 3) that takes and returns candle tensors, with every matrix product in a
+//! [`QLinear`].
 //!
-//! The model is configured from the GGUF metadata (`<arch>.block_count`, ...), takes token ids,
+//! The model is configured from the GGUF metadata (`<arch>.block_count`, ...; what each
+//! architecture changes is in [`crate::config`]), takes token ids,
 //! keeps a KV cache, and returns logits. Inside, the forward pass runs on raw f32 buffers
 //! allocated once per batch shape ([`crate::decoder`]), with the kernels of [`crate::ops`], on
 //! one rayon thread pool that the products share.
@@ -14,101 +16,12 @@ use candle_core::quantized::{GgmlDType, QMatMul, QStorage, QTensor};
 use candle_core::{bail, DType, Device, Result, Tensor};
 use qrepack::{dequantize, GgmlType, Model, QMatrix};
 
+pub use crate::config::Config;
 use crate::decoder::{Block, Dims, GateUp, Linear, Qkv, Scratch, Weight};
 use crate::linear::QLinear;
-use crate::ops::{self, Gate, Heads, Rope, RopeStyle};
+use crate::ops::{self, Heads, Rope, RopeStyle};
 use crate::profile::{timed, Phase, PhaseTimes};
-use crate::weights::{ggml_bytes, metadata, metadata_f64, metadata_usize, QEmbedding};
-
-/// The hyper-parameters of a Llama-family model, read from GGUF metadata.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Config {
-    /// `general.architecture` (`llama`, `qwen2`, `mistral`).
-    pub architecture: String,
-    /// Transformer blocks.
-    pub n_layer: usize,
-    /// Model width.
-    pub n_embd: usize,
-    /// Query heads.
-    pub n_head: usize,
-    /// Key/value heads (grouped-query attention when fewer than `n_head`).
-    pub n_kv_head: usize,
-    /// Width of one head.
-    pub head_dim: usize,
-    /// Epsilon of the RMS norms.
-    pub rms_eps: f64,
-    /// RoPE base frequency.
-    pub rope_base: f64,
-    /// RoPE rotates the halves of each head (GPT-NeoX, Qwen2) instead of neighbouring pairs
-    /// (Llama, as its GGUF files store q and k).
-    pub rope_neox: bool,
-    /// Longest sequence (positions) the model supports.
-    pub context_length: usize,
-    /// Vocabulary size.
-    pub vocab_size: usize,
-    /// Width of the feed-forward layers.
-    pub n_ff: usize,
-}
-
-impl Config {
-    /// Reads the configuration from the model's metadata; an error for an unsupported
-    /// architecture or a missing key.
-    pub fn from_model(model: &Model) -> Result<Config> {
-        let arch = match metadata(model, "general.architecture").and_then(|v| v.as_str()) {
-            Some(a) => a.to_string(),
-            None => bail!("the GGUF metadata have no 'general.architecture'"),
-        };
-        let rope_neox = match arch.as_str() {
-            "llama" | "mistral" => false,
-            "qwen2" => true,
-            other => {
-                bail!("architecture '{other}' is not supported (llama, mistral and qwen2 are)")
-            }
-        };
-        let key = |k: &str| format!("{arch}.{k}");
-        let n_embd = metadata_usize(model, &key("embedding_length"))?;
-        let n_head = metadata_usize(model, &key("attention.head_count"))?;
-        let n_kv_head = metadata_usize(model, &key("attention.head_count_kv")).unwrap_or(n_head);
-        let head_dim =
-            metadata_usize(model, &key("attention.key_length")).unwrap_or(n_embd / n_head.max(1));
-        let rope_dim = metadata_usize(model, &key("rope.dimension_count")).unwrap_or(head_dim);
-        if n_head == 0 || n_kv_head == 0 || n_head % n_kv_head != 0 {
-            bail!("{n_head} query heads cannot share {n_kv_head} key/value heads");
-        }
-        if rope_dim != head_dim {
-            bail!("partial RoPE ({rope_dim} of {head_dim} dims) is not supported");
-        }
-        if model.tensor("rope_freqs.weight").is_some() {
-            bail!(
-                "RoPE frequency factors (rope_freqs.weight, Llama 3.1 scaling) are not supported"
-            );
-        }
-        let vocab_size = match metadata(model, &key("vocab_size")).and_then(|v| v.as_u64()) {
-            Some(v) => v as usize,
-            None => match model.tensor("token_embd.weight") {
-                Some(t) if t.dims.len() == 2 => t.dims[1] as usize,
-                _ => bail!("the model has no 2-D 'token_embd.weight'"),
-            },
-        };
-        Ok(Config {
-            n_layer: metadata_usize(model, &key("block_count"))?,
-            n_embd,
-            n_head,
-            n_kv_head,
-            head_dim,
-            rms_eps: metadata_f64(model, &key("attention.layer_norm_rms_epsilon"))?,
-            rope_base: metadata_f64(model, &key("rope.freq_base")).unwrap_or(10_000.0),
-            rope_neox,
-            context_length: metadata_usize(model, &key("context_length")).unwrap_or(4096),
-            vocab_size,
-            n_ff: match model.tensor("blk.0.ffn_gate.weight") {
-                Some(t) if t.dims.len() == 2 => t.dims[1] as usize,
-                _ => metadata_usize(model, &key("feed_forward_length"))?,
-            },
-            architecture: arch,
-        })
-    }
-}
+use crate::weights::{ggml_bytes, QEmbedding};
 
 /// Which matrix product the model's linear layers use.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -282,7 +195,8 @@ pub struct Llama {
     blocks: Vec<Block>,
     output_norm: Vec<f32>,
     output: Linear,
-    rope: Rope,
+    /// The RoPE of the global layers, then (with a sliding window) that of the local ones.
+    ropes: Vec<Rope>,
     scratch: Scratch,
     /// Positions cached, and the batch size they were cached with.
     cached: usize,
@@ -302,13 +216,26 @@ impl Llama {
     /// Builds the model from an opened qrepack [`Model`].
     pub fn load(model: Arc<Model>, options: &LoadOptions) -> Result<Llama> {
         let config = Config::from_model(&model)?;
+        Llama::load_with_config(model, config, options)
+    }
+
+    /// [`Llama::load`] with a configuration given instead of read: [`Config::from_model`]'s,
+    /// changed (e.g. another gate, to mirror a reference implementation that differs there).
+    /// The tensors must still fit it; an error says where they do not.
+    pub fn load_with_config(
+        model: Arc<Model>,
+        config: Config,
+        options: &LoadOptions,
+    ) -> Result<Llama> {
         let b = Builder {
             model: &model,
             options,
         };
         let mut blocks = Vec::with_capacity(config.n_layer);
+        let optional = |on: bool, name: &str| on.then(|| vector(&model, name)).transpose();
         for i in 0..config.n_layer {
             let n = |s: &str| format!("blk.{i}.{s}.weight");
+            let local = config.is_local_layer(i);
             let (q, k, v) = (n("attn_q"), n("attn_k"), n("attn_v"));
             let qkv = match b.fused(&[&q, &k, &v])? {
                 Some(l) => Qkv::Fused(l),
@@ -322,10 +249,16 @@ impl Llama {
             let block = Block {
                 attn_norm: vector(&model, &n("attn_norm"))?,
                 qkv,
+                q_norm: optional(config.qk_norm, &n("attn_q_norm"))?,
+                k_norm: optional(config.qk_norm, &n("attn_k_norm"))?,
                 wo: b.linear(&n("attn_output"))?,
+                post_attn_norm: optional(config.post_norms, &n("post_attention_norm"))?,
                 ffn_norm: vector(&model, &n("ffn_norm"))?,
                 gate_up,
                 down: b.linear(&n("ffn_down"))?,
+                post_ffn_norm: optional(config.post_norms, &n("post_ffw_norm"))?,
+                window: if local { config.sliding_window } else { None },
+                rope: usize::from(local),
                 caches: Vec::new(),
             };
             check_block(&block, &config, i)?;
@@ -370,11 +303,7 @@ impl Llama {
             .thread_name(|i| format!("qrepack-candle-{i}"))
             .build()
             .map_err(candle_core::Error::wrap)?;
-        let style = if config.rope_neox {
-            RopeStyle::Halves
-        } else {
-            RopeStyle::Interleaved
-        };
+        let ropes = ropes(&model, &config)?;
         Ok(Llama {
             dims: Dims {
                 n_embd: config.n_embd,
@@ -385,9 +314,10 @@ impl Llama {
                 },
                 n_ff: config.n_ff,
                 eps: config.rms_eps as f32,
-                gate: Gate::SwiGlu,
+                gate: config.gate,
+                attn_scale: config.attention_scale as f32,
             },
-            rope: Rope::new(style, config.head_dim, config.rope_base as f32, None),
+            ropes,
             embedding,
             output_norm,
             output,
@@ -516,15 +446,21 @@ impl Llama {
                 .row_into(*id as usize, row)
                 .map_err(candle_core::Error::msg)?;
         }
+        if let Some(scale) = self.config.embedding_scale {
+            let scale = scale as f32;
+            x.iter_mut().for_each(|v| *v *= scale);
+        }
         timed(&mut self.profile, Phase::Elementwise, || {
-            self.rope.set_positions(pos, seq);
+            for rope in &mut self.ropes {
+                rope.set_positions(pos, seq);
+            }
             Ok(())
         })?;
         for block in &mut self.blocks {
             let done = block.forward(
                 &mut self.scratch,
                 &d,
-                &self.rope,
+                &self.ropes[block.rope],
                 (batch, seq, pos),
                 &mut self.profile,
             );
@@ -558,6 +494,10 @@ impl Llama {
         timed(&mut self.profile, Phase::Products, || {
             self.output.forward_into(&normed, n, &mut logits)
         })?;
+        if let Some(cap) = self.config.final_softcap {
+            let cap = cap as f32;
+            logits.iter_mut().for_each(|l| *l = cap * (*l / cap).tanh());
+        }
         Ok(logits)
     }
 }
@@ -588,7 +528,13 @@ fn check_block(b: &Block, c: &Config, layer: usize) -> Result<()> {
         && b.down.rows() == c.n_embd
         && b.down.cols() == c.n_ff
         && b.attn_norm.len() == c.n_embd
-        && b.ffn_norm.len() == c.n_embd;
+        && b.ffn_norm.len() == c.n_embd
+        && [&b.q_norm, &b.k_norm]
+            .iter()
+            .all(|w| w.as_ref().is_none_or(|w| w.len() == c.head_dim))
+        && [&b.post_attn_norm, &b.post_ffn_norm]
+            .iter()
+            .all(|w| w.as_ref().is_none_or(|w| w.len() == c.n_embd));
     if !ok {
         bail!(
             "block {layer}'s tensors do not fit a model {} wide with {} heads of {} ({} key/value \
@@ -601,6 +547,42 @@ fn check_block(b: &Block, c: &Config, layer: usize) -> Result<()> {
         );
     }
     Ok(())
+}
+
+/// The model's RoPEs: the global layers' (with the `rope_freqs.weight` divisors and linear
+/// scaling), then the local layers' when some layers attend through a sliding window.
+fn ropes(model: &Model, c: &Config) -> Result<Vec<Rope>> {
+    let style = if c.rope_neox {
+        RopeStyle::Halves
+    } else {
+        RopeStyle::Interleaved
+    };
+    let half = c.head_dim / 2;
+    let mut factors = if c.rope_freq_factors {
+        let f = vector(model, "rope_freqs.weight")?;
+        if f.len() != half {
+            bail!(
+                "rope_freqs.weight has {} factors for heads {} wide (want {half})",
+                f.len(),
+                c.head_dim
+            );
+        }
+        f
+    } else {
+        vec![1.0; half]
+    };
+    // linear scaling multiplies each angle by 1 / factor: one more divisor per frequency
+    factors.iter_mut().for_each(|f| *f *= c.rope_scale as f32);
+    let mut ropes = vec![Rope::new(
+        style,
+        c.head_dim,
+        c.rope_base as f32,
+        Some(&factors),
+    )];
+    if c.sliding_window.is_some() {
+        ropes.push(Rope::new(style, c.head_dim, c.rope_base_local as f32, None));
+    }
+    Ok(ropes)
 }
 
 /// The token ids of `[batch, seq]` u32 or i64 tensor, row after row.

@@ -1,5 +1,6 @@
-//! The independent reference: candle-transformers' stock `quantized_llama` on the same GGUF
-//! file, and the comparison of the two models step by step (feature `stock`).
+//! The independent reference: candle-transformers' stock `quantized_llama` (or
+//! `quantized_qwen3`, `quantized_gemma3` for those architectures) on the same GGUF file, and
+//! the comparison of the two models step by step (feature `stock`).
 
 use std::io::Cursor;
 use std::path::Path;
@@ -7,7 +8,7 @@ use std::sync::Arc;
 
 use candle_core::quantized::gguf_file;
 use candle_core::{bail, Device, Result, Tensor};
-use candle_transformers::models::quantized_llama::ModelWeights;
+use candle_transformers::models::{quantized_gemma3, quantized_llama, quantized_qwen3};
 use qrepack::gguf::{GgufFile, GgufWriter};
 use qrepack::{dequantize, GgmlType, Model};
 
@@ -37,13 +38,50 @@ fn candle_knows(ty: Option<GgmlType>) -> bool {
     )
 }
 
-/// candle-transformers' `quantized_llama::ModelWeights`, loaded from a GGUF file. Tensors of
-/// types candle-core does not have (IQ4_NL, IQ4_XS) are dequantized to f32 by qrepack first, so
-/// the stock model multiplies exactly the same weights (in f32).
+/// The stock model of the file's architecture.
+pub enum StockWeights {
+    /// `quantized_llama` (llama, mistral, qwen2: it reads q/k/v biases when present).
+    Llama(quantized_llama::ModelWeights),
+    /// `quantized_qwen3`.
+    Qwen3(quantized_qwen3::ModelWeights),
+    /// `quantized_gemma3` (which has no way to clear its cache: it is loaded again).
+    Gemma3(quantized_gemma3::ModelWeights),
+}
+
+impl StockWeights {
+    fn load(arch: &str, bytes: &mut (impl std::io::Read + std::io::Seek)) -> Result<StockWeights> {
+        let device = Device::Cpu;
+        let ct = gguf_file::Content::read(bytes)?;
+        Ok(match arch {
+            "qwen3" => StockWeights::Qwen3(quantized_qwen3::ModelWeights::from_gguf(
+                ct, bytes, &device,
+            )?),
+            "gemma3" => StockWeights::Gemma3(quantized_gemma3::ModelWeights::from_gguf(
+                ct, bytes, &device,
+            )?),
+            _ => StockWeights::Llama(quantized_llama::ModelWeights::from_gguf(
+                ct, bytes, &device,
+            )?),
+        })
+    }
+}
+
+/// Where the stock model was loaded from, to load it again.
+enum Origin {
+    Path(std::path::PathBuf),
+    Bytes(Vec<u8>),
+}
+
+/// candle-transformers' stock model of the file's architecture (see [`StockWeights`]), loaded
+/// from a GGUF file. Tensors of types candle-core does not have (IQ4_NL, IQ4_XS) are
+/// dequantized to f32 by qrepack first, so the stock model multiplies exactly the same weights
+/// (in f32).
 pub struct StockLlama {
-    pub weights: ModelWeights,
+    pub weights: StockWeights,
     /// The tensors given to candle as f32 because candle has no such type.
     pub dequantized: Vec<String>,
+    arch: String,
+    origin: Origin,
 }
 
 impl StockLlama {
@@ -57,11 +95,13 @@ impl StockLlama {
             .filter(|t| !candle_knows(t.ty))
             .map(|t| t.name.clone())
             .collect();
-        let device = Device::Cpu;
-        let weights = if foreign.is_empty() {
-            let mut f = std::fs::File::open(path)?;
-            let ct = gguf_file::Content::read(&mut f)?;
-            ModelWeights::from_gguf(ct, &mut f, &device)?
+        let arch = g
+            .get("general.architecture")
+            .and_then(|v| v.as_str())
+            .unwrap_or("llama")
+            .to_string();
+        let origin = if foreign.is_empty() {
+            Origin::Path(path.to_path_buf())
         } else {
             let mut w = GgufWriter::new();
             for (k, v) in g.metadata() {
@@ -84,19 +124,40 @@ impl StockLlama {
                 }
                 .map_err(candle_core::Error::wrap)?;
             }
-            let mut c = Cursor::new(w.to_bytes().map_err(candle_core::Error::wrap)?);
-            let ct = gguf_file::Content::read(&mut c)?;
-            ModelWeights::from_gguf(ct, &mut c, &device)?
+            Origin::Bytes(w.to_bytes().map_err(candle_core::Error::wrap)?)
         };
         Ok(StockLlama {
-            weights,
+            weights: load(&arch, &origin)?,
             dequantized: foreign,
+            arch,
+            origin,
         })
     }
 
     /// The logits after the last of `ids` (`[1, seq]`) at positions `pos..`: `[1, vocab]`.
     pub fn forward(&mut self, ids: &Tensor, pos: usize) -> Result<Tensor> {
-        self.weights.forward(ids, pos)
+        match &mut self.weights {
+            StockWeights::Llama(w) => w.forward(ids, pos),
+            StockWeights::Qwen3(w) => w.forward(ids, pos),
+            StockWeights::Gemma3(w) => w.forward(ids, pos),
+        }
+    }
+
+    /// Forgets the cached positions.
+    pub fn clear_kv_cache(&mut self) -> Result<()> {
+        match &mut self.weights {
+            StockWeights::Llama(w) => w.clear_kv_cache(),
+            StockWeights::Qwen3(w) => w.clear_kv_cache(),
+            StockWeights::Gemma3(_) => self.weights = load(&self.arch, &self.origin)?,
+        }
+        Ok(())
+    }
+}
+
+fn load(arch: &str, origin: &Origin) -> Result<StockWeights> {
+    match origin {
+        Origin::Path(p) => StockWeights::load(arch, &mut std::fs::File::open(p)?),
+        Origin::Bytes(b) => StockWeights::load(arch, &mut Cursor::new(b)),
     }
 }
 
@@ -230,6 +291,17 @@ pub fn compare_with(
     steps: usize,
 ) -> Result<Comparison> {
     let mut ours = Llama::load(model, options)?;
+    compare_llama(&mut ours, stock, prompt, steps)
+}
+
+/// [`compare`] with a model already built (and its cache empty), e.g. from a changed
+/// configuration ([`Llama::load_with_config`]).
+pub fn compare_llama(
+    ours: &mut Llama,
+    stock: &mut StockLlama,
+    prompt: &[u32],
+    steps: usize,
+) -> Result<Comparison> {
     let dev = Device::Cpu;
     let ids = Tensor::new(prompt, &dev)?.unsqueeze(0)?;
     let mut a: Vec<f32> = ours.forward(&ids, 0)?.squeeze(0)?.to_vec1()?;

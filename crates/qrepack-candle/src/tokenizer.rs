@@ -1,10 +1,14 @@
-//! The GPT-2 style byte-level BPE tokenizer of a GGUF file (`tokenizer.ggml.model = gpt2`:
-//! `tokenizer.ggml.tokens` and `tokenizer.ggml.merges`), as llama.cpp runs it.
+//! The tokenizers of GGUF files, as llama.cpp runs them: GPT-2 style byte-level BPE
+//! (`tokenizer.ggml.model = gpt2`: `tokenizer.ggml.tokens` and `tokenizer.ggml.merges`) and
+//! SentencePiece-style BPE (`llama`: tokens and `tokenizer.ggml.scores`; Llama 2, Gemma).
 //!
-//! Text is split at the special (control and user-defined) tokens, each other piece is
-//! pre-tokenized with GPT-2's pattern (digits first split one by one for the `smollm`,
-//! `starcoder` and similar pre-tokenizers, as llama.cpp does), mapped byte by byte to GPT-2's
-//! printable characters, and merged pair by pair in merge-rank order.
+//! Text is split at the special (control and user-defined) tokens. For `gpt2`, each other
+//! piece is pre-tokenized with GPT-2's pattern (digits first split one by one for the
+//! `smollm`, `starcoder` and similar pre-tokenizers, as llama.cpp does), mapped byte by byte to
+//! GPT-2's printable characters, and merged pair by pair in merge-rank order. For `llama`,
+//! spaces become `▁` (with one in front when `tokenizer.ggml.add_space_prefix`), the
+//! characters are merged pair by pair, highest-scoring token first, and characters that are no
+//! token fall back to their UTF-8 bytes (`<0x41>` tokens).
 
 use std::collections::HashMap;
 
@@ -24,6 +28,10 @@ pub struct Tokenizer {
     special_ids: Vec<bool>,
     /// Split digits one by one before the GPT-2 pattern.
     split_digits: bool,
+    /// The token scores of a SentencePiece-style vocabulary (`None`: GPT-2 byte-level BPE).
+    spm_scores: Option<Vec<f32>>,
+    /// SentencePiece: a `▁` in front of the text.
+    add_space_prefix: bool,
     byte_to_char: [char; 256],
     char_to_byte: HashMap<char, u8>,
     bos: Option<u32>,
@@ -64,15 +72,39 @@ fn strings(g: &GgufFile, key: &str) -> Result<Vec<String>> {
 }
 
 impl Tokenizer {
-    /// The tokenizer of a GGUF file; an error unless `tokenizer.ggml.model` is `gpt2`.
+    /// The tokenizer of a GGUF file; an error unless `tokenizer.ggml.model` is `gpt2` or
+    /// `llama`.
     pub fn from_gguf(g: &GgufFile) -> Result<Tokenizer> {
-        match g.get("tokenizer.ggml.model").and_then(|v| v.as_str()) {
-            Some("gpt2") => {}
-            Some(other) => bail!("tokenizer '{other}' is not supported (gpt2 byte-level BPE is)"),
+        let spm = match g.get("tokenizer.ggml.model").and_then(|v| v.as_str()) {
+            Some("gpt2") => false,
+            Some("llama") => true,
+            Some(other) => bail!(
+                "tokenizer '{other}' is not supported (gpt2 byte-level BPE and llama \
+                 SentencePiece are)"
+            ),
             None => bail!("the GGUF file carries no tokenizer (tokenizer.ggml.model)"),
-        }
+        };
         let tokens = strings(g, "tokenizer.ggml.tokens")?;
-        let merge_list = strings(g, "tokenizer.ggml.merges")?;
+        let merge_list = if spm {
+            Vec::new()
+        } else {
+            strings(g, "tokenizer.ggml.merges")?
+        };
+        let spm_scores = if spm {
+            let scores: Vec<f32> = match g.get("tokenizer.ggml.scores") {
+                Some(GgufValue::Array(_, items)) => items
+                    .iter()
+                    .map(|v| v.as_f64().unwrap_or(0.0) as f32)
+                    .collect(),
+                _ => bail!("a llama (SentencePiece) tokenizer needs 'tokenizer.ggml.scores'"),
+            };
+            if scores.len() != tokens.len() {
+                bail!("{} token scores for {} tokens", scores.len(), tokens.len());
+            }
+            Some(scores)
+        } else {
+            None
+        };
         let types: Vec<i64> = match g.get("tokenizer.ggml.token_type") {
             Some(GgufValue::Array(_, items)) => {
                 items.iter().map(|v| v.as_i64().unwrap_or(1)).collect()
@@ -134,6 +166,12 @@ impl Tokenizer {
             specials,
             special_ids,
             split_digits,
+            spm_scores,
+            // llama.cpp's default for SentencePiece vocabularies is true
+            add_space_prefix: g
+                .get("tokenizer.ggml.add_space_prefix")
+                .and_then(|v| v.as_bool())
+                .unwrap_or(true),
             byte_to_char,
             char_to_byte,
         })
@@ -162,6 +200,7 @@ impl Tokenizer {
             out.extend(self.bos);
         }
         let mut rest = text;
+        let mut first = true;
         while !rest.is_empty() {
             // the earliest special token in `rest` (longest at the same position)
             let found = self
@@ -171,20 +210,36 @@ impl Tokenizer {
                 .min_by_key(|&(at, len, _)| (at, std::cmp::Reverse(len)));
             match found {
                 Some((at, len, id)) => {
-                    self.encode_plain(&rest[..at], &mut out);
+                    self.encode_plain(&rest[..at], first, &mut out);
                     out.push(id);
                     rest = &rest[at + len..];
                 }
                 None => {
-                    self.encode_plain(rest, &mut out);
+                    self.encode_plain(rest, first, &mut out);
                     rest = "";
                 }
             }
+            first = false;
         }
         out
     }
 
-    fn encode_plain(&self, text: &str, out: &mut Vec<u32>) {
+    /// Text without special tokens; `first`: it starts the input (where SentencePiece adds its
+    /// space prefix).
+    fn encode_plain(&self, text: &str, first: bool, out: &mut Vec<u32>) {
+        if let Some(scores) = &self.spm_scores {
+            if text.is_empty() {
+                return;
+            }
+            let prefix = if first && self.add_space_prefix {
+                "\u{2581}"
+            } else {
+                ""
+            };
+            let escaped = format!("{prefix}{}", text.replace(' ', "\u{2581}"));
+            self.spm(&escaped, scores, out);
+            return;
+        }
         for piece in pre_tokenize(text, self.split_digits) {
             let mapped: String = piece
                 .bytes()
@@ -202,6 +257,41 @@ impl Tokenizer {
                         for c in symbol.chars() {
                             out.extend(self.ids.get(&c.to_string()));
                         }
+                    }
+                }
+            }
+        }
+    }
+
+    /// SentencePiece BPE (llama.cpp's `llm_tokenizer_spm`): merges the neighbouring symbols
+    /// whose concatenation is the highest-scoring token (the leftmost on ties) until no pair is
+    /// a token; symbols that are no token become their bytes' `<0xXX>` tokens.
+    fn spm(&self, text: &str, scores: &[f32], out: &mut Vec<u32>) {
+        let mut symbols: Vec<String> = text.chars().map(String::from).collect();
+        let mut joined = String::new();
+        loop {
+            let mut best: Option<(f32, usize)> = None;
+            for (i, pair) in symbols.windows(2).enumerate() {
+                joined.clear();
+                joined.push_str(&pair[0]);
+                joined.push_str(&pair[1]);
+                if let Some(&id) = self.ids.get(&joined) {
+                    let score = scores[id as usize];
+                    if best.is_none_or(|(b, _)| score > b) {
+                        best = Some((score, i));
+                    }
+                }
+            }
+            let Some((_, i)) = best else { break };
+            let right = symbols.remove(i + 1);
+            symbols[i].push_str(&right);
+        }
+        for symbol in symbols {
+            match self.ids.get(&symbol) {
+                Some(&id) => out.push(id),
+                None => {
+                    for b in symbol.bytes() {
+                        out.extend(self.ids.get(&format!("<0x{b:02X}>")));
                     }
                 }
             }
@@ -237,6 +327,17 @@ impl Tokenizer {
             };
             if self.special_ids[id as usize] {
                 bytes.extend_from_slice(t.as_bytes());
+            } else if self.spm_scores.is_some() {
+                // `<0xXX>` byte tokens, else the text with `▁` for spaces
+                let byte = t
+                    .strip_prefix("<0x")
+                    .and_then(|h| h.strip_suffix('>'))
+                    .filter(|h| h.len() == 2)
+                    .and_then(|h| u8::from_str_radix(h, 16).ok());
+                match byte {
+                    Some(b) => bytes.push(b),
+                    None => bytes.extend_from_slice(t.replace('\u{2581}', " ").as_bytes()),
+                }
             } else {
                 for c in t.chars() {
                     match self.char_to_byte.get(&c) {
@@ -340,6 +441,55 @@ mod tests {
         assert_eq!(pre_tokenize("a   ", false), vec!["a", "   "]);
         assert_eq!(pre_tokenize("x\n\n", false), vec!["x", "\n\n"]);
         assert_eq!(pre_tokenize(" \tb", false), vec![" ", "\t", "b"]);
+    }
+
+    /// A hand-made SentencePiece vocabulary: merges by score, leftmost on ties, spaces as
+    /// `▁`, byte fallback for characters that are no token, and the way back.
+    #[test]
+    fn sentencepiece_merges_by_score_with_byte_fallback() {
+        use qrepack::gguf::{GgufValueType, GgufWriter};
+        // (text, score, type): 1 normal, 2 unknown, 3 control, 6 byte
+        let vocab = [
+            ("<unk>", 0.0, 2),
+            ("<bos>", 0.0, 3),
+            ("<eos>", 0.0, 3),
+            ("\u{2581}", -3.0, 1),
+            ("a", -4.0, 1),
+            ("b", -4.0, 1),
+            ("ab", -1.0, 1),
+            ("\u{2581}a", -2.0, 1),
+            ("\u{2581}ab", -0.5, 1),
+            ("<0x21>", 0.0, 6),
+            ("<0xC3>", 0.0, 6),
+            ("<0xA9>", 0.0, 6),
+        ];
+        let array = |ty, items: Vec<GgufValue>| GgufValue::Array(ty, items);
+        let mut w = GgufWriter::new();
+        let mut kv = |k: &str, v| w.add_kv(k, v).unwrap();
+        kv("tokenizer.ggml.model", GgufValue::String("llama".into()));
+        let texts = vocab
+            .iter()
+            .map(|v| GgufValue::String(v.0.into()))
+            .collect();
+        kv("tokenizer.ggml.tokens", array(GgufValueType::String, texts));
+        let scores = vocab.iter().map(|v| GgufValue::F32(v.1)).collect();
+        kv("tokenizer.ggml.scores", array(GgufValueType::F32, scores));
+        let types = vocab.iter().map(|v| GgufValue::I32(v.2)).collect();
+        kv(
+            "tokenizer.ggml.token_type",
+            array(GgufValueType::I32, types),
+        );
+        kv("tokenizer.ggml.bos_token_id", GgufValue::U32(1));
+        kv("tokenizer.ggml.add_bos_token", GgufValue::Bool(true));
+        kv("tokenizer.ggml.add_space_prefix", GgufValue::Bool(false));
+        let g = GgufFile::from_bytes(w.to_bytes().unwrap()).unwrap();
+        let t = Tokenizer::from_gguf(&g).unwrap();
+        // a b ▁ a b: "ab" (-1) at 0, then "ab" at 2, then "▁ab" (-0.5); "!" and "é" as bytes
+        let ids = t.encode("ab ab!\u{e9}");
+        assert_eq!(ids, vec![1, 6, 8, 9, 10, 11]);
+        assert_eq!(t.decode(&ids), "<bos>ab ab!\u{e9}");
+        // a special token in the text splits it
+        assert_eq!(t.encode("a<eos>b"), vec![1, 4, 2, 5]);
     }
 
     #[test]

@@ -55,6 +55,35 @@ pub fn rms_norm_in_place(x: &mut [f32], weight: &[f32], eps: f32) {
     rows_mut(x, w, |_, row| rms_norm_row_in_place(row, weight, eps));
 }
 
+/// [`rms_norm_in_place`] on each of the `n_heads` heads (`weight.len()` wide) of every row of
+/// `data`, where row `r` starts at `r * stride + offset` (q or k inside the rows of a fused
+/// q/k/v product): Qwen3's and Gemma 3's norms of q and k.
+pub fn rms_norm_heads(
+    data: &mut [f32],
+    stride: usize,
+    offset: usize,
+    n_heads: usize,
+    weight: &[f32],
+    eps: f32,
+) {
+    let d = weight.len();
+    if d == 0 || stride == 0 {
+        return;
+    }
+    let body = |row: &mut [f32]| {
+        for head in row[offset..][..n_heads * d].chunks_exact_mut(d) {
+            rms_norm_row_in_place(head, weight, eps);
+        }
+    };
+    // a last row may end right after its heads, so rows are the chunks of `stride`
+    let rows = data.len().div_ceil(stride);
+    if rows * n_heads * d < 2 * PARALLEL_VALUES {
+        data.chunks_mut(stride).for_each(body);
+    } else {
+        data.par_chunks_mut(stride).for_each(body);
+    }
+}
+
 #[multiversion(targets(
     "x86_64+avx512f+avx512bw+avx512vl+avx2+fma",
     "x86_64+avx2+fma",
@@ -303,9 +332,13 @@ mod tests {
     #[test]
     fn rope_matches_f64_in_both_styles() {
         for style in [RopeStyle::Interleaved, RopeStyle::Halves] {
-            for d in [64, 80, 128, 256] {
+            for (d, with_factors) in [(64, false), (80, true), (128, false), (256, true)] {
                 let (rows, heads, stride, offset) = (9, 3, 3 * d + 5, 5);
-                let mut rope = Rope::new(style, d, 10_000.0, None);
+                // Llama 3.1-style divisors: 1 for the fast pairs up to 8 for the slow ones
+                let factors: Vec<f32> =
+                    (0..d / 2).map(|i| 1.0 + (7 * i / (d / 2)) as f32).collect();
+                let f = |i: usize| if with_factors { factors[i] as f64 } else { 1.0 };
+                let mut rope = Rope::new(style, d, 10_000.0, with_factors.then_some(&factors[..]));
                 rope.set_positions(100, rows);
                 let x = values(rows * stride, 3);
                 let mut y = x.clone();
@@ -313,8 +346,9 @@ mod tests {
                 for r in 0..rows {
                     for h in 0..heads {
                         for i in 0..d / 2 {
-                            let theta =
-                                (100 + r) as f64 * (10_000f64).powf(-((2 * i) as f64) / d as f64);
+                            let theta = (100 + r) as f64
+                                * (10_000f64).powf(-((2 * i) as f64) / d as f64)
+                                / f(i);
                             let (a, b) = match style {
                                 RopeStyle::Interleaved => (2 * i, 2 * i + 1),
                                 RopeStyle::Halves => (i, i + d / 2),
@@ -332,6 +366,36 @@ mod tests {
                 for r in 0..rows {
                     assert_eq!(y[r * stride..][..offset], x[r * stride..][..offset]);
                 }
+            }
+        }
+    }
+
+    #[test]
+    fn head_norms_match_f64() {
+        for (rows, heads, d) in [(3, 2, 32), (40, 8, 128)] {
+            let (stride, offset) = (heads * d + 2 * d + 3, d);
+            let x = values(rows * stride, 7);
+            let w = values(d, 8);
+            let mut y = x.clone();
+            rms_norm_heads(&mut y, stride, offset, heads, &w, 1e-6);
+            for r in 0..rows {
+                for h in 0..heads {
+                    let base = r * stride + offset + h * d;
+                    let head = &x[base..][..d];
+                    let ms = head.iter().map(|v| (*v as f64).powi(2)).sum::<f64>() / d as f64;
+                    let inv = 1.0 / (ms + 1e-6).sqrt();
+                    for i in 0..d {
+                        let want = head[i] as f64 * inv * w[i] as f64;
+                        assert!(
+                            (y[base + i] as f64 - want).abs() < 1e-5,
+                            "{rows}x{heads}x{d}"
+                        );
+                    }
+                }
+                // the rest of the row (k, v, and what precedes q) is untouched
+                assert_eq!(y[r * stride..][..offset], x[r * stride..][..offset]);
+                let end = r * stride + offset + heads * d;
+                assert_eq!(y[end..r * stride + stride], x[end..r * stride + stride]);
             }
         }
     }

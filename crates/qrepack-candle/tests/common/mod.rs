@@ -22,6 +22,22 @@ pub struct Tiny {
     pub output: Option<GgmlType>,
     /// q/k/v biases (Qwen2).
     pub qkv_bias: bool,
+    /// Head width when it is not `n_embd / n_head` (`<arch>.attention.key_length`).
+    pub head_dim: Option<usize>,
+    /// RMS norms of the q and k heads (Qwen3, Gemma 3).
+    pub qk_norm: bool,
+    /// RMS norms after the attention and feed-forward outputs (Gemma 3).
+    pub post_norms: bool,
+    /// RoPE frequency divisors (`rope_freqs.weight`, Llama 3.1), random in [1, 8].
+    pub rope_freqs: bool,
+    /// `<arch>.attention.sliding_window`.
+    pub sliding_window: Option<usize>,
+    /// `<arch>.rope.freq_base`.
+    pub rope_base: f32,
+    /// `<arch>.attention.layer_norm_rms_epsilon`.
+    pub eps: f32,
+    /// `<arch>.final_logit_softcapping`.
+    pub softcap: Option<f32>,
 }
 
 impl Tiny {
@@ -40,9 +56,24 @@ impl Tiny {
             embd: GgmlType::Q6_K,
             output: None,
             qkv_bias: false,
+            head_dim: None,
+            qk_norm: false,
+            post_norms: false,
+            rope_freqs: false,
+            sliding_window: None,
+            rope_base: 10000.0,
+            eps: 1e-5,
+            softcap: None,
         }
     }
 
+    /// The width of one head.
+    #[allow(dead_code)] // not every test file that includes `common` asks
+    pub fn head_dim(&self) -> usize {
+        self.head_dim.unwrap_or(self.n_embd / self.n_head)
+    }
+
+    #[allow(dead_code)] // tests/arch.rs builds its shapes from `llama()`
     pub fn qwen2() -> Tiny {
         Tiny {
             arch: "qwen2",
@@ -79,13 +110,27 @@ impl Tiny {
         kv(
             &mut w,
             &format!("{a}.rope.freq_base"),
-            GgufValue::F32(10000.0),
+            GgufValue::F32(self.rope_base),
         );
         kv(
             &mut w,
             &format!("{a}.attention.layer_norm_rms_epsilon"),
-            GgufValue::F32(1e-5),
+            GgufValue::F32(self.eps),
         );
+        if let Some(hd) = self.head_dim {
+            kv(&mut w, &format!("{a}.attention.key_length"), u(hd));
+            kv(&mut w, &format!("{a}.attention.value_length"), u(hd));
+        }
+        if let Some(win) = self.sliding_window {
+            kv(&mut w, &format!("{a}.attention.sliding_window"), u(win));
+        }
+        if let Some(c) = self.softcap {
+            kv(
+                &mut w,
+                &format!("{a}.final_logit_softcapping"),
+                GgufValue::F32(c),
+            );
+        }
         kv(
             &mut w,
             "tokenizer.ggml.model",
@@ -105,7 +150,7 @@ impl Tiny {
             GgufValue::Array(GgufValueType::String, vec![]),
         );
 
-        let hd = self.n_embd / self.n_head;
+        let hd = self.head_dim.unwrap_or(self.n_embd / self.n_head);
         let mut matrix =
             |w: &mut GgufWriter, name: &str, ty: GgmlType, rows: usize, cols: usize| {
                 // unit-variance outputs for unit-variance inputs
@@ -165,12 +210,23 @@ impl Tiny {
                 e,
                 self.n_head * hd,
             );
+            if self.qk_norm {
+                vector(&mut w, &n("attn_q_norm.weight"), hd, 1.0, 0.5);
+                vector(&mut w, &n("attn_k_norm.weight"), hd, 1.0, 0.5);
+            }
+            if self.post_norms {
+                vector(&mut w, &n("post_attention_norm.weight"), e, 1.0, 0.5);
+                vector(&mut w, &n("post_ffw_norm.weight"), e, 1.0, 0.5);
+            }
             vector(&mut w, &n("ffn_norm.weight"), e, 1.0, 0.2);
             matrix(&mut w, &n("ffn_gate.weight"), self.ffn, self.n_ff, e);
             matrix(&mut w, &n("ffn_up.weight"), self.ffn, self.n_ff, e);
             matrix(&mut w, &n("ffn_down.weight"), self.down, e, self.n_ff);
         }
         vector(&mut w, "output_norm.weight", self.n_embd, 1.0, 0.2);
+        if self.rope_freqs {
+            vector(&mut w, "rope_freqs.weight", hd / 2, 4.5, 3.5);
+        }
         if let Some(ty) = self.output {
             matrix(&mut w, "output.weight", ty, self.vocab, self.n_embd);
         }
