@@ -10,7 +10,7 @@
 use multiversion::multiversion;
 use rayon::prelude::*;
 
-use super::math::{axpy, dot, exp};
+use super::math::exp;
 
 /// The head structure of an attention layer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -45,6 +45,7 @@ pub struct Rows<'a> {
 
 impl<'a> Rows<'a> {
     /// Row `r`, from its offset to the end of the row stride.
+    #[cfg(test)]
     fn row(&self, r: usize) -> &'a [f32] {
         &self.data[r * self.stride + self.offset..]
     }
@@ -73,16 +74,12 @@ pub struct Attention<'a> {
     pub window: Option<usize>,
 }
 
-/// Positions per tile: 64 keys of a 64-wide head are 16 KiB, which stays in L1 while the
-/// group's queries pass over it.
-const TILE: usize = 64;
-/// Query rows per task of a prompt.
-const ROW_BLOCK: usize = 8;
-
-/// Per query vector: `head_dim` accumulators, then the running maximum and the running sum.
-fn state_len(head_dim: usize) -> usize {
-    head_dim + 2
-}
+/// Query rows per task of a prompt: enough rows that the products over the keys and values
+/// run as matrix products, few enough that a 512-token prompt gives each thread several tasks
+/// (the causal rows grow in cost, and work stealing evens them out).
+const ROW_BLOCK: usize = 32;
+/// Multiply-adds below which a call runs on the calling thread: waking the pool costs more.
+const SERIAL_WORK: usize = 1 << 20;
 
 impl Attention<'_> {
     fn check(&self, out: &[f32]) -> Result<(), String> {
@@ -140,216 +137,176 @@ impl Attention<'_> {
         if self.seq == 0 {
             return Ok(());
         }
+        let h = self.heads;
+        let width = h.n_head * h.head_dim;
+        let span = self.visible(self.seq - 1).1 - self.visible(0).0;
+        let work = self.seq * h.n_head * span * h.head_dim;
         let threads = rayon::current_num_threads();
-        if self.seq.div_ceil(ROW_BLOCK) >= 2 * threads {
-            self.by_row_blocks(out);
+        if work < SERIAL_WORK || threads == 1 {
+            let mut scratch = Vec::new();
+            for (b, rows) in out.chunks_mut(ROW_BLOCK * width).enumerate() {
+                for g in 0..h.n_kv_head {
+                    self.attend_block(b * ROW_BLOCK, g, rows, &mut scratch);
+                }
+            }
+        } else if self.seq == 1 && h.n_kv_head > 1 {
+            // One row: the query heads of one key/value head are contiguous in it.
+            out.par_chunks_mut(h.group() * h.head_dim)
+                .enumerate()
+                .for_each_init(Vec::new, |scratch, (g, part)| {
+                    self.attend_block(0, g, part, scratch)
+                });
         } else {
-            self.by_position_chunks(out, threads);
+            let block = ROW_BLOCK.min(self.seq.div_ceil(2 * threads)).max(1);
+            out.par_chunks_mut(block * width)
+                .with_max_len(1)
+                .enumerate()
+                .for_each_init(Vec::new, |scratch, (b, rows)| {
+                    for g in 0..h.n_kv_head {
+                        self.attend_block(b * block, g, rows, scratch);
+                    }
+                });
         }
         Ok(())
     }
 
-    /// Prompts: each task owns `ROW_BLOCK` query rows and every head of them.
-    fn by_row_blocks(&self, out: &mut [f32]) {
+    /// The query heads of key/value head `g` for the query rows from `r0` on that `out`
+    /// holds: `out` is either whole output rows or, for a single row, just the group's heads.
+    ///
+    /// Per query head, the scores of the rows against every position any of them sees are one
+    /// matrix product (`Q K^T`), the softmax runs over each row's own positions (the others
+    /// get weight 0), and the weighted values are a second product (`P V`) written straight
+    /// into `out`.
+    fn attend_block(&self, r0: usize, g: usize, out: &mut [f32], scratch: &mut Vec<f32>) {
         let h = self.heads;
-        let (width, sl) = (h.n_head * h.head_dim, state_len(h.head_dim));
-        out.par_chunks_mut(ROW_BLOCK * width)
-            .with_max_len(1)
-            .enumerate()
-            .for_each(|(b, out)| {
-                let r0 = b * ROW_BLOCK;
-                let rows = out.len() / width;
-                let mut states = vec![0.0f32; rows * h.group() * sl];
-                for g in 0..h.n_kv_head {
-                    reset(&mut states, h.head_dim);
-                    let hi = self.visible(r0 + rows - 1).1;
-                    let lo = self.visible(r0).0;
-                    self.attend(g, r0, rows, (lo, hi), &mut states);
-                    for r in 0..rows {
-                        for j in 0..h.group() {
-                            let s = &states[(r * h.group() + j) * sl..][..sl];
-                            let o = &mut out[r * width + (g * h.group() + j) * h.head_dim..]
-                                [..h.head_dim];
-                            finish(s, o);
-                        }
-                    }
-                }
-            });
-    }
-
-    /// Few query rows: each task takes one key/value head and a range of positions for every
-    /// row; the partial softmax states are merged afterwards.
-    fn by_position_chunks(&self, out: &mut [f32], threads: usize) {
-        let h = self.heads;
-        let (width, sl) = (h.n_head * h.head_dim, state_len(h.head_dim));
-        let kv_len = self.first_pos + self.seq;
-        let lo = self.visible(0).0;
-        let span = kv_len - lo;
-        let chunks = (4 * threads)
-            .div_ceil(h.n_kv_head)
-            .min(span.div_ceil(TILE))
-            .max(1);
-        let chunk_len = span.div_ceil(chunks).next_multiple_of(TILE.min(span));
-        let chunks = span.div_ceil(chunk_len);
-        let per_task = self.seq * h.group() * sl;
-        let mut states = vec![0.0f32; h.n_kv_head * chunks * per_task];
-        states
-            .par_chunks_mut(per_task)
-            .with_max_len(1)
-            .enumerate()
-            .for_each(|(task, states)| {
-                let (g, c) = (task / chunks, task % chunks);
-                let start = lo + c * chunk_len;
-                let end = (start + chunk_len).min(kv_len);
-                reset(states, h.head_dim);
-                self.attend(g, 0, self.seq, (start, end), states);
-            });
-        let mut merged = vec![0.0f32; sl];
-        for r in 0..self.seq {
-            for g in 0..h.n_kv_head {
-                for j in 0..h.group() {
-                    let parts = (0..chunks).map(|c| {
-                        let base = (g * chunks + c) * per_task + (r * h.group() + j) * sl;
-                        &states[base..base + sl]
-                    });
-                    merge(parts, &mut merged);
-                    let o = &mut out[r * width + (g * h.group() + j) * h.head_dim..][..h.head_dim];
-                    finish(&merged, o);
-                }
+        let d = h.head_dim;
+        let width = h.n_head * d;
+        let (out_stride, out_col) = if out.len() == h.group() * d && self.seq == 1 {
+            (width, 0)
+        } else {
+            (width, g * h.group() * d)
+        };
+        let rows = if out.len() == h.group() * d && self.seq == 1 {
+            1
+        } else {
+            out.len() / width
+        };
+        let lo = self.visible(r0).0;
+        let hi = self.visible(r0 + rows - 1).1;
+        let span = hi - lo;
+        let kv_stride = h.n_kv_head * d;
+        scratch.clear();
+        scratch.resize(rows * span, 0.0);
+        for j in 0..h.group() {
+            let head = g * h.group() + j;
+            let q_at = r0 * self.queries.stride + self.queries.offset + head * d;
+            // SAFETY: `check` made sure the queries hold `seq` rows of every head at this
+            // stride, and the keys and values `first_pos + seq` positions of every key/value
+            // head: every element the product reads (rows `r0..r0 + rows`, positions
+            // `lo..hi`, `d` columns) is inside those slices; the scores are `rows x span` in
+            // `scratch`, sized just above; nothing else holds these buffers.
+            unsafe {
+                gemm::gemm(
+                    rows,
+                    span,
+                    d,
+                    scratch.as_mut_ptr(),
+                    1,
+                    span as isize,
+                    false,
+                    self.queries.data.as_ptr().add(q_at),
+                    1,
+                    self.queries.stride as isize,
+                    self.keys.as_ptr().add(lo * kv_stride + g * d),
+                    kv_stride as isize,
+                    1,
+                    0.0,
+                    self.scale,
+                    false,
+                    false,
+                    false,
+                    gemm::Parallelism::None,
+                );
+            }
+            for (r, s) in scratch.chunks_exact_mut(span).enumerate() {
+                let (a, b) = self.visible(r0 + r);
+                softmax_in_place(s, a - lo, b - lo);
+            }
+            let col = out_col + j * d;
+            debug_assert!((rows - 1) * out_stride + col + d <= out.len());
+            // SAFETY: the weights are the `rows x span` scores; the values' rows `lo..hi` of
+            // key/value head `g` are inside `values` (`check`); the output rows are `out`'s
+            // own: for whole rows `rows * width` values, head columns `col..col + d`; for a
+            // single row (`rows == 1`) the group's `group * d` values, columns `j * d..`.
+            unsafe {
+                gemm::gemm(
+                    rows,
+                    d,
+                    span,
+                    out.as_mut_ptr().add(col),
+                    1,
+                    out_stride as isize,
+                    false,
+                    scratch.as_ptr(),
+                    1,
+                    span as isize,
+                    self.values.as_ptr().add(lo * kv_stride + g * d),
+                    1,
+                    kv_stride as isize,
+                    0.0,
+                    1.0,
+                    false,
+                    false,
+                    false,
+                    gemm::Parallelism::None,
+                );
             }
         }
     }
-
-    /// Adds positions `range` of key/value head `g` to the states of query rows
-    /// `r0..r0 + rows` and the group's query heads (`[row][head of group][state]`).
-    fn attend(&self, g: usize, r0: usize, rows: usize, range: (usize, usize), states: &mut [f32]) {
-        let h = self.heads;
-        let tile = Tile {
-            heads: h,
-            kv_head: g,
-            keys: self.keys,
-            values: self.values,
-            scale: self.scale,
-        };
-        let queries: Vec<(&[f32], (usize, usize))> = (0..rows)
-            .flat_map(|r| {
-                let q = self.queries.row(r0 + r);
-                let vis = self.visible(r0 + r);
-                let lo = vis.0.max(range.0);
-                let hi = vis.1.min(range.1);
-                (0..h.group()).map(move |j| {
-                    let head = (g * h.group() + j) * h.head_dim;
-                    (&q[head..head + h.head_dim], (lo, hi))
-                })
-            })
-            .collect();
-        attend_tiles(&tile, &queries, range, states);
-    }
 }
 
-/// The key/value head that a group of query vectors reads.
-struct Tile<'a> {
-    heads: Heads,
-    kv_head: usize,
-    keys: &'a [f32],
-    values: &'a [f32],
-    scale: f32,
-}
-
-/// Every state to "nothing seen": zero sums, maximum minus infinity.
-fn reset(states: &mut [f32], head_dim: usize) {
-    for s in states.chunks_exact_mut(state_len(head_dim)) {
-        s[..head_dim].fill(0.0);
-        s[head_dim] = f32::NEG_INFINITY;
-        s[head_dim + 1] = 0.0;
-    }
-}
-
-/// The softmax-weighted sum of a state: `acc / sum` (zeros when it saw no position).
-fn finish(state: &[f32], out: &mut [f32]) {
-    let d = out.len();
-    let sum = state[d + 1];
-    let inv = if sum > 0.0 { 1.0 / sum } else { 0.0 };
-    for (o, a) in out.iter_mut().zip(&state[..d]) {
-        *o = a * inv;
-    }
-}
-
-/// Combines partial states of disjoint position ranges into `out`.
-fn merge<'s>(parts: impl Iterator<Item = &'s [f32]> + Clone, out: &mut [f32]) {
-    let d = out.len() - 2;
-    let max = parts
-        .clone()
-        .map(|s| s[d])
-        .fold(f32::NEG_INFINITY, f32::max);
-    out.fill(0.0);
-    out[d] = max;
-    if max == f32::NEG_INFINITY {
-        return;
-    }
-    for s in parts {
-        if s[d] == f32::NEG_INFINITY {
-            continue;
-        }
-        let w = exp(s[d] - max);
-        axpy(&mut out[..d], w, &s[..d]);
-        out[d + 1] += w * s[d + 1];
-    }
-}
-
-/// The online softmax of each query vector over the positions of its own range (within
-/// `range`), a tile of `TILE` positions at a time; `states` as in [`Attention::attend`].
+/// Softmax of `s[a..b]` in place; the rest of `s` becomes 0 (positions the row does not see).
 #[multiversion(targets(
     "x86_64+avx512f+avx512bw+avx512vl+avx2+fma",
     "x86_64+avx2+fma",
     "aarch64+neon"
 ))]
-fn attend_tiles<'a>(
-    tile: &Tile<'a>,
-    queries: &[(&'a [f32], (usize, usize))],
-    range: (usize, usize),
-    states: &mut [f32],
-) {
-    let d = tile.heads.head_dim;
-    let stride = tile.heads.n_kv_head * d;
-    let off = tile.kv_head * d;
-    let sl = state_len(d);
-    let mut scores = [0.0f32; TILE];
-    let mut t0 = range.0;
-    while t0 < range.1 {
-        let t1 = (t0 + TILE).min(range.1);
-        for ((q, (lo, hi)), state) in queries.iter().zip(states.chunks_exact_mut(sl)) {
-            let (a, b) = ((*lo).max(t0), (*hi).min(t1));
-            if a >= b {
-                continue;
-            }
-            let n = b - a;
-            let mut tile_max = f32::NEG_INFINITY;
-            for (i, s) in scores[..n].iter_mut().enumerate() {
-                let k = &tile.keys[(a + i) * stride + off..][..d];
-                *s = dot(q, k) * tile.scale;
-                tile_max = tile_max.max(*s);
-            }
-            let (acc, rest) = state.split_at_mut(d);
-            let old_max = rest[0];
-            let new_max = old_max.max(tile_max);
-            let keep = exp(old_max - new_max);
-            let mut sum = 0.0f32;
-            for s in &mut scores[..n] {
-                *s = exp(*s - new_max);
-                sum += *s;
-            }
-            for a_i in acc.iter_mut() {
-                *a_i *= keep;
-            }
-            for (i, p) in scores[..n].iter().enumerate() {
-                let v = &tile.values[(a + i) * stride + off..][..d];
-                axpy(acc, *p, v);
-            }
-            rest[0] = new_max;
-            rest[1] = rest[1] * keep + sum;
+fn softmax_in_place(s: &mut [f32], a: usize, b: usize) {
+    const LANES: usize = 16;
+    let (head, rest) = s.split_at_mut(a);
+    let (seen, tail) = rest.split_at_mut(b - a);
+    head.fill(0.0);
+    tail.fill(0.0);
+    let mut lane_max = [f32::NEG_INFINITY; LANES];
+    let mut chunks = seen.chunks_exact(LANES);
+    for c in &mut chunks {
+        for l in 0..LANES {
+            lane_max[l] = lane_max[l].max(c[l]);
         }
-        t0 = t1;
+    }
+    let max = chunks
+        .remainder()
+        .iter()
+        .chain(&lane_max)
+        .copied()
+        .fold(f32::NEG_INFINITY, f32::max);
+    let mut lane_sum = [0.0f32; LANES];
+    let mut chunks = seen.chunks_exact_mut(LANES);
+    for c in &mut chunks {
+        for l in 0..LANES {
+            let e = exp(c[l] - max);
+            c[l] = e;
+            lane_sum[l] += e;
+        }
+    }
+    let mut sum: f32 = lane_sum.iter().sum();
+    for v in chunks.into_remainder() {
+        *v = exp(*v - max);
+        sum += *v;
+    }
+    let inv = if sum > 0.0 { 1.0 / sum } else { 0.0 };
+    for v in seen.iter_mut() {
+        *v *= inv;
     }
 }
 

@@ -1,0 +1,70 @@
+//! Times the decoder's attention kernel alone on one layer's shapes: a prompt of P rows from
+//! position 0, and single-row decode steps after it.
+//!
+//! ```text
+//! cargo run --release -p qrepack-candle --example attention_speed -- [heads kv_heads head_dim prompt]
+//! ```
+//! (default: 9 3 64 512, SmolLM2-135M's attention). Runs on the global rayon pool
+//! (`RAYON_NUM_THREADS`).
+
+use std::time::Instant;
+
+use qrepack::rng::SplitMix64;
+use qrepack_candle::ops::{Attention, Heads, Rows};
+
+fn main() {
+    let args: Vec<usize> = std::env::args()
+        .skip(1)
+        .map(|a| a.parse().expect("a number"))
+        .collect();
+    let get = |i: usize, d: usize| args.get(i).copied().unwrap_or(d);
+    let heads = Heads {
+        n_head: get(0, 9),
+        n_kv_head: get(1, 3),
+        head_dim: get(2, 64),
+    };
+    let prompt = get(3, 512);
+    let (q_w, kv_w) = (
+        heads.n_head * heads.head_dim,
+        heads.n_kv_head * heads.head_dim,
+    );
+    let mut rng = SplitMix64::new(1);
+    let q = rng.pm1_vec(prompt * q_w);
+    let k = rng.pm1_vec((prompt + 1) * kv_w);
+    let v = rng.pm1_vec((prompt + 1) * kv_w);
+    let mut out = vec![0.0f32; prompt * q_w];
+    let run = |seq: usize, first_pos: usize, out: &mut [f32]| {
+        Attention {
+            heads,
+            queries: Rows {
+                data: &q,
+                stride: q_w,
+                offset: 0,
+            },
+            seq,
+            first_pos,
+            keys: &k,
+            values: &v,
+            scale: 1.0 / (heads.head_dim as f32).sqrt(),
+            window: None,
+        }
+        .run(out)
+        .expect("shapes fit");
+    };
+    let time = |label: &str, reps: usize, f: &mut dyn FnMut()| {
+        f();
+        let mut best = f64::INFINITY;
+        for _ in 0..reps {
+            let t = Instant::now();
+            f();
+            best = best.min(t.elapsed().as_secs_f64());
+        }
+        println!("{label}: {:.1} us (best of {reps})", best * 1e6);
+    };
+    time(&format!("prompt of {prompt} rows"), 5, &mut || {
+        run(prompt, 0, &mut out)
+    });
+    time(&format!("one row at position {prompt}"), 200, &mut || {
+        run(1, prompt, &mut out[..q_w])
+    });
+}
