@@ -1,11 +1,12 @@
-//! Causal multi-head attention with grouped-query heads over a key/value cache, computed with
-//! an online softmax over tiles of positions.
+//! Causal multi-head attention with grouped-query heads over a key/value cache.
 //!
-//! The query heads that share a key/value head are processed together, so each tile of keys
-//! and values is read once for the whole group (and, for prompts, for a block of query rows).
-//! Prompts are split over the thread pool by blocks of query rows; a single token (or a few)
-//! splits the positions instead, each task keeping a partial softmax state that is merged at
-//! the end, so that a decode step uses every core even with one key/value head.
+//! For a block of query rows and one query head, the scores against every position the block
+//! sees are one matrix product (`Q K^T`, keys read in place from the cache), each row's softmax
+//! runs over its own positions (causal mask, sliding window), and the output is a second
+//! product (`P V`) written straight into the output rows. The products are the `gemm` crate's
+//! (candle's own CPU GEMM, with its AVX-512 / AVX2 / NEON kernels chosen at run time).
+//! Prompts are split over the thread pool by blocks of query rows; a single row by key/value
+//! head; calls too small to be worth waking the pool run on the calling thread.
 
 use multiversion::multiversion;
 use rayon::prelude::*;
