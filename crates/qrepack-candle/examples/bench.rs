@@ -20,12 +20,10 @@
 //! single-token forward passes after it.
 
 use std::process::ExitCode;
-use std::sync::Arc;
 use std::time::Instant;
 
 use candle_core::{Device, Tensor};
 use qrepack::rng::SplitMix64;
-use qrepack::Model;
 use qrepack_candle::stock::StockLlama;
 use qrepack_candle::{Llama, LoadOptions};
 
@@ -77,9 +75,8 @@ fn run(o: Opts) -> Result<(), String> {
     let vocab;
     let mut ours = if o.only.as_deref() != Some("stock") {
         let t = Instant::now();
-        let model = Arc::new(Model::open(&o.path).map_err(|e| e.to_string())?);
-        let l = Llama::load(
-            model,
+        let l = Llama::open_with(
+            &o.path,
             &LoadOptions {
                 fuse: o.fuse,
                 ..LoadOptions::default()

@@ -27,8 +27,10 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use candle_core::{Device, Tensor};
+use qrepack::gguf::GgufFile;
 use qrepack::model::{LayoutPolicy, OpenOptions};
 use qrepack::Model;
+use qrepack_candle::llama::stacks_for;
 use qrepack_candle::{Backend, Llama, LoadOptions, Tokenizer};
 
 const USAGE: &str = "usage: generate MODEL.gguf (--tokens 1,2,3 | --prompt TEXT [--chat]) \
@@ -142,14 +144,20 @@ fn run(a: Args) -> Result<(), String> {
             .map_err(|e| e.to_string())?;
     }
     let t0 = Instant::now();
+    let gguf = GgufFile::open(&a.model).map_err(|e| e.to_string())?;
     let options = OpenOptions {
         layout: match a.backend {
             Backend::Qrepack => LayoutPolicy::Best,
             Backend::CandleQMatMul => LayoutPolicy::Plain,
         },
+        // q/k/v and gate/up built once as stacked matrices, multiplied as one product each
+        stacks: match a.backend {
+            Backend::Qrepack => stacks_for(&gguf),
+            Backend::CandleQMatMul => Vec::new(),
+        },
         ..OpenOptions::default()
     };
-    let model = Arc::new(Model::open_with(&a.model, &options).map_err(|e| e.to_string())?);
+    let model = Arc::new(Model::from_gguf(gguf, &options).map_err(|e| e.to_string())?);
     let tokenizer = Tokenizer::from_gguf(model.gguf()).ok();
     let mut llama = Llama::load(
         Arc::clone(&model),

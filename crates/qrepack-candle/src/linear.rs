@@ -16,7 +16,15 @@ use qrepack::{Model, QExperts, QMatrix};
 /// Where a layer's weights live: owned, or inside a shared [`Model`].
 enum Source<T> {
     Owned(T),
-    Model { model: Arc<Model>, name: String },
+    Model {
+        model: Arc<Model>,
+        name: String,
+    },
+    /// A stacked matrix of the model ([`Model::stack`]).
+    Stack {
+        model: Arc<Model>,
+        name: String,
+    },
 }
 
 /// A linear layer without bias, `y = x W^T`, whose weights are a qrepack [`QMatrix`].
@@ -51,10 +59,27 @@ impl QLinear {
         })
     }
 
+    /// The layer of the stacked matrix `name` of `model` ([`Model::stack`]; shared, no copy).
+    pub fn from_stack(model: &Arc<Model>, name: &str) -> Result<QLinear> {
+        if model.stack(name).is_none() {
+            bail!("the model has no stacked matrix '{name}'");
+        }
+        Ok(QLinear {
+            source: Arc::new(Source::Stack {
+                model: Arc::clone(model),
+                name: name.to_string(),
+            }),
+        })
+    }
+
     /// The qrepack matrix.
     pub fn matrix(&self) -> &QMatrix {
         match &*self.source {
             Source::Owned(m) => m,
+            // `from_stack` checked the name, and a `Model`'s stacks never change.
+            Source::Stack { model, name } => model
+                .stack(name)
+                .expect("QLinear::from_stack checked that the stack exists"),
             // `from_model` checked the name, and a `Model`'s matrices never change.
             Source::Model { model, name } => model
                 .matrix(name)
@@ -235,6 +260,7 @@ impl QExpertsLinear {
             Source::Model { model, name } => model
                 .experts(name)
                 .expect("QExpertsLinear::from_model checked that the experts exist"),
+            Source::Stack { .. } => unreachable!("QExpertsLinear is never built from a stack"),
         }
     }
 

@@ -14,7 +14,9 @@ use std::time::Instant;
 
 use candle_core::quantized::{GgmlDType, QMatMul, QStorage, QTensor};
 use candle_core::{bail, DType, Device, Result, Tensor};
-use qrepack::{dequantize, GgmlType, Model, QMatrix};
+use qrepack::gguf::GgufFile;
+use qrepack::model::{LayoutPolicy, OpenOptions, Stack};
+use qrepack::{dequantize, GgmlType, Model};
 
 pub use crate::config::Config;
 use crate::decoder::{Block, Dims, GateUp, Linear, Qkv, Scratch, Weight};
@@ -39,7 +41,9 @@ pub struct LoadOptions {
     /// The matrix product.
     pub backend: Backend,
     /// Multiply q, k, v (and gate, up) as one matrix where their types and widths agree:
-    /// fewer, larger products. Costs a copy of those weights (qrepack backend only).
+    /// fewer, larger products (qrepack backend only). Takes effect when the [`Model`] was
+    /// opened with [`stacks_for`]'s stacks ([`Llama::open`] does that), so that each weight
+    /// is held once; otherwise the products stay separate.
     pub fuse: bool,
     /// Threads of the model's pool (products, attention and the elementwise kernels all run
     /// on it); `None`: as many as the current rayon pool has (`RAYON_NUM_THREADS`).
@@ -129,51 +133,111 @@ impl Builder<'_> {
         })
     }
 
-    /// One linear layer computing the layers `names` side by side (outputs concatenated), when
-    /// fusing is on and their types and widths agree; else `None`.
-    fn fused(&self, names: &[&str]) -> Result<Option<Linear>> {
+    /// The stacked matrix `stack` (the layers `names` side by side, outputs concatenated) as
+    /// one linear layer, when fusing is on and the model was opened with that stack; else
+    /// `None`.
+    fn fused(&self, stack: &str, names: &[&str]) -> Result<Option<Linear>> {
         if !self.options.fuse || self.options.backend != Backend::Qrepack {
             return Ok(None);
         }
-        let mut matrices = Vec::new();
-        for name in names {
-            match self.model.matrix(name) {
-                Some(m) => matrices.push(m),
-                None => return Ok(None),
-            }
-        }
-        let first = matrices[0];
-        if matrices
-            .iter()
-            .any(|m| m.ty() != first.ty() || m.cols() != first.cols())
-        {
+        if self.model.stack(stack).is_none() {
             return Ok(None);
         }
-        let rows: usize = matrices.iter().map(|m| m.rows()).sum();
-        let bytes: Vec<u8> = matrices.iter().flat_map(|m| m.to_ggml_bytes()).collect();
-        let matrix = QMatrix::new(first.ty(), rows, first.cols(), &bytes)
-            .map_err(candle_core::Error::wrap)?;
+        let weight = QLinear::from_stack(self.model, stack)?;
         let mut biases = Vec::new();
         for name in names {
             biases.push(self.bias(name)?);
         }
         let bias = if biases.iter().any(Option::is_some) {
-            let mut all = Vec::with_capacity(rows);
-            for (b, m) in biases.into_iter().zip(&matrices) {
+            let mut all = Vec::with_capacity(weight.rows());
+            for (b, name) in biases.into_iter().zip(names) {
                 match b {
                     Some(b) => all.extend(b),
-                    None => all.extend(std::iter::repeat_n(0.0, m.rows())),
+                    None => {
+                        let rows = match self.model.tensor(name).map(|t| &t.dims[..]) {
+                            Some([_, rows]) => *rows as usize,
+                            _ => bail!("'{name}' is not a matrix"),
+                        };
+                        all.extend(std::iter::repeat_n(0.0, rows));
+                    }
                 }
+            }
+            if all.len() != weight.rows() {
+                bail!(
+                    "the biases of {names:?} give {} values for {} outputs",
+                    all.len(),
+                    weight.rows()
+                );
             }
             Some(all)
         } else {
             None
         };
         Ok(Some(Linear {
-            weight: Weight::Qrepack(QLinear::new(matrix)),
+            weight: Weight::Qrepack(weight),
             bias,
         }))
     }
+}
+
+/// Name of layer `i`'s stacked q/k/v matrix ([`stacks_for`]).
+fn qkv_stack(i: usize) -> String {
+    format!("blk.{i}.attn_qkv.stacked")
+}
+
+/// Name of layer `i`'s stacked gate/up matrix ([`stacks_for`]).
+fn gate_up_stack(i: usize) -> String {
+    format!("blk.{i}.ffn_gate_up.stacked")
+}
+
+/// The matrices a Llama-family model multiplies as one: each layer's q, k and v, and its gate
+/// and up, where the parts share a type and a width. Pass them to
+/// [`OpenOptions::stacks`](qrepack::model::OpenOptions::stacks) so that [`Model`] builds each
+/// stacked matrix once, in place of its parts; [`Llama::open`] does this.
+///
+/// ```no_run
+/// use std::sync::Arc;
+/// use qrepack::gguf::GgufFile;
+/// use qrepack::model::OpenOptions;
+/// use qrepack::Model;
+/// use qrepack_candle::{llama::stacks_for, Llama, LoadOptions};
+/// let gguf = GgufFile::open("model.gguf").unwrap();
+/// let options = OpenOptions { stacks: stacks_for(&gguf), ..OpenOptions::default() };
+/// let model = Model::from_gguf(gguf, &options).unwrap();
+/// let llama = Llama::load(Arc::new(model), &LoadOptions::default()).unwrap();
+/// # let _ = llama;
+/// ```
+pub fn stacks_for(gguf: &GgufFile) -> Vec<Stack> {
+    let same_shape = |names: &[String]| -> bool {
+        let infos: Vec<_> = names.iter().map(|n| gguf.tensor(n)).collect();
+        let Some(Some(first)) = infos.first() else {
+            return false;
+        };
+        infos.iter().all(|t| {
+            t.is_some_and(|t| {
+                t.dims.len() == 2
+                    && t.ty.is_some()
+                    && t.ty == first.ty
+                    && t.dims.first() == first.dims.first()
+            })
+        })
+    };
+    let mut stacks = Vec::new();
+    for i in 0.. {
+        let n = |s: &str| format!("blk.{i}.{s}.weight");
+        if gguf.tensor(&n("attn_norm")).is_none() {
+            break;
+        }
+        let qkv = [n("attn_q"), n("attn_k"), n("attn_v")];
+        if same_shape(&qkv) {
+            stacks.push(Stack::new(qkv_stack(i), qkv));
+        }
+        let gate_up = [n("ffn_gate"), n("ffn_up")];
+        if same_shape(&gate_up) {
+            stacks.push(Stack::new(gate_up_stack(i), gate_up));
+        }
+    }
+    stacks
 }
 
 /// A Llama-family decoder: candle tensors in and out, its products in [`QLinear`] (or
@@ -207,10 +271,30 @@ pub struct Llama {
 }
 
 impl Llama {
-    /// Opens a GGUF file with qrepack (repacking the weights for this CPU) and builds the model.
+    /// Opens a GGUF file with qrepack (repacking the weights for this CPU, q/k/v and gate/up
+    /// stacked) and builds the model.
     pub fn open(path: impl AsRef<std::path::Path>) -> Result<Llama> {
-        let model = Model::open(path).map_err(candle_core::Error::wrap)?;
-        Llama::load(Arc::new(model), &LoadOptions::default())
+        Llama::open_with(path, &LoadOptions::default())
+    }
+
+    /// [`Llama::open`] with options: with fusing on (and the qrepack backend), the model is
+    /// opened with [`stacks_for`]'s stacks.
+    pub fn open_with(path: impl AsRef<std::path::Path>, options: &LoadOptions) -> Result<Llama> {
+        let gguf = GgufFile::open(path).map_err(candle_core::Error::wrap)?;
+        let open = OpenOptions {
+            stacks: if options.fuse && options.backend == Backend::Qrepack {
+                stacks_for(&gguf)
+            } else {
+                Vec::new()
+            },
+            layout: match options.backend {
+                Backend::Qrepack => LayoutPolicy::Best,
+                Backend::CandleQMatMul => LayoutPolicy::Plain,
+            },
+            ..OpenOptions::default()
+        };
+        let model = Model::from_gguf(gguf, &open).map_err(candle_core::Error::wrap)?;
+        Llama::load(Arc::new(model), options)
     }
 
     /// Builds the model from an opened qrepack [`Model`].
@@ -237,12 +321,12 @@ impl Llama {
             let n = |s: &str| format!("blk.{i}.{s}.weight");
             let local = config.is_local_layer(i);
             let (q, k, v) = (n("attn_q"), n("attn_k"), n("attn_v"));
-            let qkv = match b.fused(&[&q, &k, &v])? {
+            let qkv = match b.fused(&qkv_stack(i), &[&q, &k, &v])? {
                 Some(l) => Qkv::Fused(l),
                 None => Qkv::Split(b.linear(&q)?, b.linear(&k)?, b.linear(&v)?),
             };
             let (gate, up) = (n("ffn_gate"), n("ffn_up"));
-            let gate_up = match b.fused(&[&gate, &up])? {
+            let gate_up = match b.fused(&gate_up_stack(i), &[&gate, &up])? {
                 Some(l) => GateUp::Fused(l),
                 None => GateUp::Split(b.linear(&gate)?, b.linear(&up)?),
             };

@@ -19,6 +19,7 @@ use qrepack::gguf::GgufFile;
 use qrepack::model::OpenOptions;
 use qrepack::quant::dequantize_f64;
 use qrepack::{GgmlType, Model};
+use qrepack_candle::llama::stacks_for;
 use qrepack_candle::weights::ggml_bytes;
 use qrepack_candle::{Backend, Llama, LoadOptions};
 
@@ -27,13 +28,20 @@ fn model(bytes: &[u8]) -> Arc<Model> {
     Arc::new(Model::from_gguf(g, &OpenOptions::default()).unwrap())
 }
 
+/// The model of `bytes`, its q/k/v and gate/up stacked when `fuse` (as `Llama::open` does).
 fn load(bytes: &[u8], backend: Backend, fuse: bool) -> Llama {
     let options = LoadOptions {
         backend,
         fuse,
         ..LoadOptions::default()
     };
-    Llama::load(model(bytes), &options).unwrap()
+    let g = GgufFile::from_bytes(bytes.to_vec()).unwrap();
+    let open = OpenOptions {
+        stacks: if fuse { stacks_for(&g) } else { Vec::new() },
+        ..OpenOptions::default()
+    };
+    let model = Arc::new(Model::from_gguf(g, &open).unwrap());
+    Llama::load(model, &options).unwrap()
 }
 
 /// Every tensor type f32: the reference comparison then sees f32 rounding only.

@@ -10,11 +10,16 @@ use common::Tiny;
 use qrepack::gguf::GgufFile;
 use qrepack::model::OpenOptions;
 use qrepack::Model;
+use qrepack_candle::llama::stacks_for;
 use qrepack_candle::{Backend, Llama, LoadOptions};
 
 fn load(bytes: &[u8], backend: Backend, fuse: bool) -> Llama {
     let g = GgufFile::from_bytes(bytes.to_vec()).unwrap();
-    let model = Model::from_gguf(g, &OpenOptions::default()).unwrap();
+    let open = OpenOptions {
+        stacks: if fuse { stacks_for(&g) } else { Vec::new() },
+        ..OpenOptions::default()
+    };
+    let model = Model::from_gguf(g, &open).unwrap();
     Llama::load(
         Arc::new(model),
         &LoadOptions {
