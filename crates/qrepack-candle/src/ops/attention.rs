@@ -180,88 +180,112 @@ impl Attention<'_> {
     /// into `out`.
     fn attend_block(&self, r0: usize, g: usize, out: &mut [f32], scratch: &mut Vec<f32>) {
         let h = self.heads;
-        let d = h.head_dim;
+        let (d, group) = (h.head_dim, h.group());
         let width = h.n_head * d;
-        let (out_stride, out_col) = if out.len() == h.group() * d && self.seq == 1 {
-            (width, 0)
+        // a single row's part of the group's heads, or whole rows
+        let (rows, group_col) = if self.seq == 1 && out.len() == group * d {
+            (1, 0)
         } else {
-            (width, g * h.group() * d)
+            (out.len() / width, g * group * d)
         };
-        let rows = if out.len() == h.group() * d && self.seq == 1 {
-            1
+        let q_row0 = r0 * self.queries.stride + self.queries.offset + g * group * d;
+        if rows == 1 {
+            // One row: the group's query heads are `group` vectors `d` apart that see the
+            // same positions, so each product takes them all at once.
+            let vis = self.visible(r0);
+            self.pass(g, group, (q_row0, d), (group_col, d), out, scratch, |_| vis);
         } else {
-            out.len() / width
-        };
-        let lo = self.visible(r0).0;
-        let hi = self.visible(r0 + rows - 1).1;
+            for j in 0..group {
+                let q = (q_row0 + j * d, self.queries.stride);
+                let o = (group_col + j * d, width);
+                self.pass(g, rows, q, o, out, scratch, |r| self.visible(r0 + r));
+            }
+        }
+    }
+
+    /// `m` query vectors (the first at `q.0` of the queries, the next `q.1` further on)
+    /// against key/value head `g`: scores (`Q K^T`), each vector's softmax over the positions
+    /// `visible(i)` gives it, weighted values (`P V`) into `out` from `o.0`, `o.1` apart.
+    #[allow(clippy::too_many_arguments)]
+    fn pass(
+        &self,
+        g: usize,
+        m: usize,
+        q: (usize, usize),
+        o: (usize, usize),
+        out: &mut [f32],
+        scratch: &mut Vec<f32>,
+        visible: impl Fn(usize) -> (usize, usize),
+    ) {
+        let d = self.heads.head_dim;
+        let kv_stride = self.heads.n_kv_head * d;
+        let lo = (0..m).map(|i| visible(i).0).min().unwrap_or(0);
+        let hi = (0..m).map(|i| visible(i).1).max().unwrap_or(0);
         let span = hi - lo;
-        let kv_stride = h.n_kv_head * d;
+        assert!(
+            q.0 + (m - 1) * q.1 + d <= self.queries.data.len()
+                && hi * kv_stride <= self.keys.len().min(self.values.len())
+                && o.0 + (m - 1) * o.1 + d <= out.len(),
+            "attention operands out of bounds"
+        );
         scratch.clear();
-        scratch.resize(rows * span, 0.0);
-        for j in 0..h.group() {
-            let head = g * h.group() + j;
-            let q_at = r0 * self.queries.stride + self.queries.offset + head * d;
-            // SAFETY: `check` made sure the queries hold `seq` rows of every head at this
-            // stride, and the keys and values `first_pos + seq` positions of every key/value
-            // head: every element the product reads (rows `r0..r0 + rows`, positions
-            // `lo..hi`, `d` columns) is inside those slices; the scores are `rows x span` in
-            // `scratch`, sized just above; nothing else holds these buffers.
-            unsafe {
-                gemm::gemm(
-                    rows,
-                    span,
-                    d,
-                    scratch.as_mut_ptr(),
-                    1,
-                    span as isize,
-                    false,
-                    self.queries.data.as_ptr().add(q_at),
-                    1,
-                    self.queries.stride as isize,
-                    self.keys.as_ptr().add(lo * kv_stride + g * d),
-                    kv_stride as isize,
-                    1,
-                    0.0,
-                    self.scale,
-                    false,
-                    false,
-                    false,
-                    gemm::Parallelism::None,
-                );
-            }
-            for (r, s) in scratch.chunks_exact_mut(span).enumerate() {
-                let (a, b) = self.visible(r0 + r);
-                softmax_in_place(s, a - lo, b - lo);
-            }
-            let col = out_col + j * d;
-            debug_assert!((rows - 1) * out_stride + col + d <= out.len());
-            // SAFETY: the weights are the `rows x span` scores; the values' rows `lo..hi` of
-            // key/value head `g` are inside `values` (`check`); the output rows are `out`'s
-            // own: for whole rows `rows * width` values, head columns `col..col + d`; for a
-            // single row (`rows == 1`) the group's `group * d` values, columns `j * d..`.
-            unsafe {
-                gemm::gemm(
-                    rows,
-                    d,
-                    span,
-                    out.as_mut_ptr().add(col),
-                    1,
-                    out_stride as isize,
-                    false,
-                    scratch.as_ptr(),
-                    1,
-                    span as isize,
-                    self.values.as_ptr().add(lo * kv_stride + g * d),
-                    1,
-                    kv_stride as isize,
-                    0.0,
-                    1.0,
-                    false,
-                    false,
-                    false,
-                    gemm::Parallelism::None,
-                );
-            }
+        scratch.resize(m * span, 0.0);
+        // SAFETY: the assertion above bounds every element read: query vectors `q.0 + i * q.1
+        // .. + d` for `i < m`, keys and values of positions `lo..hi` of head `g` (`g * d + d
+        // <= kv_stride`, checked by `check`); the scores are `m x span` in `scratch`, sized
+        // just above; nothing else holds these buffers while the product runs.
+        unsafe {
+            gemm::gemm(
+                m,
+                span,
+                d,
+                scratch.as_mut_ptr(),
+                1,
+                span as isize,
+                false,
+                self.queries.data.as_ptr().add(q.0),
+                1,
+                q.1 as isize,
+                self.keys.as_ptr().add(lo * kv_stride + g * d),
+                kv_stride as isize,
+                1,
+                0.0,
+                self.scale,
+                false,
+                false,
+                false,
+                gemm::Parallelism::None,
+            );
+        }
+        for (i, s) in scratch.chunks_exact_mut(span).enumerate() {
+            let (a, b) = visible(i);
+            softmax_in_place(s, a - lo, b - lo);
+        }
+        // SAFETY: the weights are the `m x span` scores; the values of positions `lo..hi` of
+        // head `g` and the output vectors `o.0 + i * o.1 .. + d` are inside their slices
+        // (the assertion above); `out` is this call's own.
+        unsafe {
+            gemm::gemm(
+                m,
+                d,
+                span,
+                out.as_mut_ptr().add(o.0),
+                1,
+                o.1 as isize,
+                false,
+                scratch.as_ptr(),
+                1,
+                span as isize,
+                self.values.as_ptr().add(lo * kv_stride + g * d),
+                1,
+                kv_stride as isize,
+                0.0,
+                1.0,
+                false,
+                false,
+                false,
+                gemm::Parallelism::None,
+            );
         }
     }
 }
