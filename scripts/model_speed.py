@@ -1,20 +1,36 @@
 #!/usr/bin/env python3
-"""Model-level speed, three engines on the same GGUF files: llama.cpp (scripts/llama_peer, the
-llama-bench method), qrepack-candle and stock candle-transformers `quantized_llama` (the
-`bench` example of crates/qrepack-candle). Prints a markdown table.
+"""Model-level speed, three engines on the same GGUF files: llama.cpp, qrepack-candle and stock
+candle-transformers `quantized_llama` (the `bench` example of crates/qrepack-candle). Prints a
+markdown table.
 
-    scripts/llama_peer/build.sh                  # once: $WORK/bin/llama_speed (WORK=/tmp/llama-peer)
+    ../shared/llamacpp/build.sh                  # once: llama.cpp's own llama-bench (engine llamabench)
+    scripts/llama_peer/build.sh                  # or: $WORK/bin/llama_speed (engine llama, WORK=/tmp/llama-peer)
     scripts/model_speed.py [MODEL.gguf ...]      # default: /tmp/smol/SmolLM2-135M-Instruct.{q4_0,q4_K}.gguf
+    scripts/model_speed.py --synth llama3.2-1b:q4_0 --synth llama3-8b:q4_k_m --engines llamacpp,qrepack
 
 Options: --threads 2 --prompt 512 --gen 128 --runs 3 --wait-quiet 0.5 --wait-max 1200
-         --engines llama,qrepack,stock --poll 50 --llama PATH (default $WORK/bin/llama_speed) --no-build
+         --engines llamacpp,qrepack,stock --poll 50 --llama PATH (default $WORK/bin/llama_speed)
+         --llama-bench PATH (default ${TMPDIR:-/tmp}/llamacpp/src/llama.cpp/build/bin/llama-bench)
+         --synth PRESET:MIX (repeatable) --no-build
+
+llama.cpp engines: `llamabench` runs llama.cpp's own llama-bench (`-p P -n G -d 0,P -t T
+-fa 0,1 -r 1 -o json`; per test the best of the flash-attention off/on variants); `llama` runs
+scripts/llama_peer (the llama-bench method on the peer's ggml). `llamacpp` (in the default
+--engines) is llamabench when its binary exists, else llama.
+
+--synth PRESET:MIX adds a synthetic model (`qrepack synth`: a real model's tensor names, shapes,
+types and metadata, random weights) written to ${TMPDIR:-/tmp}/qrepack-synth/PRESET.MIX.gguf
+unless it is already there; presets tiny, llama3.2-1b, qwen2.5-1.5b, llama3-8b; mixes q4_0,
+q4_k_m. Without MODEL arguments, only the --synth models are measured.
 
 Each run is one process per engine, the engines alternating run by run (llama.cpp, qrepack-candle,
-stock candle, llama.cpp, ...); every process does one untimed warm-up pass (prompt + generation)
-and one timed pass, the KV cache cleared in between. The table gives the best of the runs (the
-machine may be shared) and the median in brackets. "prompt" is the P-token prompt as one batch
-(llama.cpp pp512); "gen" is G single-token steps after that prompt (positions P..P+G-1), what the
-candle bench times; llama.cpp's own tg128 (from an empty cache, as llama-bench) is listed too.
+stock candle, llama.cpp, ...); every process does one untimed warm-up pass and one timed pass,
+the KV cache cleared in between. The table gives the best of the runs (the machine may be
+shared) and the median in brackets: "pp" is the P-token prompt as one batch (llama.cpp pp512);
+"tg d0" is G single-token steps from an empty cache (llama-bench's tg128, `bench --tg-empty`);
+"tg dP" is G steps after the P-token prompt (positions P..P+G-1: llama-bench's tg128 at -d 512,
+what the candle bench times by default). An engine that fails on a model (stock candle cannot
+run qwen2) is reported and left out for that model.
 """
 
 import argparse
@@ -51,11 +67,53 @@ def wait_quiet(limit, max_s):
     return quiet
 
 
+class EngineError(Exception):
+    pass
+
+
 def run(cmd, env=None):
     p = subprocess.run(cmd, capture_output=True, text=True, env=env)
     if p.returncode != 0:
-        sys.exit(f"failed: {' '.join(cmd)}\n{p.stdout}\n{p.stderr}")
+        raise EngineError(f"failed: {' '.join(cmd)}\n{p.stdout[-2000:]}\n{p.stderr[-2000:]}")
     return p.stdout, p.stderr
+
+
+def default_llama_bench():
+    work = os.path.join(os.environ.get("TMPDIR", "/tmp"), "llamacpp")
+    return os.path.join(work, "src", "llama.cpp", "build", "bin", "llama-bench")
+
+
+def llamabench_once(a, model):
+    """llama-bench's pp P, tg G at depth 0 and tg G at depth P, each the best of -fa 0 and 1."""
+    out, _ = run([a.llama_bench, "-m", model, "-p", str(a.prompt), "-n", str(a.gen),
+                  "-d", f"0,{a.prompt}", "-t", str(a.threads), "-fa", "0,1", "-r", "1", "-o", "json"])
+    best = {}
+    for t in json.loads(out):
+        if t["n_prompt"] == a.prompt and t["n_gen"] == 0 and t["n_depth"] == 0:
+            key = "prompt"
+        elif t["n_prompt"] == 0 and t["n_gen"] == a.gen and t["n_depth"] == 0:
+            key = "tg"
+        elif t["n_prompt"] == 0 and t["n_gen"] == a.gen and t["n_depth"] == a.prompt:
+            key = "gen"
+        else:
+            continue  # pp at depth P: not in the table
+        best[key] = max(best.get(key, 0.0), float(t["avg_ts"]))
+    if set(best) != {"prompt", "gen", "tg"}:
+        raise EngineError(f"llama-bench output lacks tests: got {sorted(best)}\n{out[:2000]}")
+    return best
+
+
+def synth_model(a, spec):
+    """The path of the synthetic model PRESET:MIX, written with `qrepack synth` if missing."""
+    preset, _, mix = spec.partition(":")
+    mix = mix or "q4_0"
+    d = os.path.join(os.environ.get("TMPDIR", "/tmp"), "qrepack-synth")
+    os.makedirs(d, exist_ok=True)
+    path = os.path.join(d, f"{preset}.{mix}.gguf")
+    if not os.path.exists(path):
+        print(f"# writing {path}", file=sys.stderr, flush=True)
+        subprocess.run([a.qrepack, "synth", "--preset", preset, "--mix", mix, "-o", path], check=True)
+    return path
 
 
 def llama_once(a, model):
@@ -68,22 +126,23 @@ def llama_once(a, model):
 def candle_once(a, model, who):
     # --reps 2: rep 0 is the warm-up, rep 1 the timed pass
     _, err = run([a.bench, model, "--threads", str(a.threads), "--prompt", str(a.prompt),
-                  "--gen", str(a.gen), "--reps", "2", "--only", who])
+                  "--gen", str(a.gen), "--reps", "2", "--only", who, "--tg-empty"])
     tag = "qrepack-candle" if who == "qrepack" else "stock candle"
-    m = re.findall(r"rep 1 " + re.escape(tag) + r":\s+prompt ([0-9.]+) s, generation ([0-9.]+) s", err)
+    m = re.findall(r"rep 1 " + re.escape(tag) + r":\s+prompt ([0-9.]+) s, generation ([0-9.]+) s, "
+                   r"empty-cache generation ([0-9.]+) s", err)
     if not m:
-        sys.exit(f"cannot parse bench output:\n{err}")
-    p, g = map(float, m[-1])
-    return {"prompt": a.prompt / p, "gen": a.gen / g}
+        raise EngineError(f"cannot parse bench output:\n{err[-2000:]}")
+    p, g, e = map(float, m[-1])
+    return {"prompt": a.prompt / p, "gen": a.gen / g, "tg": a.gen / e}
 
 
 def fmt(v):
-    return f"{max(v):.1f} ({statistics.median(v):.1f})"
+    return f"{max(v):.1f} ({statistics.median(v):.1f})" if v else "-"
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("models", nargs="*", default=DEFAULT_MODELS)
+    ap.add_argument("models", nargs="*")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--prompt", type=int, default=512)
     ap.add_argument("--gen", type=int, default=128)
@@ -92,16 +151,33 @@ def main():
     ap.add_argument("--wait-max", type=float, default=1200)
     ap.add_argument("--llama", default=os.path.join(os.environ.get("WORK", "/tmp/llama-peer"), "bin", "llama_speed"))
     ap.add_argument("--poll", type=int, default=50, help="llama.cpp threadpool poll level (llama-bench: 50)")
-    ap.add_argument("--engines", default="llama,qrepack,stock", help="comma-separated subset of llama,qrepack,stock")
+    ap.add_argument("--llama-bench", default=default_llama_bench(), help="llama.cpp's llama-bench")
+    ap.add_argument("--engines", default="llamacpp,qrepack,stock",
+                    help="comma-separated subset of llamacpp (llamabench if built, else llama), llamabench, "
+                         "llama, qrepack, stock")
+    ap.add_argument("--synth", action="append", default=[], metavar="PRESET:MIX",
+                    help="a synthetic model written by `qrepack synth` (repeatable)")
     ap.add_argument("--no-build", action="store_true")
     a = ap.parse_args()
 
     target = os.environ.get("CARGO_TARGET_DIR", os.path.join(ROOT, "target"))
     a.bench = os.path.join(target, "release", "examples", "bench")
+    a.qrepack = os.path.join(target, "release", "qrepack")
     if not a.no_build:
         subprocess.run(["nice", "-n", "19", "cargo", "build", "--release", "-j2", "-p", "qrepack-candle",
                         "--features", "stock", "--example", "bench"], cwd=ROOT, check=True)
-    if not os.access(a.llama, os.X_OK):
+        if a.synth:
+            subprocess.run(["nice", "-n", "19", "cargo", "build", "--release", "-j2", "-p", "qrepack-cli"],
+                           cwd=ROOT, check=True)
+    if not a.models:
+        a.models = [] if a.synth else DEFAULT_MODELS
+    a.models += [synth_model(a, s) for s in a.synth]
+    keys = a.engines.split(",")
+    has_bench = os.access(a.llama_bench, os.X_OK)
+    keys = [("llamabench" if has_bench else "llama") if k == "llamacpp" else k for k in keys]
+    if "llamabench" in keys and not has_bench:
+        sys.exit(f"{a.llama_bench} missing: run ../shared/llamacpp/build.sh (or --engines llama)")
+    if "llama" in keys and not os.access(a.llama, os.X_OK):
         sys.exit(f"{a.llama} missing: run scripts/llama_peer/build.sh")
 
     cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
@@ -109,48 +185,60 @@ def main():
     avx512 = " ".join(f for f in flags if f.startswith("avx512")) or "none"
 
     quiet = wait_quiet(a.wait_quiet, a.wait_max) if a.wait_quiet > 0 else None
-    engines = [(n, f) for k, n, f in (("llama", "llama.cpp", lambda m: llama_once(a, m)),
+    engines = [(n, f) for k, n, f in (("llamabench", "llama.cpp", lambda m: llamabench_once(a, m)),
+                                      ("llama", "llama.cpp (peer)", lambda m: llama_once(a, m)),
                                       ("qrepack", "qrepack-candle", lambda m: candle_once(a, m, "qrepack")),
                                       ("stock", "stock candle", lambda m: candle_once(a, m, "stock")))
-               if k in a.engines.split(",")]
+               if k in keys]
     res = {}
     for model in a.models:
         r = {name: {"prompt": [], "gen": [], "tg": []} for name, _ in engines}
+        failed = set()
         for i in range(a.runs):
             for name, f in engines:
-                x = f(model)
+                if name in failed:
+                    continue
+                try:
+                    x = f(model)
+                except EngineError as e:
+                    print(f"# {os.path.basename(model)} {name}: {e}", file=sys.stderr, flush=True)
+                    failed.add(name)
+                    continue
                 for k, v in x.items():
                     r[name][k].append(v)
                 print(f"# {os.path.basename(model)} run {i} {name}: " +
                       ", ".join(f"{k} {v:.1f}" for k, v in x.items()) + f"  (load {load1():.2f})",
                       file=sys.stderr, flush=True)
-        res[model] = r
+        res[model] = {name: v for name, v in r.items() if name not in failed}
 
     print(f"{cpu}; AVX-512: {avx512}")
     print(f"{a.threads} threads, prompt {a.prompt} tokens (one batch), {a.gen} generated; "
           f"tokens/s, best of {a.runs} alternating runs (median); 1-min load at start "
           f"{'< ' + str(a.wait_quiet) if quiet else 'above ' + str(a.wait_quiet) if quiet is False else 'not checked'}\n")
-    print(f"| model | engine | prompt pp{a.prompt} | gen tg{a.gen} after the prompt | tg{a.gen} from empty cache |")
+    print(f"| model | engine | pp{a.prompt} | tg{a.gen} d0 (empty cache) | tg{a.gen} d{a.prompt} (after the prompt) |")
     print("|---|---|---:|---:|---:|")
     for model, r in res.items():
         name = os.path.basename(model).replace("SmolLM2-135M-Instruct.", "SmolLM2-135M ").replace(".gguf", "")
         for eng in r:
-            tg = fmt(r[eng]["tg"]) if r[eng]["tg"] else "-"
-            print(f"| {name} | {eng} | {fmt(r[eng]['prompt'])} | {fmt(r[eng]['gen'])} | {tg} |")
+            print(f"| {name} | {eng} | {fmt(r[eng]['prompt'])} | {fmt(r[eng]['tg'])} | {fmt(r[eng]['gen'])} |")
     print()
-    print("| model | qrepack-candle / | prompt (target) | gen (target) |")
-    print("|---|---|---:|---:|")
+    print(f"| model | qrepack-candle / | pp (target) | tg d0 | tg d{a.prompt} (target) |")
+    print("|---|---|---:|---:|---:|")
     for model, r in res.items():
         name = os.path.basename(model).replace("SmolLM2-135M-Instruct.", "SmolLM2-135M ").replace(".gguf", "")
-        for peer, key in (("stock candle", "candle"), ("llama.cpp", "llama")):
+        for peer, key in (("stock candle", "candle"), ("llama.cpp", "llama"), ("llama.cpp (peer)", "llama")):
             if "qrepack-candle" not in r or peer not in r:
                 continue
             cells = []
-            for what in ("prompt", "gen"):
-                ratio = max(r["qrepack-candle"][what]) / max(r[peer][what])
-                t = TARGETS[(what, key)]
-                cells.append(f"{ratio:.2f}x (>= {t}x: {'met' if ratio >= t else 'NOT met'})")
-            print(f"| {name} | {peer} | {cells[0]} | {cells[1]} |")
+            for what in ("prompt", "tg", "gen"):
+                ours, theirs = r["qrepack-candle"][what], r[peer][what]
+                if not ours or not theirs:
+                    cells.append("-")
+                    continue
+                ratio = max(ours) / max(theirs)
+                t = TARGETS.get((what, key))
+                cells.append(f"{ratio:.2f}x" + (f" (>= {t}x: {'met' if ratio >= t else 'NOT met'})" if t else ""))
+            print(f"| {name} | {peer} | {cells[0]} | {cells[1]} | {cells[2]} |")
 
 
 if __name__ == "__main__":

@@ -5,8 +5,12 @@
 //! ```text
 //! cargo run --release -p qrepack-candle --features stock --example bench -- MODEL.gguf \
 //!     [--threads 2] [--prompt 512] [--gen 128] [--reps 3] [--no-fuse] [--only qrepack|stock]
-//!     [--profile]
+//!     [--profile] [--tg-empty]
 //! ```
+//!
+//! `--tg-empty` also times G single-token steps from an empty cache (positions 0..G-1, after
+//! clearing it): llama-bench's `tg128` at depth 0, where the generation after the prompt is its
+//! `tg128` at depth P (`-d 512`). Each rep line then ends in `, empty-cache generation S s`.
 //!
 //! `--profile` then runs qrepack-candle once more with [`Llama::set_profiling`] on and splits
 //! the prompt pass and the mean decode step into matrix products, attention, elementwise work
@@ -36,6 +40,7 @@ struct Opts {
     fuse: bool,
     only: Option<String>,
     profile: bool,
+    tg_empty: bool,
 }
 
 /// Runs the prompt and the generation; returns (prompt seconds, generation seconds).
@@ -57,6 +62,23 @@ fn run_once(
         next = logits.squeeze(0)?.argmax(0)?.to_scalar::<u32>()?;
     }
     Ok((prompt_s, t.elapsed().as_secs_f64()))
+}
+
+/// `gen` single-token steps from position 0 on an empty cache (first token `first`); seconds.
+fn gen_from_empty(
+    forward: &mut dyn FnMut(&Tensor, usize) -> candle_core::Result<Tensor>,
+    first: u32,
+    gen: usize,
+) -> candle_core::Result<f64> {
+    let dev = Device::Cpu;
+    let mut next = first;
+    let t = Instant::now();
+    for i in 0..gen {
+        let ids = Tensor::new(&[[next]], &dev)?;
+        let logits = forward(&ids, i)?;
+        next = logits.squeeze(0)?.argmax(0)?.to_scalar::<u32>()?;
+    }
+    Ok(t.elapsed().as_secs_f64())
 }
 
 fn cpu_name() -> String {
@@ -90,7 +112,12 @@ fn run(o: Opts) -> Result<(), String> {
         vocab = l.config().vocab_size;
         Some(l)
     } else {
-        vocab = 49152;
+        // the prompt's ids must exist in the model: take the embedding's row count
+        let g = qrepack::gguf::GgufFile::open(&o.path).map_err(|e| e.to_string())?;
+        vocab = match g.tensor("token_embd.weight").map(|t| t.dims.clone()) {
+            Some(d) if d.len() == 2 => d[1] as usize,
+            _ => return Err("the model has no 2-D token_embd.weight".into()),
+        };
         None
     };
     let mut stock = if o.only.as_deref() != Some("qrepack") {
@@ -104,26 +131,56 @@ fn run(o: Opts) -> Result<(), String> {
     let mut rng = SplitMix64::new(42);
     let prompt: Vec<u32> = (0..o.prompt).map(|_| rng.below(vocab) as u32).collect();
     let mut best = [(f64::MAX, f64::MAX); 2];
+    let mut best_empty = [f64::MAX; 2];
+    let empty_note = |t: Option<f64>| {
+        t.map_or(String::new(), |t| {
+            format!(", empty-cache generation {t:.3} s")
+        })
+    };
     for rep in 0..o.reps {
         if let Some(l) = ours.as_mut() {
             l.clear_cache();
             let r =
                 run_once(&mut |x, p| l.forward(x, p), &prompt, o.gen).map_err(|e| e.to_string())?;
+            let empty = if o.tg_empty {
+                l.clear_cache();
+                Some(
+                    gen_from_empty(&mut |x, p| l.forward(x, p), prompt[0], o.gen)
+                        .map_err(|e| e.to_string())?,
+                )
+            } else {
+                None
+            };
             eprintln!(
-                "rep {rep} qrepack-candle: prompt {:.3} s, generation {:.3} s",
-                r.0, r.1
+                "rep {rep} qrepack-candle: prompt {:.3} s, generation {:.3} s{}",
+                r.0,
+                r.1,
+                empty_note(empty)
             );
             best[0] = (best[0].0.min(r.0), best[0].1.min(r.1));
+            best_empty[0] = best_empty[0].min(empty.unwrap_or(f64::MAX));
         }
         if let Some(s) = stock.as_mut() {
             s.clear_kv_cache().map_err(|e| e.to_string())?;
             let r =
                 run_once(&mut |x, p| s.forward(x, p), &prompt, o.gen).map_err(|e| e.to_string())?;
+            let empty = if o.tg_empty {
+                s.weights.clear_kv_cache();
+                Some(
+                    gen_from_empty(&mut |x, p| s.forward(x, p), prompt[0], o.gen)
+                        .map_err(|e| e.to_string())?,
+                )
+            } else {
+                None
+            };
             eprintln!(
-                "rep {rep} stock candle:   prompt {:.3} s, generation {:.3} s",
-                r.0, r.1
+                "rep {rep} stock candle:   prompt {:.3} s, generation {:.3} s{}",
+                r.0,
+                r.1,
+                empty_note(empty)
             );
             best[1] = (best[1].0.min(r.0), best[1].1.min(r.1));
+            best_empty[1] = best_empty[1].min(empty.unwrap_or(f64::MAX));
         }
     }
     let name = std::path::Path::new(&o.path)
@@ -140,13 +197,18 @@ fn run(o: Opts) -> Result<(), String> {
     let tps = |(p, g): (f64, f64)| (o.prompt as f64 / p, o.gen as f64 / g);
     let mut rows = Vec::new();
     if ours.is_some() {
-        rows.push(("qrepack-candle", tps(best[0])));
+        rows.push(("qrepack-candle", tps(best[0]), best_empty[0]));
     }
     if stock.is_some() {
-        rows.push(("stock candle", tps(best[1])));
+        rows.push(("stock candle", tps(best[1]), best_empty[1]));
     }
-    for (who, (p, g)) in &rows {
-        println!("  {who:<15} prompt {p:>8.1} tokens/s   generation {g:>7.1} tokens/s");
+    for (who, (p, g), empty) in &rows {
+        let empty = if o.tg_empty {
+            format!("   from empty cache {:>7.1} tokens/s", o.gen as f64 / empty)
+        } else {
+            String::new()
+        };
+        println!("  {who:<15} prompt {p:>8.1} tokens/s   generation {g:>7.1} tokens/s{empty}");
     }
     if rows.len() == 2 {
         let (a, b) = (rows[0].1, rows[1].1);
@@ -223,6 +285,7 @@ fn parse(args: &[String]) -> Result<Opts, String> {
         fuse: true,
         only: None,
         profile: false,
+        tg_empty: false,
     };
     let mut it = args.iter();
     while let Some(a) = it.next() {
@@ -239,12 +302,13 @@ fn parse(args: &[String]) -> Result<Opts, String> {
             "--no-fuse" => o.fuse = false,
             "--only" => o.only = it.next().cloned(),
             "--profile" => o.profile = true,
+            "--tg-empty" => o.tg_empty = true,
             s if o.path.is_empty() && !s.starts_with("--") => o.path = s.to_string(),
             s => return Err(format!("unexpected argument '{s}'")),
         }
     }
     if o.path.is_empty() || o.prompt == 0 || o.threads == 0 {
-        return Err("usage: bench MODEL.gguf [--threads 2] [--prompt 512] [--gen 128] [--reps 3] [--no-fuse] [--only qrepack|stock] [--profile]".into());
+        return Err("usage: bench MODEL.gguf [--threads 2] [--prompt 512] [--gen 128] [--reps 3] [--no-fuse] [--only qrepack|stock] [--profile] [--tg-empty]".into());
     }
     Ok(o)
 }

@@ -11,6 +11,7 @@ mod npy;
 mod progress;
 mod repack;
 mod sweep;
+mod synth;
 mod table;
 mod verify;
 mod vs_ggml;
@@ -40,6 +41,7 @@ Examples:
   qrepack sweep --plot sweep.svg
   qrepack repack model.gguf -o model.repacked.gguf
   qrepack matmul model.gguf --tensor blk.0.attn_q.weight --input x.npy --output y.npy
+  qrepack synth --preset llama3-8b --mix q4_k_m -o /tmp/llama3-8b.q4_k_m.gguf
 
 Set QREPACK_ISA=NAME (scalar, avx2, avxvnni, avx512, avx512bf16, neon, dotprod, i8mm) to cap the kernel sets
 at NAME (`bench --isa NAME` does the same); QREPACK_FORCE_SCALAR=1 is QREPACK_ISA=scalar.";
@@ -134,6 +136,22 @@ Examples:
   qrepack matmul model.gguf --tensor blk.0.attn_q.weight --input x.npy --output y.npy
   qrepack matmul model.gguf --tensor blk.0.attn_q.weight --input x.npy --output y.npy --layout plain";
 
+const SYNTH_EXAMPLES: &str = "\
+Writes a GGUF file with the tensor names, shapes, types and metadata (llama.cpp's keys and a
+SentencePiece-style vocabulary of filler tokens) of a real model, and random weights: llama.cpp
+(llama-bench) and qrepack-candle load it, so model-level speed can be measured at sizes that
+are not downloaded. Each distinct shape and type repeats one quantized random block of rows, so
+writing runs at disk speed (an 8B file is ~4.5 GB). OUT is never overwritten without --force.
+
+Presets: tiny (tests), llama3.2-1b (tied output), qwen2.5-1.5b (qwen2, q/k/v biases, tied),
+llama3-8b (separate output.weight). Mixes: q4_0 (every matrix Q4_0, norms F32); q4_k_m
+(llama.cpp's Q4_K_M: Q4_K, Q6_K output head / tied embedding and attn_v, ffn_down in the
+layers llama.cpp gives more bits).
+
+Examples:
+  qrepack synth --preset llama3.2-1b --mix q4_0 -o /tmp/llama3.2-1b.q4_0.gguf
+  qrepack synth --preset llama3-8b --mix q4_k_m -o /tmp/llama3-8b.q4_k_m.gguf --force";
+
 const INFO_EXAMPLES: &str = "\
 Examples:
   qrepack info
@@ -175,6 +193,9 @@ enum Command {
     /// Multiply one weight matrix of a model with activations from a .npy file
     #[command(after_help = MATMUL_EXAMPLES)]
     Matmul(MatmulArgs),
+    /// Write a random-weight GGUF file shaped like a real model (Llama 3, Qwen2.5) for speed tests
+    #[command(after_help = SYNTH_EXAMPLES)]
+    Synth(SynthArgs),
 }
 
 impl Command {
@@ -245,6 +266,34 @@ struct RepackArgs {
     force: bool,
     #[command(flatten)]
     common: Common,
+}
+
+#[derive(Args, Debug)]
+struct SynthArgs {
+    /// The model: tiny, llama3.2-1b, qwen2.5-1.5b, llama3-8b
+    #[arg(long, value_parser = parse_preset)]
+    preset: qrepack::synth::Preset,
+    /// The weight types: q4_0 or q4_k_m
+    #[arg(long, value_parser = parse_mix, default_value = "q4_0")]
+    mix: qrepack::synth::Mix,
+    /// The GGUF file to write
+    #[arg(short, long, value_name = "OUT.gguf")]
+    output: PathBuf,
+    /// Overwrite OUT if it exists
+    #[arg(long)]
+    force: bool,
+    /// Seed of the random weights
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// Add rope_freqs.weight (Llama 3.1+ RoPE scaling; qrepack-candle refuses such files)
+    #[arg(long)]
+    rope_freqs: bool,
+    /// Print the report as JSON
+    #[arg(long)]
+    json: bool,
+    /// No progress output on stderr
+    #[arg(long, short)]
+    quiet: bool,
 }
 
 #[derive(Args, Debug)]
@@ -435,6 +484,14 @@ fn parse_layout(s: &str) -> Result<Layout, String> {
 }
 
 fn parse_isa(s: &str) -> Result<KernelSet, String> {
+    s.parse().map_err(lib_message)
+}
+
+fn parse_preset(s: &str) -> Result<qrepack::synth::Preset, String> {
+    s.parse().map_err(lib_message)
+}
+
+fn parse_mix(s: &str) -> Result<qrepack::synth::Mix, String> {
     s.parse().map_err(lib_message)
 }
 
@@ -824,6 +881,17 @@ fn repack(a: RepackArgs) -> Result<()> {
     out(&s)
 }
 
+fn synth(a: SynthArgs) -> Result<()> {
+    let options = qrepack::synth::Options {
+        seed: a.seed,
+        rope_freqs: a.rope_freqs,
+    };
+    let s = synth::run(
+        a.preset, a.mix, &options, &a.output, a.force, a.json, a.quiet,
+    )?;
+    out(&s)
+}
+
 fn matmul(a: MatmulArgs) -> Result<()> {
     let (pool, _) = pool(a.common.threads)?;
     let args = matmul::MatmulArgs {
@@ -866,6 +934,7 @@ fn main() -> ExitCode {
         },
         Command::Repack(a) => repack(a),
         Command::Matmul(a) => matmul(a),
+        Command::Synth(a) => synth(a),
     };
     match r {
         Ok(()) => ExitCode::SUCCESS,

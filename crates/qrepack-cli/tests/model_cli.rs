@@ -515,6 +515,71 @@ fn repack_writes_a_cache_and_refuses_to_overwrite() {
     assert!(left.is_empty(), "{left:?}");
 }
 
+/// `synth` writes a file the library opens with the preset's shape, reports it, refuses to
+/// overwrite it without --force, and rejects unknown presets and mixes as usage errors.
+#[test]
+fn synth_writes_the_tiny_preset() {
+    let dir = TempDir::new("synth");
+    let m = dir.path("tiny.gguf");
+    let v = ok_json(&[
+        "synth",
+        "--preset",
+        "tiny",
+        "--mix",
+        "q4_k_m",
+        "-o",
+        s(&m),
+        "--json",
+    ]);
+    assert_eq!(v["preset"], "tiny");
+    assert_eq!(v["mix"], "q4_k_m");
+    assert_eq!(v["tensors"], 20);
+    assert_eq!(v["bytes"], std::fs::metadata(&m).unwrap().len());
+    let model = Model::open(&m).unwrap();
+    assert_eq!(model.tensors().len(), 20);
+    let t = model.tensor("blk.1.ffn_gate.weight").unwrap();
+    assert_eq!(
+        (t.ty, t.dims.clone()),
+        (Some(GgmlType::Q4_K), vec![256, 512])
+    );
+    let before = std::fs::read(&m).unwrap();
+    fails(
+        &["synth", "--preset", "tiny", "--mix", "q4_0", "-o", s(&m)],
+        "already exists",
+    );
+    assert_eq!(std::fs::read(&m).unwrap(), before);
+    let o = run(&["synth", "--preset", "tiny", "-o", s(&m), "--force"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("mix q4_0"));
+    // the same seed gives the same file; progress lines go to stderr (not a terminal here)
+    assert!(String::from_utf8_lossy(&o.stderr).contains("100%"));
+    let q4_0 = std::fs::read(&m).unwrap();
+    assert_ne!(q4_0, before);
+    let m2 = dir.path("again.gguf");
+    let o = run(&["synth", "--preset", "tiny", "-o", s(&m2), "-q"]);
+    assert!(o.status.success() && o.stderr.is_empty());
+    assert_eq!(std::fs::read(&m2).unwrap(), q4_0);
+    usage_error(
+        &["synth", "--preset", "llama-7b", "-o", s(&m2)],
+        "unknown preset",
+    );
+    usage_error(
+        &["synth", "--preset", "tiny", "--mix", "q8_0", "-o", s(&m2)],
+        "unknown mix",
+    );
+    fails(
+        &[
+            "synth",
+            "--preset",
+            "qwen2.5-1.5b",
+            "--rope-freqs",
+            "-o",
+            s(&dir.path("q.gguf")),
+        ],
+        "rope_freqs",
+    );
+}
+
 fn write_npy(path: &Path, shape: &[usize], data: &[f32], descr: &str) {
     let dims: Vec<String> = shape.iter().map(|d| d.to_string()).collect();
     let shape_s = if dims.len() == 1 {

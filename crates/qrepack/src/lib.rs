@@ -35,6 +35,7 @@ pub mod rng;
 mod scratch;
 mod select;
 mod shared;
+pub mod synth;
 pub mod types;
 pub mod vecdot;
 

@@ -20,14 +20,35 @@ enum TensorData<'a> {
     Borrowed(&'a [u8]),
     Shared(SharedBytes),
     Owned(Vec<u8>),
+    /// `unit` written `count` times: a large tensor whose content repeats (synthetic models)
+    /// costs the memory of one unit, not of the tensor.
+    Repeated {
+        unit: SharedBytes,
+        count: u64,
+    },
 }
 
 impl TensorData<'_> {
-    fn bytes(&self) -> &[u8] {
+    fn len(&self) -> u64 {
         match self {
-            TensorData::Borrowed(b) => b,
-            TensorData::Shared(s) => s.as_ref(),
-            TensorData::Owned(v) => v,
+            TensorData::Borrowed(b) => b.len() as u64,
+            TensorData::Shared(s) => s.len() as u64,
+            TensorData::Owned(v) => v.len() as u64,
+            TensorData::Repeated { unit, count } => (unit.len() as u64).saturating_mul(*count),
+        }
+    }
+
+    fn write<W: Write>(&self, w: &mut W) -> std::io::Result<()> {
+        match self {
+            TensorData::Borrowed(b) => w.write_all(b),
+            TensorData::Shared(s) => w.write_all(s.as_ref()),
+            TensorData::Owned(v) => w.write_all(v),
+            TensorData::Repeated { unit, count } => {
+                for _ in 0..*count {
+                    w.write_all(unit.as_ref())?;
+                }
+                Ok(())
+            }
         }
     }
 }
@@ -150,7 +171,7 @@ impl<'a> GgufWriter<'a> {
             Error::Format(m) => Error::Invalid(m),
             other => other,
         })?;
-        let len = data.bytes().len() as u64;
+        let len = data.len();
         if let Some(size) = size {
             if size != len {
                 return Err(Error::Invalid(format!(
@@ -202,8 +223,101 @@ impl<'a> GgufWriter<'a> {
         self.push_tensor(name, dims, type_id, TensorData::Owned(data))
     }
 
+    /// Adds a tensor whose bytes are `unit` repeated to fill it, written without ever holding
+    /// the whole tensor in memory: synthetic models of billions of weights repeat one
+    /// quantized block of rows. The type id must be one ggml defines, and `unit` (not empty)
+    /// must divide the tensor's size.
+    ///
+    /// ```
+    /// use qrepack::gguf::{GgufFile, GgufWriter};
+    /// use qrepack::SharedBytes;
+    /// let mut w = GgufWriter::new();
+    /// w.add_tensor_repeated("t", &[4, 3], 0, SharedBytes::new(vec![1u8; 16])).unwrap();
+    /// let f = GgufFile::from_bytes(w.to_bytes().unwrap()).unwrap();
+    /// assert_eq!(f.tensor_bytes(f.tensor("t").unwrap()), &[1u8; 48][..]);
+    /// ```
+    pub fn add_tensor_repeated(
+        &mut self,
+        name: &str,
+        dims: &[u64],
+        type_id: u32,
+        unit: SharedBytes,
+    ) -> Result<(), Error> {
+        let size = tensor_size(name, dims, type_id)
+            .map_err(|e| match e {
+                Error::Format(m) => Error::Invalid(m),
+                other => other,
+            })?
+            .ok_or_else(|| {
+                Error::Invalid(format!(
+                    "tensor '{name}': a repeated tensor needs a type id ggml defines, got {type_id}"
+                ))
+            })?;
+        let unit_len = unit.len() as u64;
+        if unit_len == 0 || size % unit_len != 0 {
+            return Err(Error::Invalid(format!(
+                "tensor '{name}' takes {size} bytes, not a whole number of {unit_len}-byte units"
+            )));
+        }
+        let count = size / unit_len;
+        self.push_tensor(name, dims, type_id, TensorData::Repeated { unit, count })
+    }
+
+    /// Bytes the file will take (header, padding and tensor data).
+    pub fn file_size(&self) -> Result<u64, Error> {
+        let align = self.alignment();
+        let mut header = Vec::new();
+        self.header(&mut header, align)?;
+        let mut total = align_up(header.len() as u64, align);
+        for t in &self.tensors {
+            total = total
+                .and_then(|o| o.checked_add(t.data.len()))
+                .and_then(|o| align_up(o, align));
+        }
+        total.ok_or_else(|| Error::Invalid("file size overflows u64".into()))
+    }
+
+    /// The header: magic, counts, metadata and tensor descriptions (without padding).
+    fn header(&self, buf: &mut Vec<u8>, align: u64) -> Result<(), Error> {
+        buf.extend_from_slice(&GGUF_MAGIC);
+        buf.extend_from_slice(&WRITE_VERSION.to_le_bytes());
+        buf.extend_from_slice(&(self.tensors.len() as u64).to_le_bytes());
+        buf.extend_from_slice(&(self.metadata.len() as u64).to_le_bytes());
+        for (k, v) in &self.metadata {
+            put_string(buf, k.as_bytes());
+            buf.extend_from_slice(&v.value_type().id().to_le_bytes());
+            put_value(buf, v);
+        }
+        let mut offset: u64 = 0;
+        for t in &self.tensors {
+            put_string(buf, t.name.as_bytes());
+            buf.extend_from_slice(&(t.dims.len() as u32).to_le_bytes());
+            for d in &t.dims {
+                buf.extend_from_slice(&d.to_le_bytes());
+            }
+            buf.extend_from_slice(&t.type_id.to_le_bytes());
+            buf.extend_from_slice(&offset.to_le_bytes());
+            offset = offset
+                .checked_add(t.data.len())
+                .and_then(|o| align_up(o, align))
+                .ok_or_else(|| Error::Invalid("tensor data overflow u64".into()))?;
+        }
+        Ok(())
+    }
+
     /// Writes the file to `w` (buffer it: many small writes are made).
     pub fn write_into<W: Write>(&self, w: &mut W) -> Result<(), Error> {
+        self.write_into_with_progress(w, &mut |_, _| {})
+    }
+
+    /// [`GgufWriter::write_into`], calling `progress(bytes written, file size)` after the
+    /// header and after each tensor: writing a multi-gigabyte file takes a while.
+    pub fn write_into_with_progress<W: Write>(
+        &self,
+        w: &mut W,
+        progress: &mut dyn FnMut(u64, u64),
+    ) -> Result<(), Error> {
+        let total = self.file_size()?;
         let align = self.alignment();
         let pad = |pos: u64| -> usize {
             let r = pos % align;
@@ -214,36 +328,19 @@ impl<'a> GgufWriter<'a> {
             }
         };
         let mut buf = Vec::new();
-        buf.extend_from_slice(&GGUF_MAGIC);
-        buf.extend_from_slice(&WRITE_VERSION.to_le_bytes());
-        buf.extend_from_slice(&(self.tensors.len() as u64).to_le_bytes());
-        buf.extend_from_slice(&(self.metadata.len() as u64).to_le_bytes());
-        for (k, v) in &self.metadata {
-            put_string(&mut buf, k.as_bytes());
-            buf.extend_from_slice(&v.value_type().id().to_le_bytes());
-            put_value(&mut buf, v);
-        }
-        let mut offset: u64 = 0;
-        for t in &self.tensors {
-            put_string(&mut buf, t.name.as_bytes());
-            buf.extend_from_slice(&(t.dims.len() as u32).to_le_bytes());
-            for d in &t.dims {
-                buf.extend_from_slice(&d.to_le_bytes());
-            }
-            buf.extend_from_slice(&t.type_id.to_le_bytes());
-            buf.extend_from_slice(&offset.to_le_bytes());
-            let len = t.data.bytes().len() as u64;
-            offset = offset
-                .checked_add(len)
-                .and_then(|o| align_up(o, align))
-                .ok_or_else(|| Error::Invalid("tensor data overflow u64".into()))?;
-        }
+        self.header(&mut buf, align)?;
         w.write_all(&buf)?;
-        write_zeros(w, pad(buf.len() as u64))?;
+        let header_pad = pad(buf.len() as u64);
+        write_zeros(w, header_pad)?;
+        let mut done = buf.len() as u64 + header_pad as u64;
+        progress(done, total);
         for t in &self.tensors {
-            let b = t.data.bytes();
-            w.write_all(b)?;
-            write_zeros(w, pad(b.len() as u64))?;
+            t.data.write(w)?;
+            let len = t.data.len();
+            let p = pad(len);
+            write_zeros(w, p)?;
+            done += len + p as u64;
+            progress(done, total);
         }
         w.flush()?;
         Ok(())
@@ -260,6 +357,17 @@ impl<'a> GgufWriter<'a> {
     /// is synced and then renamed over `path`, so readers see the old file or the complete new
     /// one, never a partial one. An existing `path` is an error unless `overwrite`.
     pub fn write_to(&self, path: impl AsRef<Path>, overwrite: bool) -> Result<(), Error> {
+        self.write_to_with_progress(path, overwrite, &mut |_, _| {})
+    }
+
+    /// [`GgufWriter::write_to`] with the progress callback of
+    /// [`GgufWriter::write_into_with_progress`].
+    pub fn write_to_with_progress(
+        &self,
+        path: impl AsRef<Path>,
+        overwrite: bool,
+        progress: &mut dyn FnMut(u64, u64),
+    ) -> Result<(), Error> {
         let path = path.as_ref();
         if !overwrite && path.symlink_metadata().is_ok() {
             return Err(Error::Invalid(format!(
@@ -288,7 +396,7 @@ impl<'a> GgufWriter<'a> {
                 .open(&tmp)
                 .map_err(|e| Error::Io(format!("cannot create {}: {e}", tmp.display())))?;
             let mut w = BufWriter::with_capacity(1 << 20, file);
-            self.write_into(&mut w)
+            self.write_into_with_progress(&mut w, progress)
                 .map_err(|e| Error::Io(format!("writing {}: {e}", tmp.display())))?;
             let file = w
                 .into_inner()
@@ -361,5 +469,55 @@ fn put_value(buf: &mut Vec<u8>, v: &GgufValue) {
                 put_value(buf, item);
             }
         }
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::indexing_slicing)]
+mod tests {
+    use super::*;
+    use crate::gguf::GgufFile;
+
+    /// A repeated tensor writes exactly the bytes of the same tensor given whole, and the
+    /// progress ends at the file size, which is the length written.
+    #[test]
+    fn repeated_tensor_equals_whole_tensor() {
+        let unit: Vec<u8> = (0..18u8).collect(); // one Q4_0 block
+        let mut a = GgufWriter::new();
+        let mut b = GgufWriter::new();
+        for w in [&mut a, &mut b] {
+            w.add_kv("general.name", GgufValue::String("r".into()))
+                .unwrap();
+            w.add_tensor_owned("first", &[3], 0, vec![7; 12]).unwrap();
+        }
+        a.add_tensor_repeated("q", &[64, 5], 2, SharedBytes::new(unit.clone()))
+            .unwrap();
+        b.add_tensor_owned("q", &[64, 5], 2, unit.repeat(10))
+            .unwrap();
+        let mut seen = Vec::new();
+        let mut bytes = Vec::new();
+        a.write_into_with_progress(&mut bytes, &mut |done, total| seen.push((done, total)))
+            .unwrap();
+        assert_eq!(bytes, b.to_bytes().unwrap());
+        let size = a.file_size().unwrap();
+        assert_eq!(size, bytes.len() as u64);
+        assert_eq!(seen.len(), 3);
+        assert_eq!(seen.last(), Some(&(size, size)));
+        assert!(seen.windows(2).all(|p| p[0].0 < p[1].0));
+        let f = GgufFile::from_bytes(bytes).unwrap();
+        assert_eq!(f.tensor_bytes(f.tensor("q").unwrap()), &unit.repeat(10)[..]);
+    }
+
+    #[test]
+    fn repeated_tensor_needs_a_dividing_unit_and_a_known_type() {
+        let mut w = GgufWriter::new();
+        let unit = |n: usize| SharedBytes::new(vec![0u8; n]);
+        // 5 rows of two Q4_0 blocks: 180 bytes, not a multiple of 36 * 3
+        assert!(w.add_tensor_repeated("a", &[64, 5], 2, unit(108)).is_err());
+        assert!(w.add_tensor_repeated("b", &[64, 5], 2, unit(0)).is_err());
+        assert!(w.add_tensor_repeated("c", &[64, 5], 999, unit(18)).is_err());
+        assert!(w.add_tensor_repeated("d", &[60, 5], 2, unit(18)).is_err());
+        w.add_tensor_repeated("e", &[64, 5], 2, unit(36)).unwrap();
+        assert!(w.add_tensor_repeated("e", &[64, 5], 2, unit(36)).is_err());
     }
 }
