@@ -1,6 +1,7 @@
 //! A Llama-family decoder (Llama 2/3.x, SmolLM2, Mistral-style; Qwen2 with its q/k/v biases;
-//! Qwen3; Gemma 3) that takes and returns candle tensors, with every matrix product in a
-//! [`QLinear`].
+//! Qwen3; Gemma 3; the mixtures of experts Qwen3-MoE, OLMoE and Mixtral) that takes and returns
+//! candle tensors, with every matrix product in a [`QLinear`] (the experts' in a
+//! [`QExpertsLinear`](crate::QExpertsLinear)).
 //!
 //! The model is configured from the GGUF metadata (`<arch>.block_count`, ...; what each
 //! architecture changes is in [`crate::config`]), takes token ids,
@@ -18,9 +19,11 @@ use qrepack::gguf::GgufFile;
 use qrepack::model::{LayoutPolicy, OpenOptions, Stack};
 use qrepack::{dequantize, GgmlType, Model};
 
-pub use crate::config::Config;
-use crate::decoder::{Block, Dims, GateUp, Linear, Qkv, Scratch, Weight};
-use crate::linear::QLinear;
+use crate::config::router_name;
+pub use crate::config::{Config, MoeConfig};
+use crate::decoder::{Block, Dims, Ffn, GateUp, Linear, Qkv, Scratch, Weight};
+use crate::linear::{QExpertsLinear, QLinear};
+use crate::moe::{Experts, MoeFfn};
 use crate::ops::{self, Heads, Rope, RopeStyle};
 use crate::profile::{timed, Phase, PhaseTimes};
 use crate::weights::{ggml_bytes, QEmbedding};
@@ -130,6 +133,59 @@ impl Builder<'_> {
         Ok(Linear {
             weight: self.weight(name)?,
             bias: self.bias(name)?,
+        })
+    }
+
+    /// The 3-D expert tensor `name` (`[cols, rows, n_expert]` in GGUF): qrepack's routed
+    /// product, or one candle `QMatMul` per expert.
+    fn experts(&self, name: &str) -> Result<Experts> {
+        Ok(match self.options.backend {
+            Backend::Qrepack => Experts::Qrepack(QExpertsLinear::from_model(self.model, name)?),
+            Backend::CandleQMatMul => {
+                let (bytes, ty, dims) = ggml_bytes(self.model, name)?;
+                let [cols, rows, n] = dims[..] else {
+                    bail!("'{name}' is not a 3-D expert tensor: dims {dims:?}");
+                };
+                let per = ty
+                    .matrix_bytes(rows, cols)
+                    .map_err(candle_core::Error::wrap)?;
+                if n == 0 || bytes.len() != n * per {
+                    bail!(
+                        "'{name}' has {} bytes for {n} experts of {per}",
+                        bytes.len()
+                    );
+                }
+                let experts = bytes
+                    .chunks_exact(per)
+                    .map(|b| {
+                        let storage = QStorage::from_data(
+                            Cow::Owned(b.to_vec()),
+                            &Device::Cpu,
+                            candle_dtype(ty)?,
+                        )?;
+                        QMatMul::from_qtensor(QTensor::new(storage, (rows, cols))?)
+                    })
+                    .collect::<Result<Vec<_>>>()?;
+                Experts::Candle {
+                    experts,
+                    rows,
+                    cols,
+                }
+            }
+        })
+    }
+
+    /// Layer `il`'s mixture of experts.
+    fn moe(&self, il: usize, moe: &MoeConfig) -> Result<MoeFfn> {
+        let n = |s: &str| format!("blk.{il}.{s}.weight");
+        Ok(MoeFfn {
+            router: self.linear(&router_name(il))?,
+            gate: self.experts(&n("ffn_gate_exps"))?,
+            up: self.experts(&n("ffn_up_exps"))?,
+            down: self.experts(&n("ffn_down_exps"))?,
+            n_used: moe.n_expert_used,
+            norm_weights: moe.norm_weights,
+            weights_scale: moe.weights_scale as f32,
         })
     }
 
@@ -325,10 +381,19 @@ impl Llama {
                 Some(l) => Qkv::Fused(l),
                 None => Qkv::Split(b.linear(&q)?, b.linear(&k)?, b.linear(&v)?),
             };
-            let (gate, up) = (n("ffn_gate"), n("ffn_up"));
-            let gate_up = match b.fused(&gate_up_stack(i), &[&gate, &up])? {
-                Some(l) => GateUp::Fused(l),
-                None => GateUp::Split(b.linear(&gate)?, b.linear(&up)?),
+            let ffn = match &config.moe {
+                Some(moe) if model.tensor(&router_name(i)).is_some() => Ffn::Moe(b.moe(i, moe)?),
+                _ => {
+                    let (gate, up) = (n("ffn_gate"), n("ffn_up"));
+                    let gate_up = match b.fused(&gate_up_stack(i), &[&gate, &up])? {
+                        Some(l) => GateUp::Fused(l),
+                        None => GateUp::Split(b.linear(&gate)?, b.linear(&up)?),
+                    };
+                    Ffn::Dense {
+                        gate_up,
+                        down: b.linear(&n("ffn_down"))?,
+                    }
+                }
             };
             let block = Block {
                 attn_norm: vector(&model, &n("attn_norm"))?,
@@ -338,8 +403,7 @@ impl Llama {
                 wo: b.linear(&n("attn_output"))?,
                 post_attn_norm: optional(config.post_norms, &n("post_attention_norm"))?,
                 ffn_norm: vector(&model, &n("ffn_norm"))?,
-                gate_up,
-                down: b.linear(&n("ffn_down"))?,
+                ffn,
                 post_ffn_norm: optional(config.post_norms, &n("post_ffw_norm"))?,
                 window: if local { config.sliding_window } else { None },
                 rope: usize::from(local),
@@ -599,36 +663,75 @@ fn check_block(b: &Block, c: &Config, layer: usize) -> Result<()> {
                 && [q, k, v].iter().all(|l| l.cols() == c.n_embd)
         }
     };
-    let ff_ok = match &b.gate_up {
-        GateUp::Fused(l) => l.rows() == 2 * c.n_ff && l.cols() == c.n_embd,
-        GateUp::Split(g, u) => {
-            g.rows() == c.n_ff && u.rows() == c.n_ff && g.cols() == c.n_embd && u.cols() == c.n_embd
-        }
+    // q/k norms: per head, or (OLMoE) over all heads at once
+    let (q_norm_w, k_norm_w) = if c.qk_norm_whole {
+        (q_w, kv_w)
+    } else {
+        (c.head_dim, c.head_dim)
     };
     let ok = qkv_ok
-        && ff_ok
         && b.wo.rows() == c.n_embd
         && b.wo.cols() == q_w
-        && b.down.rows() == c.n_embd
-        && b.down.cols() == c.n_ff
         && b.attn_norm.len() == c.n_embd
         && b.ffn_norm.len() == c.n_embd
-        && [&b.q_norm, &b.k_norm]
-            .iter()
-            .all(|w| w.as_ref().is_none_or(|w| w.len() == c.head_dim))
+        && b.q_norm.as_ref().is_none_or(|w| w.len() == q_norm_w)
+        && b.k_norm.as_ref().is_none_or(|w| w.len() == k_norm_w)
         && [&b.post_attn_norm, &b.post_ffn_norm]
             .iter()
             .all(|w| w.as_ref().is_none_or(|w| w.len() == c.n_embd));
     if !ok {
         bail!(
             "block {layer}'s tensors do not fit a model {} wide with {} heads of {} ({} key/value \
-             heads) and {} feed-forward units",
+             heads)",
             c.n_embd,
             c.n_head,
             c.head_dim,
             c.n_kv_head,
-            c.n_ff
         );
+    }
+    match &b.ffn {
+        Ffn::Dense { gate_up, down } => {
+            let ff_ok = match gate_up {
+                GateUp::Fused(l) => l.rows() == 2 * c.n_ff && l.cols() == c.n_embd,
+                GateUp::Split(g, u) => {
+                    g.rows() == c.n_ff
+                        && u.rows() == c.n_ff
+                        && g.cols() == c.n_embd
+                        && u.cols() == c.n_embd
+                }
+            };
+            if !ff_ok || down.rows() != c.n_embd || down.cols() != c.n_ff {
+                bail!(
+                    "block {layer}'s feed-forward tensors do not fit a model {} wide with {} \
+                     feed-forward units",
+                    c.n_embd,
+                    c.n_ff
+                );
+            }
+        }
+        Ffn::Moe(m) => {
+            let Some(moe) = &c.moe else {
+                bail!("block {layer} has experts but the configuration has none");
+            };
+            let (e, ff) = (moe.n_expert, moe.n_ff_expert);
+            let ok = m.router.rows() == e
+                && m.router.cols() == c.n_embd
+                && [&m.gate, &m.up]
+                    .iter()
+                    .all(|x| x.n_expert() == e && x.rows() == ff && x.cols() == c.n_embd)
+                && m.down.n_expert() == e
+                && m.down.rows() == c.n_embd
+                && m.down.cols() == ff
+                && (1..=e).contains(&m.n_used);
+            if !ok {
+                bail!(
+                    "block {layer}'s experts do not fit a model {} wide with {e} experts of {ff} \
+                     feed-forward units, {} used per token",
+                    c.n_embd,
+                    moe.n_expert_used
+                );
+            }
+        }
     }
     Ok(())
 }

@@ -1,0 +1,234 @@
+//! Mixtures of experts (Qwen3-MoE, OLMoE, Mixtral) on tiny random GGUF files written by the
+//! test: 2 layers 64 wide, 8 experts of 32 units, 2 used per token, an f32 router.
+//!
+//! With f32 weights the decoder must match the f64 reference of `common/reference.rs` (router,
+//! softmax, top-k, renormalization, the experts' SwiGLU and their weighted sum, written from
+//! llama.cpp's `build_moe_ffn`) to 1/2000 of the logit scale, having chosen the same experts
+//! for every row (each seed is checked to route no row by a near tie). Quantized files
+//! (Q4_0 / Q8_0) are compared between qrepack's routed product and candle's `QMatMul` on each
+//! expert. A prompt in chunks must equal the whole prompt, and a batch of several sequences
+//! each sequence alone.
+
+mod common;
+
+use candle_core::{Device, Tensor};
+use common::compare::{
+    check_backends, check_chunks, check_reference, exact, load, max_diff, model, rms,
+};
+use common::Tiny;
+use qrepack::GgmlType;
+use qrepack_candle::{Backend, Llama, LoadOptions};
+
+/// Qwen3-MoE: Qwen3's attention (q/k head norms, NeoX RoPE, heads wider than
+/// `n_embd / n_head`), experts renormalized.
+fn qwen3moe() -> Tiny {
+    Tiny {
+        arch: "qwen3moe",
+        n_layer: 2,
+        n_embd: 64,
+        n_head: 4,
+        n_kv_head: 2,
+        head_dim: Some(32),
+        n_ff: 96,
+        vocab: 320,
+        qk_norm: true,
+        eps: 1e-6,
+        rope_base: 1000.0,
+        n_expert: 8,
+        n_expert_used: 2,
+        n_ff_expert: 32,
+        router: GgmlType::F32,
+        attn: GgmlType::Q8_0,
+        ffn: GgmlType::Q4_0,
+        down: GgmlType::Q8_0,
+        embd: GgmlType::Q8_0,
+        output: Some(GgmlType::Q8_0),
+        ..Tiny::llama()
+    }
+}
+
+/// OLMoE: one norm over the whole of q and of k, NeoX RoPE, weights not renormalized.
+fn olmoe() -> Tiny {
+    Tiny {
+        arch: "olmoe",
+        n_kv_head: 4,
+        head_dim: None,
+        qk_norm_whole: true,
+        ..qwen3moe()
+    }
+}
+
+/// Mixtral: a `llama` file with routers; Llama's RoPE on neighbouring pairs, no head norms.
+fn mixtral() -> Tiny {
+    Tiny {
+        arch: "llama",
+        head_dim: None,
+        qk_norm: false,
+        rope_base: 500.0,
+        eps: 1e-5,
+        ..qwen3moe()
+    }
+}
+
+#[test]
+fn qwen3moe_matches_reference() {
+    check_reference(qwen3moe(), 51);
+}
+
+#[test]
+fn olmoe_matches_reference() {
+    check_reference(olmoe(), 52);
+}
+
+#[test]
+fn mixtral_matches_reference() {
+    check_reference(mixtral(), 53);
+}
+
+/// Top-4 of 8 and top-1 of 4 experts (the top-1 weight renormalizes to 1).
+#[test]
+fn other_expert_counts_match_reference() {
+    check_reference(
+        Tiny {
+            n_expert_used: 4,
+            ..qwen3moe()
+        },
+        54,
+    );
+    check_reference(
+        Tiny {
+            n_expert: 4,
+            n_expert_used: 1,
+            ..qwen3moe()
+        },
+        55,
+    );
+}
+
+#[test]
+fn quantized_files_match_across_backends() {
+    check_backends(qwen3moe(), 61);
+    check_backends(olmoe(), 62);
+    check_backends(mixtral(), 63);
+}
+
+#[test]
+fn prompt_in_chunks_matches_one_prompt() {
+    check_chunks(qwen3moe(), 71);
+    check_chunks(olmoe(), 72);
+}
+
+/// A batch of several sequences equals each sequence alone: the prompts (3 x 6 rows, whose
+/// experts are multiplied together across sequences) and then single-token steps (3 rows, and
+/// 1 row alone), with f32 weights.
+#[test]
+fn batch_matches_single_sequences() {
+    let t = exact(qwen3moe());
+    let bytes = t.gguf(81);
+    let dev = Device::Cpu;
+    let prompts: [[u32; 6]; 3] = [
+        [5, 17, 300, 2, 99, 250],
+        [1, 2, 3, 4, 5, 6],
+        [310, 0, 77, 77, 77, 12],
+    ];
+    let steps: [[u32; 3]; 2] = [[42, 7, 283], [9, 9, 1]];
+    // each sequence alone: its prompt's last logits, then one row per step
+    let mut alone: Vec<Vec<Vec<f32>>> = Vec::new();
+    for (b, p) in prompts.iter().enumerate() {
+        let mut llama = load(&bytes, Backend::Qrepack, true);
+        let ids = Tensor::new(&[*p], &dev).unwrap();
+        let mut rows: Vec<Vec<f32>> = llama.forward(&ids, 0).unwrap().to_vec2().unwrap();
+        for (i, s) in steps.iter().enumerate() {
+            let ids = Tensor::new(&[[s[b]]], &dev).unwrap();
+            let l = llama.forward(&ids, p.len() + i).unwrap();
+            rows.extend(l.to_vec2::<f32>().unwrap());
+        }
+        alone.push(rows);
+    }
+    let mut batched = load(&bytes, Backend::Qrepack, true);
+    let ids = Tensor::new(&prompts, &dev).unwrap();
+    let first: Vec<Vec<f32>> = batched.forward(&ids, 0).unwrap().to_vec2().unwrap();
+    let mut together: Vec<Vec<Vec<f32>>> = first.into_iter().map(|r| vec![r]).collect();
+    for (i, s) in steps.iter().enumerate() {
+        let ids = Tensor::new(&s.map(|x| [x]), &dev).unwrap();
+        let l: Vec<Vec<f32>> = batched
+            .forward(&ids, prompts[0].len() + i)
+            .unwrap()
+            .to_vec2()
+            .unwrap();
+        for (b, r) in l.into_iter().enumerate() {
+            together[b].push(r);
+        }
+    }
+    for b in 0..prompts.len() {
+        let tol = rms(&alone[b]) / 2000.0;
+        let d = max_diff(&alone[b], &together[b]);
+        eprintln!("sequence {b}: max |batched - alone| {d:.2e}, tolerance {tol:.2e}");
+        assert!(d <= tol, "sequence {b}: {d} > {tol}");
+    }
+}
+
+/// The mixture of experts as read from each file.
+#[test]
+fn configs() {
+    let c = |t: Tiny| {
+        Llama::load(model(&t.gguf(1)), &LoadOptions::default())
+            .unwrap()
+            .config()
+            .clone()
+    };
+    let q = c(qwen3moe());
+    let moe = q.moe.as_ref().unwrap();
+    assert_eq!(
+        (moe.n_expert, moe.n_expert_used, moe.n_ff_expert),
+        (8, 2, 32)
+    );
+    assert!(moe.norm_weights && moe.weights_scale == 1.0);
+    assert!(q.rope_neox && q.qk_norm && !q.qk_norm_whole);
+    let o = c(olmoe());
+    assert!(!o.moe.as_ref().unwrap().norm_weights && o.qk_norm_whole && o.rope_neox);
+    let m = c(mixtral());
+    assert!(m.moe.as_ref().unwrap().norm_weights && !m.rope_neox && !m.qk_norm);
+    let dense = c(Tiny {
+        n_expert: 0,
+        ..mixtral()
+    });
+    assert!(dense.moe.is_none());
+}
+
+/// Malformed files are errors at load that say what is wrong.
+#[test]
+fn malformed_files_are_clear_errors() {
+    let err = |t: Tiny| {
+        Llama::load(model(&t.gguf(1)), &LoadOptions::default())
+            .unwrap_err()
+            .to_string()
+    };
+    // a qwen3moe file without experts
+    let e = err(Tiny {
+        n_expert: 0,
+        ..qwen3moe()
+    });
+    assert!(e.contains("ffn_gate_inp"), "{e}");
+    // more experts used than there are
+    let e = err(Tiny {
+        n_expert: 2,
+        n_expert_used: 3,
+        ..qwen3moe()
+    });
+    assert!(e.contains("3 experts used of 2"), "{e}");
+}
+
+/// candle's per-expert `QMatMul` backend against qrepack's on the f32 file that
+/// [`qwen3moe_matches_reference`] checks against the f64 reference: the backend the quantized
+/// files are compared with is itself right.
+#[test]
+fn candle_backend_matches_qrepack_on_f32() {
+    let t = exact(qwen3moe());
+    let bytes = t.gguf(51);
+    let a = common::compare::run(&mut load(&bytes, Backend::CandleQMatMul, false));
+    let b = common::compare::run(&mut load(&bytes, Backend::Qrepack, true));
+    let tol = rms(&b) / 2000.0;
+    let d = max_diff(&a, &b);
+    assert!(d <= tol, "candle vs qrepack on f32 weights: {d} > {tol}");
+}
