@@ -228,3 +228,86 @@ fn with_kv(bytes: Vec<u8>, key: &str, value: GgufValue) -> Vec<u8> {
     }
     w.to_bytes().unwrap()
 }
+
+/// A tiny random f32 Mixtral (a `llama` file with 8 experts, 2 used per token) against
+/// candle-transformers' `quantized_llama`, whose mixture of experts (softmax, top-2,
+/// renormalized, one `QMatMul` per expert) is written independently of ours. The stock model
+/// reads the older layout of one 2-D tensor per expert (`blk.N.ffn_gate.E.weight`), so its
+/// copy of the file has the 3-D expert tensors split into those; every logit of the prompt and
+/// 8 greedy steps must agree to 1/2000 of the logit scale.
+#[test]
+fn tiny_mixtral_matches_stock_candle() {
+    let f = GgmlType::F32;
+    let t = Tiny {
+        n_layer: 2,
+        n_embd: 64,
+        n_head: 4,
+        n_kv_head: 2,
+        n_ff: 96,
+        vocab: 320,
+        rope_base: 500.0,
+        n_expert: 8,
+        n_expert_used: 2,
+        n_ff_expert: 32,
+        router: f,
+        attn: f,
+        ffn: f,
+        down: f,
+        embd: f,
+        output: Some(f),
+        ..Tiny::llama()
+    };
+    let dir = std::env::temp_dir().join(format!("qrepack-candle-mixtral-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let bytes = t.gguf(43);
+    let ours_path = dir.join("mixtral.gguf");
+    std::fs::write(&ours_path, &bytes).unwrap();
+    let stock_path = dir.join("mixtral-split.gguf");
+    let split = with_kv(
+        split_experts(bytes),
+        "llama.rope.dimension_count",
+        GgufValue::U32((t.n_embd / t.n_head) as u32),
+    );
+    std::fs::write(&stock_path, split).unwrap();
+    let model = Arc::new(Model::open(&ours_path).unwrap());
+    assert!(Config::from_model(&model).unwrap().moe.is_some());
+    let mut ours = Llama::load(model, &Default::default()).unwrap();
+    let mut stock = StockLlama::open(&stock_path).unwrap();
+    let c = compare_llama(&mut ours, &mut stock, &[5, 17, 300, 2, 99, 250, 17], 8).unwrap();
+    let tokens: Vec<u32> = c.steps.iter().map(|s| s.stock_token).collect();
+    let ours_tokens: Vec<u32> = c.steps.iter().map(|s| s.token).collect();
+    let d = c.max_diff();
+    eprintln!("mixtral: stock tokens {tokens:?}, ours {ours_tokens:?}, max |dlogit| {d:.2e}");
+    assert!(d < 1.0 / 2000.0, "mixtral: {d}");
+    assert_eq!(tokens, ours_tokens);
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+/// The GGUF file `bytes` with each 3-D expert tensor `blk.N.ffn_X_exps.weight` replaced by one
+/// 2-D tensor per expert, `blk.N.ffn_X.E.weight` (the layout of the first Mixtral files).
+fn split_experts(bytes: Vec<u8>) -> Vec<u8> {
+    let g = GgufFile::from_bytes(bytes).unwrap();
+    let mut w = GgufWriter::new();
+    for (k, v) in g.metadata() {
+        w.add_kv(k, v.clone()).unwrap();
+    }
+    for t in g.tensors() {
+        let data = g.tensor_bytes(t);
+        match (t.name.strip_suffix("_exps.weight"), &t.dims[..]) {
+            (Some(stem), &[cols, rows, n]) => {
+                let per = data.len() / n as usize;
+                for (e, chunk) in data.chunks_exact(per).enumerate() {
+                    w.add_tensor_owned(
+                        &format!("{stem}.{e}.weight"),
+                        &[cols, rows],
+                        t.type_id,
+                        chunk.to_vec(),
+                    )
+                    .unwrap();
+                }
+            }
+            _ => w.add_tensor(&t.name, &t.dims, t.type_id, data).unwrap(),
+        }
+    }
+    w.to_bytes().unwrap()
+}
