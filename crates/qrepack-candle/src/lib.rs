@@ -27,6 +27,7 @@
 //! qrepack runs on the current rayon thread pool (`RAYON_NUM_THREADS`), candle's own CPU
 //! kernels on theirs (`CANDLE_NUM_THREADS`, then `RAYON_NUM_THREADS`).
 
+mod build;
 pub mod config;
 mod decoder;
 pub mod linear;
