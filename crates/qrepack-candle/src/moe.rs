@@ -93,6 +93,12 @@ impl Experts {
                 if y.len() != ids.len() * rows || x.len() != ids.len() / n_used * x_rows * cols {
                     bail!("the routed product's buffers do not fit {} ids", ids.len());
                 }
+                if ids
+                    .iter()
+                    .any(|&id| usize::try_from(id).map_or(true, |e| e >= experts.len()))
+                {
+                    bail!("an expert id is outside 0..{}", experts.len());
+                }
                 // the slots of each expert gathered, multiplied together, scattered back
                 for (e, m) in experts.iter().enumerate() {
                     let slots: Vec<usize> = (0..ids.len())
@@ -111,12 +117,6 @@ impl Experts {
                     for (i, &s) in slots.iter().enumerate() {
                         y[s * rows..][..rows].copy_from_slice(&out[i * rows..][..rows]);
                     }
-                }
-                if ids
-                    .iter()
-                    .any(|&id| usize::try_from(id).map_or(true, |e| e >= experts.len()))
-                {
-                    bail!("an expert id is outside 0..{}", experts.len());
                 }
                 Ok(())
             }
