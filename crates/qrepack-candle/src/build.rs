@@ -89,13 +89,36 @@ impl Builder<'_> {
         })
     }
 
-    /// The 3-D expert tensor `name` (`[cols, rows, n_expert]` in GGUF): qrepack's routed
-    /// product, or one candle `QMatMul` per expert.
-    pub fn experts(&self, name: &str) -> Result<Experts> {
+    /// Layer `il`'s experts `part` (`gate`, `up` or `down`): the 3-D tensor
+    /// `blk.N.ffn_{part}_exps.weight` (`[cols, rows, n_expert]` in GGUF) as qrepack's routed
+    /// product, or one candle `QMatMul` per expert; or, in the first Mixtral files, the 2-D
+    /// tensors `blk.N.ffn_{part}.E.weight` of each expert, one product each.
+    pub fn experts(&self, il: usize, part: &str) -> Result<Experts> {
+        let name = format!("blk.{il}.ffn_{part}_exps.weight");
+        if self.model.tensor(&name).is_none() {
+            let one = |e: usize| format!("blk.{il}.ffn_{part}.{e}.weight");
+            if self.model.tensor(&one(0)).is_none() {
+                bail!("the model has no expert tensor '{name}' (nor '{}')", one(0));
+            }
+            let experts = (0..)
+                .map(one)
+                .take_while(|n| self.model.tensor(n).is_some())
+                .map(|n| self.linear(&n))
+                .collect::<Result<Vec<_>>>()?;
+            let (rows, cols) = (experts[0].rows(), experts[0].cols());
+            if experts.iter().any(|l| l.rows() != rows || l.cols() != cols) {
+                bail!("the experts 'blk.{il}.ffn_{part}.E.weight' differ in shape");
+            }
+            return Ok(Experts::Separate {
+                experts,
+                rows,
+                cols,
+            });
+        }
         Ok(match self.options.backend {
-            Backend::Qrepack => Experts::Qrepack(QExpertsLinear::from_model(self.model, name)?),
+            Backend::Qrepack => Experts::Qrepack(QExpertsLinear::from_model(self.model, &name)?),
             Backend::CandleQMatMul => {
-                let (bytes, ty, dims) = ggml_bytes(self.model, name)?;
+                let (bytes, ty, dims) = ggml_bytes(self.model, &name)?;
                 let [cols, rows, n] = dims[..] else {
                     bail!("'{name}' is not a 3-D expert tensor: dims {dims:?}");
                 };
@@ -116,10 +139,20 @@ impl Builder<'_> {
                             &Device::Cpu,
                             candle_dtype(ty)?,
                         )?;
-                        QMatMul::from_qtensor(QTensor::new(storage, (rows, cols))?)
+                        Ok(Linear {
+                            weight: Weight::Candle {
+                                matmul: QMatMul::from_qtensor(QTensor::new(
+                                    storage,
+                                    (rows, cols),
+                                )?)?,
+                                rows,
+                                cols,
+                            },
+                            bias: None,
+                        })
                     })
                     .collect::<Result<Vec<_>>>()?;
-                Experts::Candle {
+                Experts::Separate {
                     experts,
                     rows,
                     cols,
@@ -130,12 +163,11 @@ impl Builder<'_> {
 
     /// Layer `il`'s mixture of experts.
     pub fn moe(&self, il: usize, moe: &MoeConfig) -> Result<MoeFfn> {
-        let n = |s: &str| format!("blk.{il}.{s}.weight");
         Ok(MoeFfn {
             router: self.linear(&router_name(il))?,
-            gate: self.experts(&n("ffn_gate_exps"))?,
-            up: self.experts(&n("ffn_up_exps"))?,
-            down: self.experts(&n("ffn_down_exps"))?,
+            gate: self.experts(il, "gate")?,
+            up: self.experts(il, "up")?,
+            down: self.experts(il, "down")?,
             n_used: moe.n_expert_used,
             norm_weights: moe.norm_weights,
             weights_scale: moe.weights_scale as f32,

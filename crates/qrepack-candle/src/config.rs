@@ -15,7 +15,8 @@
 //! * `olmoe`: NeoX RoPE, one RMS norm over the whole of q and of k (not per head), and a
 //!   mixture of experts whose top-k weights are not renormalized.
 //! * Mixtral: a `llama` file whose layers have a router (`ffn_gate_inp`): experts as in
-//!   `qwen3moe`, Llama's attention.
+//!   `qwen3moe` (3-D tensors, or one 2-D tensor per expert in the first files), Llama's
+//!   attention.
 //! * `gemma3`: the embedding scaled by `sqrt(n_embd)`, q/k head norms, RMS norms after the
 //!   attention and the feed-forward output (before their residual adds), GeGLU, sliding-window
 //!   attention on five layers of every six with their own RoPE base (10000), and an output head
@@ -242,8 +243,11 @@ fn moe(model: &Model, arch: &str, n_layer: usize) -> Result<Option<MoeConfig>> {
         bail!("{n_expert_used} experts used of {n_expert} is not a mixture of experts");
     }
     // the width from the tensors, as for the dense layers; else from the metadata
-    let n_ff_expert = match model.tensor(&format!("blk.{first}.ffn_gate_exps.weight")) {
-        Some(t) if t.dims.len() == 3 => t.dims[1] as usize,
+    let tensor = |name: String| model.tensor(&name);
+    let n_ff_expert = match tensor(format!("blk.{first}.ffn_gate_exps.weight"))
+        .or_else(|| tensor(format!("blk.{first}.ffn_gate.0.weight")))
+    {
+        Some(t) if t.dims.len() >= 2 => t.dims[1] as usize,
         _ => metadata_usize(model, &key("expert_feed_forward_length"))
             .or_else(|_| metadata_usize(model, &key("feed_forward_length")))?,
     };

@@ -15,8 +15,7 @@
 //!
 //! Every buffer lives in [`MoeScratch`], sized once per batch shape like the dense path's.
 
-use candle_core::quantized::QMatMul;
-use candle_core::{bail, Device, Module, Result, Tensor};
+use candle_core::{bail, Result};
 use rayon::prelude::*;
 
 use crate::decoder::{sized, Linear};
@@ -31,14 +30,16 @@ const PARALLEL_ROWS: usize = 32;
 /// normal f16).
 const MIN_WEIGHT_SUM: f32 = 1.0 / 16384.0;
 
-/// One expert tensor of a layer (gate, up or down of every expert), by either backend.
+/// One expert tensor of a layer (gate, up or down of every expert).
 #[derive(Clone, Debug)]
 pub(crate) enum Experts {
-    /// qrepack's routed product.
+    /// A 3-D tensor through qrepack's routed product.
     Qrepack(QExpertsLinear),
-    /// candle's `QMatMul`, one per expert, for comparisons.
-    Candle {
-        experts: Vec<QMatMul>,
+    /// One matrix per expert, each multiplying the rows routed to it: candle's `QMatMul` (the
+    /// comparison backend), or the 2-D tensors of the first Mixtral files
+    /// (`blk.N.ffn_gate.E.weight`).
+    Separate {
+        experts: Vec<Linear>,
         rows: usize,
         cols: usize,
     },
@@ -48,7 +49,7 @@ impl Experts {
     pub fn n_expert(&self) -> usize {
         match self {
             Experts::Qrepack(e) => e.experts().n_expert(),
-            Experts::Candle { experts, .. } => experts.len(),
+            Experts::Separate { experts, .. } => experts.len(),
         }
     }
 
@@ -56,7 +57,7 @@ impl Experts {
     pub fn rows(&self) -> usize {
         match self {
             Experts::Qrepack(e) => e.experts().rows(),
-            Experts::Candle { rows, .. } => *rows,
+            Experts::Separate { rows, .. } => *rows,
         }
     }
 
@@ -64,7 +65,7 @@ impl Experts {
     pub fn cols(&self) -> usize {
         match self {
             Experts::Qrepack(e) => e.experts().cols(),
-            Experts::Candle { cols, .. } => *cols,
+            Experts::Separate { cols, .. } => *cols,
         }
     }
 
@@ -84,7 +85,7 @@ impl Experts {
                 .experts()
                 .matmul_id(x, x_rows, ids, n_used, y)
                 .map_err(candle_core::Error::wrap),
-            Experts::Candle {
+            Experts::Separate {
                 experts,
                 rows,
                 cols,
@@ -112,8 +113,8 @@ impl Experts {
                         let row = s / n_used * x_rows + (s % n_used) % x_rows;
                         xe.extend_from_slice(&x[row * cols..][..cols]);
                     }
-                    let t = Tensor::from_vec(xe, (slots.len(), cols), &Device::Cpu)?;
-                    let out = m.forward(&t)?.flatten_all()?.to_vec1::<f32>()?;
+                    let mut out = vec![0.0; slots.len() * rows];
+                    m.forward_into(&xe, slots.len(), &mut out)?;
                     for (i, &s) in slots.iter().enumerate() {
                         y[s * rows..][..rows].copy_from_slice(&out[i * rows..][..rows]);
                     }

@@ -14,8 +14,8 @@ mod common;
 
 use candle_core::{Device, Tensor};
 use common::compare::{
-    check_backends, check_chunks, check_reference, exact, load, max_diff, model, rms, run, PROMPT,
-    STEPS,
+    check_backends, check_chunks, check_reference, exact, load, max_diff, model, rms, run,
+    split_experts, PROMPT, STEPS,
 };
 use common::reference::reference_full;
 use common::Tiny;
@@ -264,5 +264,24 @@ fn quantized_qwen3moe_near_reference() {
         );
         assert!(r.routing_margin > 3e-2, "seed {seed}: {}", r.routing_margin);
         assert!(d < 0.15 * scale, "seed {seed}: {d} >= 0.15 * {scale}");
+    }
+}
+
+/// The first Mixtral files, with one 2-D tensor per expert (`blk.N.ffn_gate.E.weight`), give
+/// the logits of the same experts in 3-D tensors: f32 to rounding (the split experts run one
+/// product each, the 3-D ones the routed product) and quantized, with both backends.
+#[test]
+fn mixtral_split_experts_match_3d() {
+    for (t, tol) in [(exact(mixtral()), 1e-5), (mixtral(), 1.0 / 512.0)] {
+        let bytes = t.gguf(64);
+        let split = split_experts(bytes.clone());
+        assert!(model(&split).tensor("blk.0.ffn_gate.7.weight").is_some());
+        let want = run(&mut load(&bytes, Backend::Qrepack, true));
+        for backend in [Backend::Qrepack, Backend::CandleQMatMul] {
+            let got = run(&mut load(&split, backend, backend == Backend::Qrepack));
+            let d = max_diff(&got, &want);
+            eprintln!("{backend:?}: max |split - 3-D| {d:.2e}");
+            assert!(d <= tol * rms(&want), "{backend:?}: {d}");
+        }
     }
 }

@@ -19,6 +19,7 @@ mod common;
 
 use std::sync::Arc;
 
+use common::compare::split_experts;
 use common::Tiny;
 use qrepack::gguf::{GgufFile, GgufValue, GgufWriter};
 use qrepack::GgmlType;
@@ -281,33 +282,4 @@ fn tiny_mixtral_matches_stock_candle() {
     assert!(d < 1.0 / 2000.0, "mixtral: {d}");
     assert_eq!(tokens, ours_tokens);
     std::fs::remove_dir_all(&dir).ok();
-}
-
-/// The GGUF file `bytes` with each 3-D expert tensor `blk.N.ffn_X_exps.weight` replaced by one
-/// 2-D tensor per expert, `blk.N.ffn_X.E.weight` (the layout of the first Mixtral files).
-fn split_experts(bytes: Vec<u8>) -> Vec<u8> {
-    let g = GgufFile::from_bytes(bytes).unwrap();
-    let mut w = GgufWriter::new();
-    for (k, v) in g.metadata() {
-        w.add_kv(k, v.clone()).unwrap();
-    }
-    for t in g.tensors() {
-        let data = g.tensor_bytes(t);
-        match (t.name.strip_suffix("_exps.weight"), &t.dims[..]) {
-            (Some(stem), &[cols, rows, n]) => {
-                let per = data.len() / n as usize;
-                for (e, chunk) in data.chunks_exact(per).enumerate() {
-                    w.add_tensor_owned(
-                        &format!("{stem}.{e}.weight"),
-                        &[cols, rows],
-                        t.type_id,
-                        chunk.to_vec(),
-                    )
-                    .unwrap();
-                }
-            }
-            _ => w.add_tensor(&t.name, &t.dims, t.type_id, data).unwrap(),
-        }
-    }
-    w.to_bytes().unwrap()
 }

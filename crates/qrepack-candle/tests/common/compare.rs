@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use candle_core::{Device, Tensor};
-use qrepack::gguf::GgufFile;
+use qrepack::gguf::{GgufFile, GgufWriter};
 use qrepack::model::OpenOptions;
 use qrepack::{GgmlType, Model};
 use qrepack_candle::llama::stacks_for;
@@ -182,4 +182,33 @@ pub fn check_chunks(t: Tiny, seed: u64) {
     let tol = rms(&all) / 512.0;
     let d = max_diff(&all, &got);
     assert!(d <= tol, "{}: chunked vs whole {d} > {tol}", t.arch);
+}
+
+/// The GGUF file `bytes` with each 3-D expert tensor `blk.N.ffn_X_exps.weight` replaced by one
+/// 2-D tensor per expert, `blk.N.ffn_X.E.weight` (the layout of the first Mixtral files).
+pub fn split_experts(bytes: Vec<u8>) -> Vec<u8> {
+    let g = GgufFile::from_bytes(bytes).unwrap();
+    let mut w = GgufWriter::new();
+    for (k, v) in g.metadata() {
+        w.add_kv(k, v.clone()).unwrap();
+    }
+    for t in g.tensors() {
+        let data = g.tensor_bytes(t);
+        match (t.name.strip_suffix("_exps.weight"), &t.dims[..]) {
+            (Some(stem), &[cols, rows, n]) => {
+                let per = data.len() / n as usize;
+                for (e, chunk) in data.chunks_exact(per).enumerate() {
+                    w.add_tensor_owned(
+                        &format!("{stem}.{e}.weight"),
+                        &[cols, rows],
+                        t.type_id,
+                        chunk.to_vec(),
+                    )
+                    .unwrap();
+                }
+            }
+            _ => w.add_tensor(&t.name, &t.dims, t.type_id, data).unwrap(),
+        }
+    }
+    w.to_bytes().unwrap()
 }
