@@ -1,12 +1,12 @@
 //! A Llama-family decoder (Llama 2/3.x, SmolLM2, Mistral-style; Qwen2 with its q/k/v biases;
 //! Qwen3; Gemma 3; the mixtures of experts Qwen3-MoE, OLMoE and Mixtral) that takes and returns
-//! candle tensors, with every matrix product in a [`QLinear`] (the experts' in a
+//! candle tensors, with every matrix product in a [`QLinear`](crate::QLinear) (the experts' in a
 //! [`QExpertsLinear`](crate::QExpertsLinear)).
 //!
 //! The model is configured from the GGUF metadata (`<arch>.block_count`, ...; what each
 //! architecture changes is in [`crate::config`]), takes token ids,
 //! keeps a KV cache, and returns logits. Inside, the forward pass runs on raw f32 buffers
-//! allocated once per batch shape ([`crate::decoder`]), with the kernels of [`crate::ops`], on
+//! allocated once per batch shape (module `decoder`), with the kernels of [`crate::ops`], on
 //! one rayon thread pool that the products share.
 
 use std::sync::Arc;
@@ -28,7 +28,7 @@ use crate::weights::QEmbedding;
 /// Which matrix product the model's linear layers use.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Backend {
-    /// qrepack ([`QLinear`]): repacked weights, the default.
+    /// qrepack ([`QLinear`](crate::QLinear)): repacked weights, the default.
     #[default]
     Qrepack,
     /// candle-core's own `QMatMul` on the same ggml bytes (for comparisons).
@@ -120,7 +120,7 @@ pub fn stacks_for(gguf: &GgufFile) -> Vec<Stack> {
     stacks
 }
 
-/// A Llama-family decoder: candle tensors in and out, its products in [`QLinear`] (or
+/// A Llama-family decoder: candle tensors in and out, its products in [`QLinear`](crate::QLinear) (or
 /// candle's `QMatMul`), the rest on preallocated buffers.
 ///
 /// ```no_run
