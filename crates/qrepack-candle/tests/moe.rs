@@ -5,8 +5,8 @@
 //! softmax, top-k, renormalization, the experts' SwiGLU and their weighted sum, written from
 //! llama.cpp's `build_moe_ffn`) to 1/2000 of the logit scale, having chosen the same experts
 //! for every row (each seed is checked to route no row by a near tie). Quantized files
-//! (Q4_0 / Q8_0) are compared between qrepack's routed product and candle's `QMatMul` on each
-//! expert, and against the reference loosely. A prompt in chunks must equal the whole prompt,
+//! (Q4_0 / Q5_0, Q4_K / Q6_K experts) are compared between qrepack's routed product and
+//! candle's `QMatMul` on each expert, and against the reference loosely. A prompt in chunks must equal the whole prompt,
 //! and a batch of several sequences each sequence alone. (tests/stock.rs also compares a tiny
 //! Mixtral with candle-transformers' `quantized_llama`.)
 
@@ -108,11 +108,46 @@ fn other_expert_counts_match_reference() {
     );
 }
 
+/// `t` with the products in types whose activations candle quantizes as ggml does (Q4_0,
+/// Q5_0, the K-quants; not Q8_0, see tests/synthetic.rs), so that the two backends differ by
+/// summation order only.
+fn for_backends(t: Tiny) -> Tiny {
+    let q8 = |ty: GgmlType| {
+        if ty == GgmlType::Q8_0 {
+            GgmlType::Q5_0
+        } else {
+            ty
+        }
+    };
+    Tiny {
+        attn: q8(t.attn),
+        ffn: q8(t.ffn),
+        down: q8(t.down),
+        output: t.output.map(q8),
+        ..t
+    }
+}
+
 #[test]
 fn quantized_files_match_across_backends() {
-    check_backends(qwen3moe(), 61);
-    check_backends(olmoe(), 62);
-    check_backends(mixtral(), 63);
+    check_backends(for_backends(qwen3moe()), 61);
+    check_backends(for_backends(olmoe()), 62);
+    check_backends(for_backends(mixtral()), 63);
+}
+
+/// K-quant experts, as in the common Qwen3-MoE files (Q4_K gate and up, Q6_K down), on a model
+/// 256 wide with experts of 256 (K-quant rows are multiples of 256).
+#[test]
+fn k_quant_experts_match_across_backends() {
+    let t = Tiny {
+        n_embd: 256,
+        n_ff_expert: 256,
+        head_dim: Some(64),
+        ffn: GgmlType::Q4_K,
+        down: GgmlType::Q6_K,
+        ..qwen3moe()
+    };
+    check_backends(for_backends(t), 65);
 }
 
 #[test]
@@ -272,7 +307,10 @@ fn quantized_qwen3moe_near_reference() {
 /// product each, the 3-D ones the routed product) and quantized, with both backends.
 #[test]
 fn mixtral_split_experts_match_3d() {
-    for (t, tol) in [(exact(mixtral()), 1e-5), (mixtral(), 1.0 / 512.0)] {
+    for (t, tol) in [
+        (exact(mixtral()), 1e-5),
+        (for_backends(mixtral()), 1.0 / 512.0),
+    ] {
         let bytes = t.gguf(64);
         let split = split_experts(bytes.clone());
         assert!(model(&split).tensor("blk.0.ffn_gate.7.weight").is_some());
