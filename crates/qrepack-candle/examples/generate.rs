@@ -16,7 +16,9 @@
 //!   `{"step": 0, "token": 7042, "top": [[7042, 17.74], [260, 15.23], ...]}` (K ids with their
 //!   logits, largest first);
 //! * `--threads N`: the rayon pool for qrepack and candle (`RAYON_NUM_THREADS`); default all;
-//! * `--backend candle`: candle-core's `QMatMul` instead of qrepack, same model code.
+//! * `--backend candle`: candle-core's `QMatMul` instead of qrepack, same model code;
+//! * `--profile-load`: where the load's time goes, on stderr: mapping the file, converting
+//!   the weights (repacking, or mapping a repack cache), the tokenizer, the model set-up.
 //!
 //! The generated text goes to stdout (without `--json`), the prompt and generation speeds in
 //! tokens/s to stderr.
@@ -34,7 +36,7 @@ use qrepack_candle::llama::stacks_for;
 use qrepack_candle::{Backend, Llama, LoadOptions, Tokenizer};
 
 const USAGE: &str = "usage: generate MODEL.gguf (--tokens 1,2,3 | --prompt TEXT [--chat]) \
-[--steps N] [--top K] [--json] [--threads N] [--backend qrepack|candle]";
+[--steps N] [--top K] [--json] [--threads N] [--backend qrepack|candle] [--profile-load]";
 
 struct Args {
     model: String,
@@ -46,6 +48,7 @@ struct Args {
     json: bool,
     threads: Option<usize>,
     backend: Backend,
+    profile_load: bool,
 }
 
 fn parse(args: &[String]) -> Result<Args, String> {
@@ -59,6 +62,7 @@ fn parse(args: &[String]) -> Result<Args, String> {
         json: false,
         threads: None,
         backend: Backend::Qrepack,
+        profile_load: false,
     };
     let mut it = args.iter();
     while let Some(arg) = it.next() {
@@ -89,6 +93,7 @@ fn parse(args: &[String]) -> Result<Args, String> {
             "--steps" => a.steps = number(value("--steps")?, "--steps")?,
             "--top" => a.top = number(value("--top")?, "--top")?,
             "--json" => a.json = true,
+            "--profile-load" => a.profile_load = true,
             "--threads" => a.threads = Some(number(value("--threads")?, "--threads")?),
             "--backend" => {
                 a.backend = match value("--backend")?.as_str() {
@@ -145,6 +150,7 @@ fn run(a: Args) -> Result<(), String> {
     }
     let t0 = Instant::now();
     let gguf = GgufFile::open(&a.model).map_err(|e| e.to_string())?;
+    let t_open = t0.elapsed().as_secs_f64();
     let options = OpenOptions {
         layout: match a.backend {
             Backend::Qrepack => LayoutPolicy::Best,
@@ -158,7 +164,9 @@ fn run(a: Args) -> Result<(), String> {
         ..OpenOptions::default()
     };
     let model = Arc::new(Model::from_gguf(gguf, &options).map_err(|e| e.to_string())?);
+    let t_weights = t0.elapsed().as_secs_f64();
     let tokenizer = Tokenizer::from_gguf(model.gguf()).ok();
+    let t_tokenizer = t0.elapsed().as_secs_f64();
     let mut llama = Llama::load(
         Arc::clone(&model),
         &LoadOptions {
@@ -168,6 +176,21 @@ fn run(a: Args) -> Result<(), String> {
     )
     .map_err(|e| e.to_string())?;
     let load_s = t0.elapsed().as_secs_f64();
+    if a.profile_load {
+        let what = if model.is_cache() {
+            "map the repack cache"
+        } else {
+            "convert the weights"
+        };
+        eprintln!(
+            "load: map the file {:.3} s, {what} {:.3} s, tokenizer {:.3} s, model set-up {:.3} s, \
+             total {load_s:.3} s",
+            t_open,
+            t_weights - t_open,
+            t_tokenizer - t_weights,
+            load_s - t_tokenizer
+        );
+    }
 
     let prompt: Vec<u32> = match (&a.tokens, &a.prompt) {
         (Some(ids), _) => ids.clone(),

@@ -258,7 +258,7 @@ impl Llama {
                 config.n_embd
             );
         }
-        let embedding = QEmbedding::from_model(&model, "token_embd.weight")?;
+        let embedding = QEmbedding::from_shared_model(&model, "token_embd.weight")?;
         if embedding.dim() != config.n_embd {
             bail!(
                 "the embedding is {} wide, not {}",

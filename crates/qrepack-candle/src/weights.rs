@@ -87,11 +87,23 @@ pub fn metadata_f64(model: &Model, key: &str) -> Result<f64> {
 /// (a 49152 x 576 Q8_0 table stays 30 MB instead of 113 MB of f32).
 #[derive(Clone)]
 pub struct QEmbedding {
-    bytes: Arc<Vec<u8>>,
+    table: Table,
     ty: GgmlType,
     vocab: usize,
     dim: usize,
     row_bytes: usize,
+}
+
+/// Where the embedding rows come from.
+#[derive(Clone)]
+enum Table {
+    /// ggml rows, copied.
+    Bytes(Arc<Vec<u8>>),
+    /// A matrix of the model (the table doubles as the tied output head, repacked): rows are
+    /// unpacked one at a time.
+    Matrix { model: Arc<Model>, name: String },
+    /// A tensor of the model kept as the file stores it.
+    Raw { model: Arc<Model>, name: String },
 }
 
 impl std::fmt::Debug for QEmbedding {
@@ -113,12 +125,77 @@ impl QEmbedding {
         };
         let row_bytes = ty.row_bytes(dim).map_err(candle_core::Error::wrap)?;
         Ok(QEmbedding {
-            bytes: Arc::new(bytes),
+            table: Table::Bytes(Arc::new(bytes)),
             ty,
             vocab,
             dim,
             row_bytes,
         })
+    }
+
+    /// The embedding table `name` of a shared `model`, without a copy: rows are read from the
+    /// model's matrix (unpacked one by one from its layout) or from the file's bytes.
+    pub fn from_shared_model(model: &Arc<Model>, name: &str) -> Result<QEmbedding> {
+        let Some(info) = model.tensor(name) else {
+            bail!("the model has no tensor '{name}'");
+        };
+        let Some(ty) = info.ty else {
+            bail!(
+                "tensor '{name}' has ggml type id {}, which qrepack does not know",
+                info.type_id
+            );
+        };
+        let [dim, vocab] = info.dims[..] else {
+            bail!(
+                "embedding '{name}' must have 2 dimensions, has {:?}",
+                info.dims
+            );
+        };
+        let (dim, vocab) = (dim as usize, vocab as usize);
+        let row_bytes = ty.row_bytes(dim).map_err(candle_core::Error::wrap)?;
+        let table = if model.matrix(name).is_some() {
+            Table::Matrix {
+                model: Arc::clone(model),
+                name: name.to_string(),
+            }
+        } else if model
+            .raw_bytes(name)
+            .is_some_and(|b| b.len() == row_bytes * vocab && !model.is_cache())
+        {
+            Table::Raw {
+                model: Arc::clone(model),
+                name: name.to_string(),
+            }
+        } else {
+            return QEmbedding::from_model(model, name);
+        };
+        Ok(QEmbedding {
+            table,
+            ty,
+            vocab,
+            dim,
+            row_bytes,
+        })
+    }
+
+    /// Row `id` (in range) in ggml's layout.
+    fn row(&self, id: usize) -> std::result::Result<std::borrow::Cow<'_, [u8]>, String> {
+        use std::borrow::Cow;
+        let range = id * self.row_bytes..(id + 1) * self.row_bytes;
+        match &self.table {
+            Table::Bytes(b) => Ok(Cow::Borrowed(&b[range])),
+            Table::Matrix { model, name } => {
+                let m = model
+                    .matrix(name)
+                    .ok_or_else(|| format!("the model lost matrix '{name}'"))?;
+                m.ggml_row(id).map(Cow::Owned).map_err(|e| e.to_string())
+            }
+            Table::Raw { model, name } => model
+                .raw_bytes(name)
+                .and_then(|b| b.get(range))
+                .map(Cow::Borrowed)
+                .ok_or_else(|| format!("tensor '{name}' has no row {id}")),
+        }
     }
 
     /// Embedding width.
@@ -147,8 +224,8 @@ impl QEmbedding {
                 out.len()
             ));
         }
-        let bytes = &self.bytes[id * self.row_bytes..(id + 1) * self.row_bytes];
-        let row = dequantize(self.ty, bytes, 1, self.dim).map_err(|e| e.to_string())?;
+        let bytes = self.row(id)?;
+        let row = dequantize(self.ty, &bytes, 1, self.dim).map_err(|e| e.to_string())?;
         out.copy_from_slice(&row);
         Ok(())
     }
@@ -173,8 +250,8 @@ impl QEmbedding {
                     self.vocab
                 );
             };
-            let bytes = &self.bytes[row * self.row_bytes..(row + 1) * self.row_bytes];
-            out.extend(dequantize(self.ty, bytes, 1, self.dim).map_err(candle_core::Error::wrap)?);
+            let bytes = self.row(row).map_err(candle_core::Error::msg)?;
+            out.extend(dequantize(self.ty, &bytes, 1, self.dim).map_err(candle_core::Error::wrap)?);
         }
         let mut shape = ids.dims().to_vec();
         shape.push(self.dim);

@@ -261,3 +261,31 @@ fn every_type_within_the_activation_quantization_bound() {
         }
     }
 }
+
+/// An embedding table read in place (from the repacked matrix it also is, or from the file's
+/// bytes) gives the rows of the copied table, and refuses ids outside the vocabulary.
+#[test]
+fn shared_embedding_tables_equal_copied_ones() {
+    let model = tiny_model();
+    for name in ["m.weight", "n.weight"] {
+        let copied = weights::QEmbedding::from_model(&model, name);
+        let shared = weights::QEmbedding::from_shared_model(&model, name);
+        if name == "n.weight" {
+            // 1-D: not an embedding table, either way
+            assert!(copied.is_err() && shared.is_err());
+            continue;
+        }
+        let (copied, shared) = (copied.unwrap(), shared.unwrap());
+        assert!(model.matrix(name).unwrap().layout() != qrepack::Layout::Plain);
+        let ids = Tensor::new(&[0u32, 5, 23, 17, 5], &Device::Cpu).unwrap();
+        let a = copied.forward(&ids).unwrap().flatten_all().unwrap();
+        let b = shared.forward(&ids).unwrap().flatten_all().unwrap();
+        assert_eq!(a.to_vec1::<f32>().unwrap(), b.to_vec1::<f32>().unwrap());
+        let mut row = vec![0.0f32; COLS];
+        shared.row_into(23, &mut row).unwrap();
+        assert_eq!(&row[..], &a.to_vec1::<f32>().unwrap()[2 * COLS..3 * COLS]);
+        assert!(shared.row_into(ROWS, &mut row).is_err());
+        let bad = Tensor::new(&[ROWS as u32], &Device::Cpu).unwrap();
+        assert!(shared.forward(&bad).is_err());
+    }
+}

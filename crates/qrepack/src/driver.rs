@@ -23,6 +23,8 @@ pub(crate) trait Engine: Send + Sync {
     /// `x`: `n` rows of `cols`; `y`: `n` rows of `rows`. Lengths are checked by the caller.
     fn matmul(&self, x: &[f32], n: usize, y: &mut [f32]);
     fn to_ggml_bytes(&self) -> Vec<u8>;
+    /// Row `row` (checked by the caller) in ggml's row layout, appended to `out`.
+    fn ggml_row(&self, row: usize, out: &mut Vec<u8>);
     fn stored_bytes(&self) -> usize;
     /// The blocks exactly as stored in the layout.
     fn packed_bytes(&self) -> &[u8];
@@ -552,6 +554,20 @@ impl<L: ChooseKernels> Engine for PackedEngine<L> {
             }
         }
         bytemuck::cast_slice(&out).to_vec()
+    }
+
+    fn ggml_row(&self, row: usize, out: &mut Vec<u8>) {
+        let (r, nb) = (L::ROWS, self.nb);
+        let group = &self.packed.blocks()[row / r * nb..(row / r + 1) * nb];
+        if r == 1 {
+            out.extend_from_slice(bytemuck::cast_slice(group));
+            return;
+        }
+        let mut column = vec![L::Weight::zeroed(); r];
+        for p in group {
+            L::unpack(p, &mut column);
+            out.extend_from_slice(bytemuck::bytes_of(&column[row % r]));
+        }
     }
 
     fn packed_bytes(&self) -> &[u8] {

@@ -252,6 +252,30 @@ impl QMatrix {
     pub fn to_ggml_bytes(&self) -> Vec<u8> {
         self.engine.to_ggml_bytes()
     }
+
+    /// Row `row` of the weights in ggml's row layout (the bytes of one row of
+    /// [`QMatrix::to_ggml_bytes`]), without unpacking the others: an embedding lookup in a
+    /// table that is also a repacked output head. An error when `row` is out of range.
+    ///
+    /// ```
+    /// use qrepack::{quantize, GgmlType, QMatrix};
+    /// let w: Vec<f32> = (0..8 * 64).map(|i| (i % 7) as f32 - 3.0).collect();
+    /// let bytes = quantize(GgmlType::Q8_0, &w, 8, 64).unwrap();
+    /// let m = QMatrix::new(GgmlType::Q8_0, 8, 64, &bytes).unwrap();
+    /// let row_bytes = bytes.len() / 8;
+    /// assert_eq!(m.ggml_row(3).unwrap(), &bytes[3 * row_bytes..4 * row_bytes]);
+    /// ```
+    pub fn ggml_row(&self, row: usize) -> Result<Vec<u8>, Error> {
+        if row >= self.rows {
+            return Err(Error::Shape(format!(
+                "row {row} of a matrix of {} rows",
+                self.rows
+            )));
+        }
+        let mut out = Vec::with_capacity(self.ty.row_bytes(self.cols)?);
+        self.engine.ggml_row(row, &mut out);
+        Ok(out)
+    }
 }
 
 impl fmt::Debug for QMatrix {

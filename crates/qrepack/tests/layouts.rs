@@ -38,6 +38,15 @@ fn check_layout(layout: Layout, ty: GgmlType, rows: usize, cols: usize, seed: u6
             w,
             "{layout} {ty} {rows}x{cols}: unpack(repack(w)) != w"
         );
+        let row_bytes = w.len() / rows;
+        for r in [0, rows / 2, rows - 1] {
+            assert_eq!(
+                m.ggml_row(r).unwrap(),
+                &w[r * row_bytes..(r + 1) * row_bytes],
+                "{layout} {ty} {rows}x{cols}: row {r}"
+            );
+        }
+        assert!(m.ggml_row(rows).is_err());
         let mut rng = SplitMix64::new(seed ^ 0x5eed);
         for &n in BATCHES {
             let x = rng.pm1_vec(n * cols);

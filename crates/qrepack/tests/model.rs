@@ -251,6 +251,27 @@ fn stacks_replace_their_parts() {
     assert!(model.matrix("blk.0.q8_0").is_some());
     assert!(model.write_repacked(&dir.path("c.gguf"), false).is_err());
 
+    // From a repack cache: the stored parts put together, the same matrix as from the file.
+    let cache = dir.path("cache.gguf");
+    plain.write_repacked(&cache, false).unwrap();
+    let cached = Model::open_with(&cache, &opts).unwrap();
+    assert!(cached.is_cache());
+    let from_cache = cached.stack("qq").expect("the stack from the cache");
+    assert_eq!(from_cache.layout(), stacked.layout());
+    assert_eq!(from_cache.to_ggml_bytes(), want_bytes);
+    for n in [1, 5] {
+        assert_eq!(
+            product(from_cache, n, 4),
+            product(stacked, n, 4),
+            "cache batch {n}"
+        );
+    }
+    assert!(cached.matrix(parts[0]).is_none());
+    assert_eq!(
+        cached.stack("kk").unwrap().to_ggml_bytes(),
+        plain.matrix("blk.0.q4_k").unwrap().to_ggml_bytes()
+    );
+
     let bad = |stacks: Vec<Stack>| {
         let opts = OpenOptions {
             stacks,

@@ -193,6 +193,27 @@ impl Attention<'_> {
             // One row: the group's query heads are `group` vectors `d` apart that see the
             // same positions, so each product takes them all at once.
             let vis = self.visible(r0);
+            #[cfg(target_arch = "x86_64")]
+            if super::attention_row::RowGroup::supported(group, d) {
+                let kv_stride = h.n_kv_head * d;
+                let span = vis.1 - vis.0;
+                let kv_at = vis.0 * kv_stride + g * d;
+                let row = super::attention_row::RowGroup {
+                    queries: &self.queries.data[q_row0..q_row0 + group * d],
+                    m: group,
+                    d,
+                    keys: &self.keys[kv_at..],
+                    values: &self.values[kv_at..],
+                    stride: kv_stride,
+                    span,
+                    scale: self.scale,
+                };
+                scratch.clear();
+                scratch.resize(group * span, 0.0);
+                let out = &mut out[group_col..group_col + group * d];
+                row.run(scratch, |w| softmax_in_place(w, 0, span), out);
+                return;
+            }
             self.pass(g, group, (q_row0, d), (group_col, d), out, scratch, |_| vis);
         } else {
             for j in 0..group {
@@ -427,7 +448,8 @@ mod tests {
     #[test]
     fn matches_f64_on_awkward_shapes() {
         for head_dim in [64, 80, 128, 256] {
-            for (n_head, n_kv_head) in [(4, 4), (6, 2), (8, 2), (8, 1)] {
+            // (16, 1): a group too wide for the one-row kernel
+            for (n_head, n_kv_head) in [(4, 4), (6, 2), (8, 2), (8, 1), (16, 1)] {
                 let heads = Heads {
                     n_head,
                     n_kv_head,

@@ -5,6 +5,8 @@
 //! version for the running CPU is picked at the first call (`multiversion`).
 
 mod attention;
+#[cfg(target_arch = "x86_64")]
+mod attention_row;
 mod elementwise;
 mod math;
 

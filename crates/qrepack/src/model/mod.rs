@@ -105,8 +105,8 @@ pub struct OpenOptions {
     pub checksums: Checksums,
     /// Tensors to build as one stacked matrix each ([`Model::stack`]) instead of one matrix
     /// each: a model that multiplies q, k and v (or gate and up) as one product then holds
-    /// their weights once. Ignored when the file is a repack cache (the parts are mapped as
-    /// they are stored, and [`Model::stack`] returns `None`).
+    /// their weights once. From a repack cache, parts stored in the stack's layout are put
+    /// together as stored (a copy, no repacking).
     pub stacks: Vec<Stack>,
 }
 
@@ -396,11 +396,7 @@ impl Model {
             .unwrap_or("unknown CPU")
             .to_string();
 
-        let (stack_plans, stacked_into) = if is_cache {
-            (Vec::new(), HashMap::new())
-        } else {
-            stack::plan_stacks(&gguf, &options.stacks)?
-        };
+        let (stack_plans, stacked_into) = stack::plan_stacks(&gguf, &options.stacks)?;
         let plans: Vec<Plan> = gguf
             .tensors()
             .iter()
@@ -585,7 +581,14 @@ impl Model {
         let stacks: HashMap<String, QMatrix> = stack_plans
             .par_iter()
             .with_max_len(1)
-            .map(|p| stack::build_stack(&gguf, p, policy, cpu).map(|m| (p.name.to_string(), m)))
+            .map(|p| {
+                let m = if is_cache {
+                    stack::build_stack_from_cache(&gguf, p, policy, cpu)
+                } else {
+                    stack::build_stack(&gguf, p, policy, cpu)
+                };
+                m.map(|m| (p.name.to_string(), m))
+            })
             .collect::<Result<_, _>>()?;
 
         let mut tensors = Vec::with_capacity(results.len());
@@ -639,8 +642,7 @@ impl Model {
     pub fn matrix(&self, name: &str) -> Option<&QMatrix> {
         self.matrices.get(name)
     }
-    /// The stacked matrix `name` of [`OpenOptions::stacks`] (`None` for a repack cache, whose
-    /// parts are [`Model::matrix`]es).
+    /// The stacked matrix `name` of [`OpenOptions::stacks`].
     pub fn stack(&self, name: &str) -> Option<&QMatrix> {
         self.stacks.get(name)
     }

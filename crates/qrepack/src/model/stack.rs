@@ -15,10 +15,12 @@ use std::collections::HashMap;
 use crate::cpu::CpuFeatures;
 use crate::error::Error;
 use crate::gguf::{GgufFile, TensorInfo};
+use crate::layout::Layout;
 use crate::matrix::QMatrix;
+use crate::shared::SharedBytes;
 use crate::types::GgmlType;
 
-use super::LayoutPolicy;
+use super::{cache_layout, verify_checksum, LayoutPolicy};
 
 /// Tensors to multiply as one matrix: `parts` stacked row-wise in the order given (the first
 /// part's outputs first), under the new name `name`.
@@ -140,6 +142,63 @@ pub(super) fn build_stack(
     let layout = policy.choose(plan.ty, plan.rows, cpu);
     let m = QMatrix::build_releasing(plan.ty, plan.rows, plan.cols, &bytes, layout, cpu, None)
         .map_err(|e| Error::Format(format!("stack '{}': {e}", plan.name)))?;
+    for t in &plan.parts {
+        gguf.release_pages(t);
+    }
+    Ok(m)
+}
+
+/// Builds one stacked matrix from the parts of a repack cache. Where every part is stored in
+/// the layout the stack gets here, the stored bytes are put one after the other: a layout
+/// keeps each group of interleaved rows together and every part holds whole groups, so that
+/// is the stack repacked, without repacking. Otherwise the parts are turned back into ggml
+/// rows and the stack is repacked. Each repacked part's checksum is verified here, whatever
+/// [`OpenOptions::checksums`](super::OpenOptions::checksums) says: the stacked matrix has no
+/// checksum of its own to check on first use.
+pub(super) fn build_stack_from_cache(
+    gguf: &GgufFile,
+    plan: &StackPlan<'_>,
+    policy: LayoutPolicy,
+    cpu: &CpuFeatures,
+) -> Result<QMatrix, Error> {
+    let err = |e: Error| Error::Format(format!("stack '{}': {e}", plan.name));
+    let want = policy.choose(plan.ty, plan.rows, cpu);
+    let mut stored = Vec::with_capacity(plan.parts.len());
+    for t in &plan.parts {
+        let layout = cache_layout(gguf, &t.name)?.unwrap_or(Layout::Plain);
+        let rows = usize::try_from(t.dims.get(1).copied().unwrap_or(0))
+            .map_err(|_| err(Error::Invalid("too many rows".into())))?;
+        let holds = layout == Layout::Plain || layout.weight_type() == Some(plan.ty);
+        if !holds || !layout.fits(plan.ty, rows) {
+            return Err(err(Error::Format(format!(
+                "'{}': layout {layout} does not hold {rows} rows of {}",
+                t.name, plan.ty
+            ))));
+        }
+        if layout != Layout::Plain {
+            verify_checksum(gguf, t)?;
+        }
+        stored.push((layout, rows));
+    }
+    let m = if stored.iter().all(|(l, _)| *l == want) {
+        let total: usize = plan.parts.iter().map(|t| gguf.tensor_bytes(t).len()).sum();
+        let mut bytes = Vec::with_capacity(total);
+        for t in &plan.parts {
+            bytes.extend_from_slice(gguf.tensor_bytes(t));
+        }
+        QMatrix::from_packed(plan.ty, plan.rows, plan.cols, want, SharedBytes::new(bytes))
+            .map_err(err)?
+    } else {
+        let mut ggml = Vec::new();
+        for (t, (layout, rows)) in plan.parts.iter().zip(&stored) {
+            let part =
+                QMatrix::from_packed(plan.ty, *rows, plan.cols, *layout, gguf.tensor_shared(t))
+                    .map_err(err)?;
+            ggml.extend_from_slice(&part.to_ggml_bytes());
+        }
+        QMatrix::build_releasing(plan.ty, plan.rows, plan.cols, &ggml, want, cpu, None)
+            .map_err(err)?
+    };
     for t in &plan.parts {
         gguf.release_pages(t);
     }
