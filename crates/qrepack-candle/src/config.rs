@@ -9,6 +9,14 @@
 //! * `qwen2`: the same with q/k/v biases and NeoX-style RoPE (halves).
 //! * `qwen3`: no biases, an RMS norm over each head of q and of k before RoPE, and a head width
 //!   of its own (`qwen3.attention.key_length`, q wider than the model).
+//! * `qwen3moe`: Qwen3's attention, and a mixture of experts in place of every feed-forward
+//!   layer ([`MoeConfig`]): softmax over the router's logits, the top `expert_used_count`
+//!   experts, their weights renormalized to sum 1.
+//! * `olmoe`: NeoX RoPE, one RMS norm over the whole of q and of k (not per head), and a
+//!   mixture of experts whose top-k weights are not renormalized.
+//! * Mixtral: a `llama` file whose layers have a router (`ffn_gate_inp`): experts as in
+//!   `qwen3moe` (3-D tensors, or one 2-D tensor per expert in the first files), Llama's
+//!   attention.
 //! * `gemma3`: the embedding scaled by `sqrt(n_embd)`, q/k head norms, RMS norms after the
 //!   attention and the feed-forward output (before their residual adds), GeGLU, sliding-window
 //!   attention on five layers of every six with their own RoPE base (10000), and an output head
@@ -21,7 +29,9 @@ use crate::ops::Gate;
 use crate::weights::{metadata, metadata_f64, metadata_usize};
 
 /// The architectures [`Config::from_model`] accepts (`general.architecture`).
-pub const ARCHITECTURES: &[&str] = &["llama", "mistral", "qwen2", "qwen3", "gemma3"];
+pub const ARCHITECTURES: &[&str] = &[
+    "llama", "mistral", "qwen2", "qwen3", "qwen3moe", "olmoe", "gemma3",
+];
 
 /// Gemma 3's layer pattern: every sixth layer attends globally, the others through the sliding
 /// window (llama.cpp's `set_swa_pattern(6)`: layer `il` is local when `il % 6 < 5`).
@@ -29,6 +39,25 @@ const GEMMA3_SWA_PATTERN: usize = 6;
 
 /// RoPE base of Gemma 3's sliding-window layers (fixed by the model, not in the metadata).
 const GEMMA3_LOCAL_ROPE_BASE: f64 = 10_000.0;
+
+/// The mixture-of-experts feed-forward layers (llama.cpp `build_moe_ffn` with softmax gating):
+/// per row, the router's logits `ffn_gate_inp x` over the experts, their softmax, the
+/// `n_expert_used` largest, and the sum of those experts' SwiGLU outputs
+/// `down_e(silu(gate_e x) * up_e x)` weighted by their probabilities (renormalized to sum 1
+/// when [`MoeConfig::norm_weights`], then times [`MoeConfig::weights_scale`]).
+#[derive(Clone, Debug, PartialEq)]
+pub struct MoeConfig {
+    /// Experts per layer (`<arch>.expert_count`).
+    pub n_expert: usize,
+    /// Experts each row goes through (`<arch>.expert_used_count`).
+    pub n_expert_used: usize,
+    /// Width of one expert's feed-forward layer.
+    pub n_ff_expert: usize,
+    /// The chosen experts' weights divided by their sum (Qwen3-MoE, Mixtral; not OLMoE).
+    pub norm_weights: bool,
+    /// Factor on the weights (`<arch>.expert_weights_scale`; 1 when absent or 0).
+    pub weights_scale: f64,
+}
 
 /// The hyper-parameters of a Llama-family model, read from GGUF metadata.
 #[derive(Clone, Debug, PartialEq)]
@@ -61,12 +90,17 @@ pub struct Config {
     pub context_length: usize,
     /// Vocabulary size.
     pub vocab_size: usize,
-    /// Width of the feed-forward layers.
+    /// Width of the dense feed-forward layers (0 in a model whose every layer is a mixture of
+    /// experts and whose file does not say).
     pub n_ff: usize,
+    /// The mixture of experts of the layers that have a router (`None`: every layer dense).
+    pub moe: Option<MoeConfig>,
     /// The activation of the gated feed-forward layer.
     pub gate: Gate,
     /// RMS norm over each head of q and of k before RoPE (`attn_q_norm`, `attn_k_norm`).
     pub qk_norm: bool,
+    /// The q and k norms take the whole of q and of k (all heads) as one vector (OLMoE).
+    pub qk_norm_whole: bool,
     /// RMS norms on the attention and feed-forward outputs before their residual adds
     /// (`post_attention_norm`, `post_ffw_norm`).
     pub post_norms: bool,
@@ -123,8 +157,18 @@ impl Config {
             },
         };
         let rope_base = metadata_f64(model, &key("rope.freq_base")).unwrap_or(10_000.0);
+        let n_layer = metadata_usize(model, &key("block_count"))?;
+        let moe = moe(model, &arch, n_layer)?;
+        let n_ff = match model.tensor("blk.0.ffn_gate.weight") {
+            Some(t) if t.dims.len() == 2 => t.dims[1] as usize,
+            _ => match metadata_usize(model, &key("feed_forward_length")) {
+                Ok(n) => n,
+                Err(_) if moe.is_some() => 0,
+                Err(e) => return Err(e),
+            },
+        };
         let mut config = Config {
-            n_layer: metadata_usize(model, &key("block_count"))?,
+            n_layer,
             n_embd,
             n_head,
             n_kv_head,
@@ -136,12 +180,11 @@ impl Config {
             rope_freq_factors: model.tensor("rope_freqs.weight").is_some(),
             context_length: metadata_usize(model, &key("context_length")).unwrap_or(4096),
             vocab_size,
-            n_ff: match model.tensor("blk.0.ffn_gate.weight") {
-                Some(t) if t.dims.len() == 2 => t.dims[1] as usize,
-                _ => metadata_usize(model, &key("feed_forward_length"))?,
-            },
+            n_ff,
+            moe,
             gate: Gate::SwiGlu,
             qk_norm: false,
+            qk_norm_whole: false,
             post_norms: false,
             embedding_scale: None,
             attention_scale: 1.0 / (head_dim as f64).sqrt(),
@@ -153,9 +196,14 @@ impl Config {
         match arch.as_str() {
             "llama" | "mistral" => {}
             "qwen2" => config.rope_neox = true,
-            "qwen3" => {
+            "qwen3" | "qwen3moe" => {
                 config.rope_neox = true;
                 config.qk_norm = true;
+            }
+            "olmoe" => {
+                config.rope_neox = true;
+                config.qk_norm = true;
+                config.qk_norm_whole = true;
             }
             "gemma3" => gemma3(model, &mut config)?,
             _ => unreachable!("checked against ARCHITECTURES"),
@@ -168,6 +216,54 @@ impl Config {
     pub fn is_local_layer(&self, il: usize) -> bool {
         self.sliding_window.is_some() && il % GEMMA3_SWA_PATTERN < GEMMA3_SWA_PATTERN - 1
     }
+}
+
+/// Layer `il`'s router, when it has one.
+pub(crate) fn router_name(il: usize) -> String {
+    format!("blk.{il}.ffn_gate_inp.weight")
+}
+
+/// The mixture of experts of a model with routers: the architectures that always have them
+/// (an error when the metadata do not say how many experts), and any other file whose layers
+/// have a router (Mixtral's `llama` files); `None` for a dense model.
+fn moe(model: &Model, arch: &str, n_layer: usize) -> Result<Option<MoeConfig>> {
+    let always = matches!(arch, "qwen3moe" | "olmoe");
+    let Some(first) = (0..n_layer).find(|&il| model.tensor(&router_name(il)).is_some()) else {
+        if always {
+            bail!(
+                "a '{arch}' model needs routers ('blk.N.ffn_gate_inp.weight'); the file has none"
+            );
+        }
+        return Ok(None);
+    };
+    let key = |k: &str| format!("{arch}.{k}");
+    let n_expert = metadata_usize(model, &key("expert_count"))?;
+    let n_expert_used = metadata_usize(model, &key("expert_used_count"))?;
+    if n_expert == 0 || n_expert_used == 0 || n_expert_used > n_expert {
+        bail!("{n_expert_used} experts used of {n_expert} is not a mixture of experts");
+    }
+    // the width from the tensors, as for the dense layers; else from the metadata
+    let tensor = |name: String| model.tensor(&name);
+    let n_ff_expert = match tensor(format!("blk.{first}.ffn_gate_exps.weight"))
+        .or_else(|| tensor(format!("blk.{first}.ffn_gate.0.weight")))
+    {
+        Some(t) if t.dims.len() >= 2 => t.dims[1] as usize,
+        _ => metadata_usize(model, &key("expert_feed_forward_length"))
+            .or_else(|_| metadata_usize(model, &key("feed_forward_length")))?,
+    };
+    // llama.cpp renormalizes for qwen3moe and llama (Mixtral) whatever the file says, and
+    // never for olmoe; a scale of 0 means none
+    let weights_scale = metadata_f64(model, &key("expert_weights_scale"))
+        .ok()
+        .filter(|&s| s != 0.0)
+        .unwrap_or(1.0);
+    Ok(Some(MoeConfig {
+        n_expert,
+        n_expert_used,
+        n_ff_expert,
+        norm_weights: arch != "olmoe",
+        weights_scale,
+    }))
 }
 
 /// Linear RoPE scaling: the factor that divides the frequencies; an error for the scalings the

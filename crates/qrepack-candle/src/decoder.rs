@@ -3,7 +3,8 @@
 //!
 //! One block serves every architecture of [`crate::config`]: the Llama block, with the
 //! optional pieces of Qwen3 and Gemma 3 (norms of the q and k heads, norms after the attention
-//! and feed-forward outputs, a sliding window, a RoPE of the layer's own) present or absent.
+//! and feed-forward outputs, a sliding window, a RoPE of the layer's own) present or absent,
+//! and a dense feed-forward layer or a mixture of experts ([`crate::moe`]).
 //!
 //! Every operation writes into a buffer that was sized once for the batch: the products
 //! through [`QMatrix::matmul`](qrepack::QMatrix::matmul) straight into their output rows, the
@@ -14,6 +15,7 @@ use candle_core::quantized::QMatMul;
 use candle_core::{bail, Device, Module, Result, Tensor};
 
 use crate::linear::QLinear;
+use crate::moe::{MoeFfn, MoeScratch};
 use crate::ops::{self, Attention, Gate, Heads, Rope, Rows};
 use crate::profile::{timed, Phase, PhaseTimes};
 
@@ -87,6 +89,15 @@ pub(crate) enum GateUp {
     Split(Linear, Linear),
 }
 
+/// The feed-forward layer of a block.
+#[derive(Clone, Debug)]
+pub(crate) enum Ffn {
+    /// `down(act(gate x) * up x)`.
+    Dense { gate_up: GateUp, down: Linear },
+    /// A mixture of experts.
+    Moe(MoeFfn),
+}
+
 /// Keys and values of the positions seen so far: one row of `n_kv_head * head_dim` per
 /// position, so that appending never moves what is cached (the vectors grow by doubling).
 #[derive(Clone, Debug, Default)]
@@ -111,15 +122,15 @@ impl KvCache {
 pub(crate) struct Block {
     pub attn_norm: Vec<f32>,
     pub qkv: Qkv,
-    /// RMS norm weights of each q head and each k head, applied before RoPE (Qwen3, Gemma 3).
+    /// RMS norm weights of each q head and each k head, applied before RoPE (Qwen3, Gemma 3),
+    /// or of the whole of q and of k when as wide as those (OLMoE).
     pub q_norm: Option<Vec<f32>>,
     pub k_norm: Option<Vec<f32>>,
     pub wo: Linear,
     /// RMS norm of the attention output before its residual add (Gemma 3).
     pub post_attn_norm: Option<Vec<f32>>,
     pub ffn_norm: Vec<f32>,
-    pub gate_up: GateUp,
-    pub down: Linear,
+    pub ffn: Ffn,
     /// RMS norm of the feed-forward output before its residual add (Gemma 3).
     pub post_ffn_norm: Option<Vec<f32>>,
     /// Sliding attention window of this layer (`None`: every earlier position).
@@ -136,6 +147,7 @@ pub(crate) struct Block {
 pub(crate) struct Dims {
     pub n_embd: usize,
     pub heads: Heads,
+    /// Width of the dense feed-forward layers.
     pub n_ff: usize,
     pub eps: f32,
     pub gate: Gate,
@@ -166,10 +178,13 @@ pub(crate) struct Scratch {
     up: Vec<f32>,
     /// The gated activation.
     act: Vec<f32>,
+    /// The buffers of the mixture-of-experts layers.
+    moe: MoeScratch,
 }
 
-fn sized(v: &mut Vec<f32>, n: usize) -> &mut [f32] {
-    v.resize(n, 0.0);
+/// The first `n` values of `v`, grown (never shrunk) to hold them.
+pub(crate) fn sized<T: Clone + Default>(v: &mut Vec<T>, n: usize) -> &mut [T] {
+    v.resize(n, T::default());
     &mut v[..n]
 }
 
@@ -211,13 +226,16 @@ impl Block {
         })?;
         let fused = matches!(self.qkv, Qkv::Fused(_));
         timed(prof, Phase::Elementwise, || {
-            // the head norms see every row at once: unlike RoPE they do not depend on position
+            // the head norms see every row at once: unlike RoPE they do not depend on position;
+            // a norm as wide as all heads takes them as one vector
             if let Some(w) = &self.q_norm {
-                ops::rms_norm_heads(&mut s.qkv, q_layout.0, q_layout.1, h.n_head, w, d.eps);
+                let n = q_w / w.len();
+                ops::rms_norm_heads(&mut s.qkv, q_layout.0, q_layout.1, n, w, d.eps);
             }
             if let Some(w) = &self.k_norm {
                 let k_buf = if fused { &mut s.qkv } else { &mut s.k };
-                ops::rms_norm_heads(k_buf, k_layout.0, k_layout.1, h.n_kv_head, w, d.eps);
+                let n = kv_w / w.len();
+                ops::rms_norm_heads(k_buf, k_layout.0, k_layout.1, n, w, d.eps);
             }
             for b in 0..batch {
                 let q_rows = &mut s.qkv[b * seq * q_layout.0..][..seq * q_layout.0];
@@ -279,8 +297,18 @@ impl Block {
             ops::rms_norm(&s.x, &self.ffn_norm, d.eps, &mut s.h);
             Ok(())
         })?;
+        let (gate_up, down) = match &self.ffn {
+            Ffn::Dense { gate_up, down } => (gate_up, down),
+            Ffn::Moe(moe) => {
+                moe.forward(&s.h, rows, d.gate, &mut s.moe, &mut s.proj, prof)?;
+                return timed(prof, Phase::Elementwise, || {
+                    self.finish_ffn(s, d);
+                    Ok(())
+                });
+            }
+        };
         let ff = d.n_ff;
-        let (stride, up_src) = timed(prof, Phase::Products, || match &self.gate_up {
+        let (stride, up_src) = timed(prof, Phase::Products, || match gate_up {
             GateUp::Fused(l) => {
                 l.forward_into(&s.h, rows, sized(&mut s.gate_up, rows * 2 * ff))?;
                 Ok((2 * ff, false))
@@ -294,22 +322,27 @@ impl Block {
         timed(prof, Phase::Elementwise, || {
             let act = sized(&mut s.act, rows * ff);
             if up_src {
-                gated_split(d.gate, &s.gate_up, &s.up, act, ff);
+                ops::gated_split(d.gate, &s.gate_up, &s.up, act, ff);
             } else {
                 ops::gated(d.gate, &s.gate_up, stride, (0, ff), act, ff);
             }
             Ok(())
         })?;
         timed(prof, Phase::Products, || {
-            self.down.forward_into(&s.act, rows, &mut s.proj)
+            down.forward_into(&s.act, rows, &mut s.proj)
         })?;
         timed(prof, Phase::Elementwise, || {
-            if let Some(w) = &self.post_ffn_norm {
-                ops::rms_norm_in_place(&mut s.proj, w, d.eps);
-            }
-            ops::add_in_place(&mut s.x, &s.proj);
+            self.finish_ffn(s, d);
             Ok(())
         })
+    }
+
+    /// The feed-forward output in `s.proj`: its norm (Gemma 3), then the residual add.
+    fn finish_ffn(&self, s: &mut Scratch, d: &Dims) {
+        if let Some(w) = &self.post_ffn_norm {
+            ops::rms_norm_in_place(&mut s.proj, w, d.eps);
+        }
+        ops::add_in_place(&mut s.x, &s.proj);
     }
 
     /// Forgets every cached position; `batch` caches from now on.
@@ -321,17 +354,6 @@ impl Block {
     /// Bytes the caches hold.
     pub fn cache_bytes(&self) -> usize {
         self.caches.iter().map(KvCache::bytes).sum()
-    }
-}
-
-/// The gated activation when gate and up came from two products: the two rows side by side,
-/// one row at a time, through the fused kernel.
-fn gated_split(gate: Gate, g: &[f32], u: &[f32], out: &mut [f32], ff: usize) {
-    let mut pair = vec![0.0f32; 2 * ff];
-    for (r, o) in out.chunks_exact_mut(ff).enumerate() {
-        pair[..ff].copy_from_slice(&g[r * ff..][..ff]);
-        pair[ff..].copy_from_slice(&u[r * ff..][..ff]);
-        ops::gated(gate, &pair, 2 * ff, (0, ff), o, ff);
     }
 }
 

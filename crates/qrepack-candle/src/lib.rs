@@ -7,7 +7,8 @@
 //!   with [`qrepack::QExperts::matmul_id`].
 //! * [`weights`]: the other tensors of the GGUF file (norms, biases, embeddings) as candle
 //!   tensors, and metadata lookups.
-//! * [`Llama`]: a Llama-family decoder (Llama 2/3.x, SmolLM2, Mistral, Qwen2, Qwen3, Gemma 3)
+//! * [`Llama`]: a Llama-family decoder (Llama 2/3.x, SmolLM2, Mistral, Qwen2, Qwen3, Gemma 3,
+//!   and the mixtures of experts Qwen3-MoE, OLMoE, Mixtral)
 //!   on raw f32 buffers and `QLinear`, configured from the GGUF metadata ([`config`]), with a
 //!   KV cache.
 //! * [`Tokenizer`]: the GPT-2 style byte-level BPE tokenizer that GGUF files carry.
@@ -26,10 +27,12 @@
 //! qrepack runs on the current rayon thread pool (`RAYON_NUM_THREADS`), candle's own CPU
 //! kernels on theirs (`CANDLE_NUM_THREADS`, then `RAYON_NUM_THREADS`).
 
+mod build;
 pub mod config;
 mod decoder;
 pub mod linear;
 pub mod llama;
+mod moe;
 pub mod ops;
 pub mod profile;
 #[cfg(feature = "stock")]

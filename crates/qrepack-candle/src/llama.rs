@@ -1,34 +1,34 @@
 //! A Llama-family decoder (Llama 2/3.x, SmolLM2, Mistral-style; Qwen2 with its q/k/v biases;
-//! Qwen3; Gemma 3) that takes and returns candle tensors, with every matrix product in a
-//! [`QLinear`].
+//! Qwen3; Gemma 3; the mixtures of experts Qwen3-MoE, OLMoE and Mixtral) that takes and returns
+//! candle tensors, with every matrix product in a [`QLinear`](crate::QLinear) (the experts' in a
+//! [`QExpertsLinear`](crate::QExpertsLinear)).
 //!
 //! The model is configured from the GGUF metadata (`<arch>.block_count`, ...; what each
 //! architecture changes is in [`crate::config`]), takes token ids,
 //! keeps a KV cache, and returns logits. Inside, the forward pass runs on raw f32 buffers
-//! allocated once per batch shape ([`crate::decoder`]), with the kernels of [`crate::ops`], on
+//! allocated once per batch shape (module `decoder`), with the kernels of [`crate::ops`], on
 //! one rayon thread pool that the products share.
 
-use std::borrow::Cow;
 use std::sync::Arc;
 use std::time::Instant;
 
-use candle_core::quantized::{GgmlDType, QMatMul, QStorage, QTensor};
-use candle_core::{bail, DType, Device, Result, Tensor};
+use candle_core::{bail, DType, Result, Tensor};
 use qrepack::gguf::GgufFile;
 use qrepack::model::{LayoutPolicy, OpenOptions, Stack};
-use qrepack::{dequantize, GgmlType, Model};
+use qrepack::Model;
 
-pub use crate::config::Config;
-use crate::decoder::{Block, Dims, GateUp, Linear, Qkv, Scratch, Weight};
-use crate::linear::QLinear;
+use crate::build::{check_block, vector, Builder};
+use crate::config::router_name;
+pub use crate::config::{Config, MoeConfig};
+use crate::decoder::{Block, Dims, Ffn, GateUp, Linear, Qkv, Scratch};
 use crate::ops::{self, Heads, Rope, RopeStyle};
 use crate::profile::{timed, Phase, PhaseTimes};
-use crate::weights::{ggml_bytes, QEmbedding};
+use crate::weights::QEmbedding;
 
 /// Which matrix product the model's linear layers use.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Backend {
-    /// qrepack ([`QLinear`]): repacked weights, the default.
+    /// qrepack ([`QLinear`](crate::QLinear)): repacked weights, the default.
     #[default]
     Qrepack,
     /// candle-core's own `QMatMul` on the same ggml bytes (for comparisons).
@@ -57,126 +57,6 @@ impl Default for LoadOptions {
             fuse: true,
             threads: None,
         }
-    }
-}
-
-/// The GGUF type as candle's, for [`Backend::CandleQMatMul`].
-fn candle_dtype(ty: GgmlType) -> Result<GgmlDType> {
-    Ok(match ty {
-        GgmlType::F32 => GgmlDType::F32,
-        GgmlType::F16 => GgmlDType::F16,
-        GgmlType::BF16 => GgmlDType::BF16,
-        GgmlType::Q4_0 => GgmlDType::Q4_0,
-        GgmlType::Q4_1 => GgmlDType::Q4_1,
-        GgmlType::Q5_0 => GgmlDType::Q5_0,
-        GgmlType::Q5_1 => GgmlDType::Q5_1,
-        GgmlType::Q8_0 => GgmlDType::Q8_0,
-        GgmlType::Q8_1 => GgmlDType::Q8_1,
-        GgmlType::Q2_K => GgmlDType::Q2K,
-        GgmlType::Q3_K => GgmlDType::Q3K,
-        GgmlType::Q4_K => GgmlDType::Q4K,
-        GgmlType::Q5_K => GgmlDType::Q5K,
-        GgmlType::Q6_K => GgmlDType::Q6K,
-        GgmlType::Q8_K => GgmlDType::Q8K,
-        other => bail!("candle-core has no {other} quantized type"),
-    })
-}
-
-/// A 1-D f32 tensor of the model (a norm weight or a bias), dequantized.
-fn vector(model: &Model, name: &str) -> Result<Vec<f32>> {
-    let (bytes, ty, dims) = ggml_bytes(model, name)?;
-    let n: usize = dims.iter().product();
-    dequantize(ty, &bytes, 1, n).map_err(candle_core::Error::wrap)
-}
-
-/// Builds the linear layers of one model.
-struct Builder<'a> {
-    model: &'a Arc<Model>,
-    options: &'a LoadOptions,
-}
-
-impl Builder<'_> {
-    fn bias(&self, weight: &str) -> Result<Option<Vec<f32>>> {
-        let name = match weight.strip_suffix(".weight") {
-            Some(stem) => format!("{stem}.bias"),
-            None => return Ok(None),
-        };
-        match self.model.tensor(&name) {
-            None => Ok(None),
-            Some(_) => vector(self.model, &name).map(Some),
-        }
-    }
-
-    fn weight(&self, name: &str) -> Result<Weight> {
-        Ok(match self.options.backend {
-            Backend::Qrepack => Weight::Qrepack(QLinear::from_model(self.model, name)?),
-            Backend::CandleQMatMul => {
-                let (bytes, ty, dims) = ggml_bytes(self.model, name)?;
-                let [cols, rows] = dims[..] else {
-                    bail!("'{name}' is not a matrix: dims {dims:?}");
-                };
-                let storage =
-                    QStorage::from_data(Cow::Owned(bytes), &Device::Cpu, candle_dtype(ty)?)?;
-                Weight::Candle {
-                    matmul: QMatMul::from_qtensor(QTensor::new(storage, (rows, cols))?)?,
-                    rows,
-                    cols,
-                }
-            }
-        })
-    }
-
-    fn linear(&self, name: &str) -> Result<Linear> {
-        Ok(Linear {
-            weight: self.weight(name)?,
-            bias: self.bias(name)?,
-        })
-    }
-
-    /// The stacked matrix `stack` (the layers `names` side by side, outputs concatenated) as
-    /// one linear layer, when fusing is on and the model was opened with that stack; else
-    /// `None`.
-    fn fused(&self, stack: &str, names: &[&str]) -> Result<Option<Linear>> {
-        if !self.options.fuse || self.options.backend != Backend::Qrepack {
-            return Ok(None);
-        }
-        if self.model.stack(stack).is_none() {
-            return Ok(None);
-        }
-        let weight = QLinear::from_stack(self.model, stack)?;
-        let mut biases = Vec::new();
-        for name in names {
-            biases.push(self.bias(name)?);
-        }
-        let bias = if biases.iter().any(Option::is_some) {
-            let mut all = Vec::with_capacity(weight.rows());
-            for (b, name) in biases.into_iter().zip(names) {
-                match b {
-                    Some(b) => all.extend(b),
-                    None => {
-                        let rows = match self.model.tensor(name).map(|t| &t.dims[..]) {
-                            Some([_, rows]) => *rows as usize,
-                            _ => bail!("'{name}' is not a matrix"),
-                        };
-                        all.extend(std::iter::repeat_n(0.0, rows));
-                    }
-                }
-            }
-            if all.len() != weight.rows() {
-                bail!(
-                    "the biases of {names:?} give {} values for {} outputs",
-                    all.len(),
-                    weight.rows()
-                );
-            }
-            Some(all)
-        } else {
-            None
-        };
-        Ok(Some(Linear {
-            weight: Weight::Qrepack(weight),
-            bias,
-        }))
     }
 }
 
@@ -240,7 +120,7 @@ pub fn stacks_for(gguf: &GgufFile) -> Vec<Stack> {
     stacks
 }
 
-/// A Llama-family decoder: candle tensors in and out, its products in [`QLinear`] (or
+/// A Llama-family decoder: candle tensors in and out, its products in [`QLinear`](crate::QLinear) (or
 /// candle's `QMatMul`), the rest on preallocated buffers.
 ///
 /// ```no_run
@@ -325,10 +205,19 @@ impl Llama {
                 Some(l) => Qkv::Fused(l),
                 None => Qkv::Split(b.linear(&q)?, b.linear(&k)?, b.linear(&v)?),
             };
-            let (gate, up) = (n("ffn_gate"), n("ffn_up"));
-            let gate_up = match b.fused(&gate_up_stack(i), &[&gate, &up])? {
-                Some(l) => GateUp::Fused(l),
-                None => GateUp::Split(b.linear(&gate)?, b.linear(&up)?),
+            let ffn = match &config.moe {
+                Some(moe) if model.tensor(&router_name(i)).is_some() => Ffn::Moe(b.moe(i, moe)?),
+                _ => {
+                    let (gate, up) = (n("ffn_gate"), n("ffn_up"));
+                    let gate_up = match b.fused(&gate_up_stack(i), &[&gate, &up])? {
+                        Some(l) => GateUp::Fused(l),
+                        None => GateUp::Split(b.linear(&gate)?, b.linear(&up)?),
+                    };
+                    Ffn::Dense {
+                        gate_up,
+                        down: b.linear(&n("ffn_down"))?,
+                    }
+                }
             };
             let block = Block {
                 attn_norm: vector(&model, &n("attn_norm"))?,
@@ -338,8 +227,7 @@ impl Llama {
                 wo: b.linear(&n("attn_output"))?,
                 post_attn_norm: optional(config.post_norms, &n("post_attention_norm"))?,
                 ffn_norm: vector(&model, &n("ffn_norm"))?,
-                gate_up,
-                down: b.linear(&n("ffn_down"))?,
+                ffn,
                 post_ffn_norm: optional(config.post_norms, &n("post_ffw_norm"))?,
                 window: if local { config.sliding_window } else { None },
                 rope: usize::from(local),
@@ -584,53 +472,6 @@ impl Llama {
         }
         Ok(logits)
     }
-}
-
-/// Checks a block's widths against the configuration, so that a malformed file is an error
-/// at load and not a wrong-sized buffer in a pass.
-fn check_block(b: &Block, c: &Config, layer: usize) -> Result<()> {
-    let (q_w, kv_w) = (c.n_head * c.head_dim, c.n_kv_head * c.head_dim);
-    let qkv_ok = match &b.qkv {
-        Qkv::Fused(l) => l.rows() == q_w + 2 * kv_w && l.cols() == c.n_embd,
-        Qkv::Split(q, k, v) => {
-            q.rows() == q_w
-                && k.rows() == kv_w
-                && v.rows() == kv_w
-                && [q, k, v].iter().all(|l| l.cols() == c.n_embd)
-        }
-    };
-    let ff_ok = match &b.gate_up {
-        GateUp::Fused(l) => l.rows() == 2 * c.n_ff && l.cols() == c.n_embd,
-        GateUp::Split(g, u) => {
-            g.rows() == c.n_ff && u.rows() == c.n_ff && g.cols() == c.n_embd && u.cols() == c.n_embd
-        }
-    };
-    let ok = qkv_ok
-        && ff_ok
-        && b.wo.rows() == c.n_embd
-        && b.wo.cols() == q_w
-        && b.down.rows() == c.n_embd
-        && b.down.cols() == c.n_ff
-        && b.attn_norm.len() == c.n_embd
-        && b.ffn_norm.len() == c.n_embd
-        && [&b.q_norm, &b.k_norm]
-            .iter()
-            .all(|w| w.as_ref().is_none_or(|w| w.len() == c.head_dim))
-        && [&b.post_attn_norm, &b.post_ffn_norm]
-            .iter()
-            .all(|w| w.as_ref().is_none_or(|w| w.len() == c.n_embd));
-    if !ok {
-        bail!(
-            "block {layer}'s tensors do not fit a model {} wide with {} heads of {} ({} key/value \
-             heads) and {} feed-forward units",
-            c.n_embd,
-            c.n_head,
-            c.head_dim,
-            c.n_kv_head,
-            c.n_ff
-        );
-    }
-    Ok(())
 }
 
 /// The model's RoPEs: the global layers' (with the `rope_freqs.weight` divisors and linear

@@ -243,6 +243,18 @@ pub fn gated(
     });
 }
 
+/// [`gated`] when gate and up are separate buffers of `width`-wide rows (two products, or the
+/// experts of a mixture): `out[r][i] = act(gate[r][i]) * up[r][i]`.
+pub fn gated_split(gate: Gate, g: &[f32], u: &[f32], out: &mut [f32], width: usize) {
+    assert!(
+        g.len() >= out.len() && u.len() >= out.len(),
+        "gated_split: gate or up shorter than the output"
+    );
+    rows_mut(out, width, |r, o| {
+        gated_row(gate, &g[r * width..][..width], &u[r * width..][..width], o)
+    });
+}
+
 #[multiversion(targets(
     "x86_64+avx512f+avx512bw+avx512vl+avx2+fma",
     "x86_64+avx2+fma",
@@ -424,6 +436,28 @@ mod tests {
                     assert!((out[r * ff + i] as f64 - act * u).abs() < 1e-5, "{gate:?}");
                 }
             }
+        }
+    }
+
+    #[test]
+    fn gated_split_equals_gated() {
+        // enough values for the parallel path
+        let (rows, ff) = (70, 1000);
+        let src = values(rows * 2 * ff, 7);
+        let g: Vec<f32> = src
+            .chunks_exact(2 * ff)
+            .flat_map(|r| r[..ff].to_vec())
+            .collect();
+        let u: Vec<f32> = src
+            .chunks_exact(2 * ff)
+            .flat_map(|r| r[ff..].to_vec())
+            .collect();
+        for gate in [Gate::SwiGlu, Gate::GeGlu] {
+            let mut want = vec![0.0; rows * ff];
+            gated(gate, &src, 2 * ff, (0, ff), &mut want, ff);
+            let mut got = vec![0.0; rows * ff];
+            gated_split(gate, &g, &u, &mut got, ff);
+            assert_eq!(got, want, "{gate:?}");
         }
     }
 

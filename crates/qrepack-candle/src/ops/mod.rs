@@ -12,6 +12,6 @@ mod math;
 
 pub use attention::{Attention, Heads, Rows};
 pub use elementwise::{
-    add_bias, add_in_place, gated, rms_norm, rms_norm_heads, rms_norm_in_place, Gate, Rope,
-    RopeStyle,
+    add_bias, add_in_place, gated, gated_split, rms_norm, rms_norm_heads, rms_norm_in_place, Gate,
+    Rope, RopeStyle,
 };

@@ -1,4 +1,9 @@
-//! A tiny random Llama-family GGUF file, written in memory with `qrepack::gguf::GgufWriter`.
+//! A tiny random Llama-family GGUF file, written in memory with `qrepack::gguf::GgufWriter`,
+//! the f64 forward pass the decoder is checked against ([`reference`]), and the comparisons
+//! built on it ([`compare`]).
+
+pub mod compare;
+pub mod reference;
 
 use qrepack::gguf::{GgufValue, GgufValueType, GgufWriter};
 use qrepack::rng::SplitMix64;
@@ -38,6 +43,14 @@ pub struct Tiny {
     pub eps: f32,
     /// `<arch>.final_logit_softcapping`.
     pub softcap: Option<f32>,
+    /// The q and k norms over all heads at once (OLMoE).
+    pub qk_norm_whole: bool,
+    /// Experts per layer (0: dense feed-forward layers), then how many each token uses, the
+    /// width of each, and the router's type; the experts have the types of `ffn` and `down`.
+    pub n_expert: usize,
+    pub n_expert_used: usize,
+    pub n_ff_expert: usize,
+    pub router: GgmlType,
 }
 
 impl Tiny {
@@ -64,6 +77,11 @@ impl Tiny {
             rope_base: 10000.0,
             eps: 1e-5,
             softcap: None,
+            qk_norm_whole: false,
+            n_expert: 0,
+            n_expert_used: 0,
+            n_ff_expert: 0,
+            router: GgmlType::F32,
         }
     }
 
@@ -124,6 +142,19 @@ impl Tiny {
         if let Some(win) = self.sliding_window {
             kv(&mut w, &format!("{a}.attention.sliding_window"), u(win));
         }
+        if self.n_expert > 0 {
+            kv(&mut w, &format!("{a}.expert_count"), u(self.n_expert));
+            kv(
+                &mut w,
+                &format!("{a}.expert_used_count"),
+                u(self.n_expert_used),
+            );
+            kv(
+                &mut w,
+                &format!("{a}.expert_feed_forward_length"),
+                u(self.n_ff_expert),
+            );
+        }
         if let Some(c) = self.softcap {
             kv(
                 &mut w,
@@ -151,17 +182,27 @@ impl Tiny {
         );
 
         let hd = self.head_dim.unwrap_or(self.n_embd / self.n_head);
-        let mut matrix =
-            |w: &mut GgufWriter, name: &str, ty: GgmlType, rows: usize, cols: usize| {
-                // unit-variance outputs for unit-variance inputs
-                let scale = (3.0 / cols as f32).sqrt();
-                let x: Vec<f32> = (0..rows * cols)
-                    .map(|_| rng.uniform_pm1() * scale)
-                    .collect();
-                let bytes = quantize(ty, &x, rows, cols).unwrap();
-                w.add_tensor_owned(name, &[cols as u64, rows as u64], ty.id(), bytes)
-                    .unwrap();
-            };
+        // a `rows x cols` matrix, or a 3-D tensor of `n` of them (experts) for `Some(n)`
+        let mut matrices = |w: &mut GgufWriter,
+                            name: &str,
+                            ty: GgmlType,
+                            rows: usize,
+                            cols: usize,
+                            experts: Option<usize>| {
+            let n = experts.unwrap_or(1);
+            // unit-variance outputs for unit-variance inputs
+            let scale = (3.0 / cols as f32).sqrt();
+            let x: Vec<f32> = (0..n * rows * cols)
+                .map(|_| rng.uniform_pm1() * scale)
+                .collect();
+            let bytes = quantize(ty, &x, n * rows, cols).unwrap();
+            let mut dims = vec![cols as u64, rows as u64];
+            if experts.is_some() {
+                dims.push(n as u64);
+            }
+            w.add_tensor_owned(name, &dims, ty.id(), bytes).unwrap();
+        };
+
         let mut vec_rng = SplitMix64::new(seed ^ 0xABCD);
         let mut vector = |w: &mut GgufWriter, name: &str, n: usize, base: f32, spread: f32| {
             let x: Vec<f32> = (0..n)
@@ -172,63 +213,94 @@ impl Tiny {
                 .unwrap();
         };
         // the embedding: entries of size ~1
-        matrix(
+        matrices(
             &mut w,
             "token_embd.weight",
             self.embd,
             self.vocab,
             self.n_embd,
+            None,
         );
         for i in 0..self.n_layer {
             let n = |s: &str| format!("blk.{i}.{s}");
             let e = self.n_embd;
             vector(&mut w, &n("attn_norm.weight"), e, 1.0, 0.2);
-            matrix(&mut w, &n("attn_q.weight"), self.attn, self.n_head * hd, e);
-            matrix(
+            matrices(
+                &mut w,
+                &n("attn_q.weight"),
+                self.attn,
+                self.n_head * hd,
+                e,
+                None,
+            );
+            matrices(
                 &mut w,
                 &n("attn_k.weight"),
                 self.attn,
                 self.n_kv_head * hd,
                 e,
+                None,
             );
-            matrix(
+            matrices(
                 &mut w,
                 &n("attn_v.weight"),
                 self.attn,
                 self.n_kv_head * hd,
                 e,
+                None,
             );
             if self.qkv_bias {
                 vector(&mut w, &n("attn_q.bias"), self.n_head * hd, 0.0, 0.5);
                 vector(&mut w, &n("attn_k.bias"), self.n_kv_head * hd, 0.0, 0.5);
                 vector(&mut w, &n("attn_v.bias"), self.n_kv_head * hd, 0.0, 0.5);
             }
-            matrix(
+            matrices(
                 &mut w,
                 &n("attn_output.weight"),
                 self.attn,
                 e,
                 self.n_head * hd,
+                None,
             );
             if self.qk_norm {
-                vector(&mut w, &n("attn_q_norm.weight"), hd, 1.0, 0.5);
-                vector(&mut w, &n("attn_k_norm.weight"), hd, 1.0, 0.5);
+                let (q, k) = if self.qk_norm_whole {
+                    (self.n_head * hd, self.n_kv_head * hd)
+                } else {
+                    (hd, hd)
+                };
+                vector(&mut w, &n("attn_q_norm.weight"), q, 1.0, 0.5);
+                vector(&mut w, &n("attn_k_norm.weight"), k, 1.0, 0.5);
             }
             if self.post_norms {
                 vector(&mut w, &n("post_attention_norm.weight"), e, 1.0, 0.5);
                 vector(&mut w, &n("post_ffw_norm.weight"), e, 1.0, 0.5);
             }
             vector(&mut w, &n("ffn_norm.weight"), e, 1.0, 0.2);
-            matrix(&mut w, &n("ffn_gate.weight"), self.ffn, self.n_ff, e);
-            matrix(&mut w, &n("ffn_up.weight"), self.ffn, self.n_ff, e);
-            matrix(&mut w, &n("ffn_down.weight"), self.down, e, self.n_ff);
+            if self.n_expert > 0 {
+                let (x, ff) = (self.n_expert, self.n_ff_expert);
+                matrices(&mut w, &n("ffn_gate_inp.weight"), self.router, x, e, None);
+                matrices(&mut w, &n("ffn_gate_exps.weight"), self.ffn, ff, e, Some(x));
+                matrices(&mut w, &n("ffn_up_exps.weight"), self.ffn, ff, e, Some(x));
+                matrices(
+                    &mut w,
+                    &n("ffn_down_exps.weight"),
+                    self.down,
+                    e,
+                    ff,
+                    Some(x),
+                );
+            } else {
+                matrices(&mut w, &n("ffn_gate.weight"), self.ffn, self.n_ff, e, None);
+                matrices(&mut w, &n("ffn_up.weight"), self.ffn, self.n_ff, e, None);
+                matrices(&mut w, &n("ffn_down.weight"), self.down, e, self.n_ff, None);
+            }
         }
         vector(&mut w, "output_norm.weight", self.n_embd, 1.0, 0.2);
         if self.rope_freqs {
             vector(&mut w, "rope_freqs.weight", hd / 2, 4.5, 3.5);
         }
         if let Some(ty) = self.output {
-            matrix(&mut w, "output.weight", ty, self.vocab, self.n_embd);
+            matrices(&mut w, "output.weight", ty, self.vocab, self.n_embd, None);
         }
         w.to_bytes().unwrap()
     }
