@@ -165,7 +165,7 @@ fn run(o: Opts) -> Result<(), String> {
             let r =
                 run_once(&mut |x, p| s.forward(x, p), &prompt, o.gen).map_err(|e| e.to_string())?;
             let empty = if o.tg_empty {
-                s.weights.clear_kv_cache();
+                s.clear_kv_cache().map_err(|e| e.to_string())?;
                 Some(
                     gen_from_empty(&mut |x, p| s.forward(x, p), prompt[0], o.gen)
                         .map_err(|e| e.to_string())?,
