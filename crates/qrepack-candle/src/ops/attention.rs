@@ -81,6 +81,8 @@ pub struct Attention<'a> {
 const ROW_BLOCK: usize = 32;
 /// Multiply-adds below which a call runs on the calling thread: waking the pool costs more.
 const SERIAL_WORK: usize = 1 << 20;
+/// The same for a single query row, whose work is bound by reading the cache from memory.
+const SERIAL_ROW_WORK: usize = 1 << 16;
 
 impl Attention<'_> {
     fn check(&self, out: &[f32]) -> Result<(), String> {
@@ -143,7 +145,11 @@ impl Attention<'_> {
         let span = self.visible(self.seq - 1).1 - self.visible(0).0;
         let work = self.seq * h.n_head * span * h.head_dim;
         let threads = rayon::current_num_threads();
-        if work < SERIAL_WORK || threads == 1 {
+        // A single row reads every cached key and value once, from memory (the weights have
+        // streamed through the caches since): split by key/value head as soon as that beats
+        // waking the pool.
+        let one_row_split = self.seq == 1 && h.n_kv_head > 1 && work >= SERIAL_ROW_WORK;
+        if (work < SERIAL_WORK && !one_row_split) || threads == 1 {
             let mut scratch = Vec::new();
             for (b, rows) in out.chunks_mut(ROW_BLOCK * width).enumerate() {
                 for g in 0..h.n_kv_head {

@@ -8,6 +8,27 @@
 
 use std::arch::x86_64::*;
 
+/// Positions ahead whose key or value row is asked for: the rows of one head are a few
+/// cache lines every `stride` values, which the cache misses on in a decode step (the layers'
+/// weights streamed through the caches since the row was written).
+const PREFETCH_ROWS: usize = 8;
+
+/// Asks for the `d` values of row `p` (if `p < span`) into L1.
+#[inline(always)]
+fn prefetch_row(base: *const f32, p: usize, span: usize, stride: usize, d: usize) {
+    if p >= span {
+        return;
+    }
+    let row = base.wrapping_add(p * stride);
+    let mut at = 0;
+    while at < d {
+        // SAFETY: a prefetch never faults and is never dereferenced; the address is inside
+        // the rows the caller checked.
+        unsafe { _mm_prefetch::<_MM_HINT_T0>(row.wrapping_add(at).cast()) };
+        at += 16;
+    }
+}
+
 /// Largest group of query heads per key/value head this kernel takes.
 pub(super) const MAX_GROUP: usize = 8;
 
@@ -95,6 +116,13 @@ impl RowGroup<'_> {
             // d values inside `queries`; j * span + p within `scores` (caller's assertion).
             unsafe {
                 let k = self.keys.as_ptr().add(p * self.stride);
+                prefetch_row(
+                    self.keys.as_ptr(),
+                    p + PREFETCH_ROWS,
+                    self.span,
+                    self.stride,
+                    d,
+                );
                 let mut acc = [_mm512_setzero_ps(); M];
                 let mut c = 0;
                 while c < d {
@@ -124,6 +152,15 @@ impl RowGroup<'_> {
         while c < d {
             let mut acc = [_mm512_setzero_ps(); M];
             for p in 0..span {
+                if c == 0 {
+                    prefetch_row(
+                        self.values.as_ptr(),
+                        p + PREFETCH_ROWS,
+                        span,
+                        self.stride,
+                        d,
+                    );
+                }
                 // SAFETY: position p < span; lanes c..c + 16 <= d of its value row; weights
                 // j * span + p within `weights` (caller's assertion).
                 unsafe {
