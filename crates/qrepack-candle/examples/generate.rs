@@ -30,7 +30,7 @@ use std::time::Instant;
 
 use candle_core::{Device, Tensor};
 use qrepack::gguf::GgufFile;
-use qrepack::model::{LayoutPolicy, OpenOptions};
+use qrepack::model::{Checksums, LayoutPolicy, OpenOptions};
 use qrepack::Model;
 use qrepack_candle::llama::stacks_for;
 use qrepack_candle::{Backend, Llama, LoadOptions, Tokenizer};
@@ -161,6 +161,8 @@ fn run(a: Args) -> Result<(), String> {
             Backend::Qrepack => stacks_for(&gguf),
             Backend::CandleQMatMul => Vec::new(),
         },
+        // a repack cache: each matrix checks its bytes before its first product
+        checksums: Checksums::OnFirstUse,
         ..OpenOptions::default()
     };
     let model = Arc::new(Model::from_gguf(gguf, &options).map_err(|e| e.to_string())?);

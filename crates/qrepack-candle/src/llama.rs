@@ -14,7 +14,7 @@ use std::time::Instant;
 
 use candle_core::{bail, DType, Result, Tensor};
 use qrepack::gguf::GgufFile;
-use qrepack::model::{LayoutPolicy, OpenOptions, Stack};
+use qrepack::model::{Checksums, LayoutPolicy, OpenOptions, Stack};
 use qrepack::Model;
 
 use crate::build::{check_block, vector, Builder};
@@ -158,7 +158,9 @@ impl Llama {
     }
 
     /// [`Llama::open`] with options: with fusing on (and the qrepack backend), the model is
-    /// opened with [`stacks_for`]'s stacks.
+    /// opened with [`stacks_for`]'s stacks. A repack cache's matrices check their bytes on
+    /// first use ([`Checksums::OnFirstUse`]: a corrupted one fails every product), so the
+    /// load does not read the whole cache once more; stacked parts are verified as they load.
     pub fn open_with(path: impl AsRef<std::path::Path>, options: &LoadOptions) -> Result<Llama> {
         let gguf = GgufFile::open(path).map_err(candle_core::Error::wrap)?;
         let open = OpenOptions {
@@ -171,6 +173,7 @@ impl Llama {
                 Backend::Qrepack => LayoutPolicy::Best,
                 Backend::CandleQMatMul => LayoutPolicy::Plain,
             },
+            checksums: Checksums::OnFirstUse,
             ..OpenOptions::default()
         };
         let model = Model::from_gguf(gguf, &open).map_err(candle_core::Error::wrap)?;
