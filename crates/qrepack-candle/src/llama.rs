@@ -12,7 +12,7 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use candle_core::{bail, DType, Result, Tensor};
+use candle_core::{bail, Result, Tensor};
 use qrepack::gguf::GgufFile;
 use qrepack::model::{Checksums, LayoutPolicy, OpenOptions, Stack};
 use qrepack::Model;
@@ -515,17 +515,8 @@ fn ropes(model: &Model, c: &Config) -> Result<Vec<Rope>> {
 
 /// The token ids of `[batch, seq]` u32 or i64 tensor, row after row.
 fn token_ids(ids: &Tensor) -> Result<Vec<u32>> {
-    let flat: Vec<i64> = match ids.dtype() {
-        DType::U32 => ids
-            .flatten_all()?
-            .to_vec1::<u32>()?
-            .into_iter()
-            .map(i64::from)
-            .collect(),
-        DType::I64 => ids.flatten_all()?.to_vec1::<i64>()?,
-        other => bail!("token ids must be u32 or i64, got {other:?}"),
-    };
-    flat.into_iter()
+    crate::weights::flat_ids(ids)?
+        .into_iter()
         .map(|id| {
             u32::try_from(id).map_err(|_| {
                 candle_core::Error::msg(format!("token id {id} is negative or too large"))

@@ -83,6 +83,21 @@ pub fn metadata_f64(model: &Model, key: &str) -> Result<f64> {
     }
 }
 
+/// The token ids of a u32 or i64 tensor of any shape, flattened (as i64, so that a negative
+/// id is seen and refused by the caller).
+pub(crate) fn flat_ids(ids: &Tensor) -> Result<Vec<i64>> {
+    Ok(match ids.dtype() {
+        DType::U32 => ids
+            .flatten_all()?
+            .to_vec1::<u32>()?
+            .into_iter()
+            .map(i64::from)
+            .collect(),
+        DType::I64 => ids.flatten_all()?.to_vec1::<i64>()?,
+        other => bail!("token ids must be u32 or i64, got {other:?}"),
+    })
+}
+
 /// A token embedding table kept quantized: each lookup dequantizes only the rows it needs
 /// (a 49152 x 576 Q8_0 table stays 30 MB instead of 113 MB of f32).
 #[derive(Clone)]
@@ -232,16 +247,7 @@ impl QEmbedding {
 
     /// The rows of `ids` (u32 or i64, any shape) as f32: shape `[ids.., dim]`.
     pub fn forward(&self, ids: &Tensor) -> Result<Tensor> {
-        let flat: Vec<i64> = match ids.dtype() {
-            DType::U32 => ids
-                .flatten_all()?
-                .to_vec1::<u32>()?
-                .into_iter()
-                .map(i64::from)
-                .collect(),
-            DType::I64 => ids.flatten_all()?.to_vec1::<i64>()?,
-            other => bail!("token ids must be u32 or i64, got {other:?}"),
-        };
+        let flat = flat_ids(ids)?;
         let mut out = Vec::with_capacity(flat.len() * self.dim);
         for &id in &flat {
             let Some(row) = usize::try_from(id).ok().filter(|&i| i < self.vocab) else {

@@ -307,16 +307,11 @@ pub fn add_bias(x: &mut [f32], bias: &[f32]) {
 mod tests {
     use super::*;
 
+    /// `n` values uniform in [-2, 2).
     fn values(n: usize, seed: u64) -> Vec<f32> {
-        let mut s = seed;
-        (0..n)
-            .map(|_| {
-                s = s
-                    .wrapping_mul(6_364_136_223_846_793_005)
-                    .wrapping_add(1_442_695_040_888_963_407);
-                ((s >> 40) as f32 / (1u64 << 24) as f32) * 4.0 - 2.0
-            })
-            .collect()
+        let mut v = qrepack::rng::SplitMix64::new(seed).pm1_vec(n);
+        v.iter_mut().for_each(|x| *x *= 2.0);
+        v
     }
 
     #[test]
