@@ -2,19 +2,21 @@
 //! position 0, and single-row decode steps after it.
 //!
 //! ```text
-//! cargo run --release -p qrepack-candle --example attention_speed -- [heads kv_heads head_dim prompt]
+//! cargo run --release -p qrepack-candle --example attention_speed -- [heads kv_heads head_dim prompt [f32]]
 //! ```
-//! (default: 9 3 64 512, SmolLM2-135M's attention). Runs on the global rayon pool
+//! (default: 9 3 64 512, SmolLM2-135M's attention, an f16 cache). Runs on the global rayon pool
 //! (`RAYON_NUM_THREADS`).
 
 use std::time::Instant;
 
 use qrepack::rng::SplitMix64;
-use qrepack_candle::ops::{Attention, Heads, Rows};
+use qrepack_candle::ops::{Attention, Heads, KvCache, KvType, Rows};
 
 fn main() {
+    let f32_cache = std::env::args().any(|a| a == "f32");
     let args: Vec<usize> = std::env::args()
         .skip(1)
+        .filter(|a| a != "f32")
         .map(|a| a.parse().expect("a number"))
         .collect();
     let get = |i: usize, d: usize| args.get(i).copied().unwrap_or(d);
@@ -32,6 +34,12 @@ fn main() {
     let q = rng.pm1_vec(prompt * q_w);
     let k = rng.pm1_vec((prompt + 1) * kv_w);
     let v = rng.pm1_vec((prompt + 1) * kv_w);
+    let ty = if f32_cache { KvType::F32 } else { KvType::F16 };
+    let mut cache = KvCache::new(ty, heads.n_kv_head, heads.head_dim);
+    for (k, v) in k.chunks_exact(kv_w).zip(v.chunks_exact(kv_w)) {
+        cache.push(k, v);
+    }
+    println!("{ty:?} cache, {heads:?}");
     let mut out = vec![0.0f32; prompt * q_w];
     let run = |seq: usize, first_pos: usize, out: &mut [f32]| {
         Attention {
@@ -43,8 +51,7 @@ fn main() {
             },
             seq,
             first_pos,
-            keys: &k,
-            values: &v,
+            cache: &cache,
             scale: 1.0 / (heads.head_dim as f32).sqrt(),
             window: None,
         }

@@ -16,7 +16,7 @@ use candle_core::{bail, Device, Module, Result, Tensor};
 
 use crate::linear::QLinear;
 use crate::moe::{MoeFfn, MoeScratch};
-use crate::ops::{self, Attention, Gate, Heads, Rope, Rows};
+use crate::ops::{self, Attention, Gate, Heads, KvCache, Rope, Rows};
 use crate::profile::{timed, Phase, PhaseTimes};
 
 /// A matrix product without bias, by either backend.
@@ -98,25 +98,6 @@ pub(crate) enum Ffn {
     Moe(MoeFfn),
 }
 
-/// Keys and values of the positions seen so far: one row of `n_kv_head * head_dim` per
-/// position, so that appending never moves what is cached (the vectors grow by doubling).
-#[derive(Clone, Debug, Default)]
-pub(crate) struct KvCache {
-    keys: Vec<f32>,
-    values: Vec<f32>,
-}
-
-impl KvCache {
-    fn clear(&mut self) {
-        self.keys.clear();
-        self.values.clear();
-    }
-
-    fn bytes(&self) -> usize {
-        (self.keys.capacity() + self.values.capacity()) * 4
-    }
-}
-
 /// One transformer block.
 #[derive(Clone, Debug)]
 pub(crate) struct Block {
@@ -140,6 +121,8 @@ pub(crate) struct Block {
     pub rope: usize,
     /// One cache per sequence of the batch.
     pub caches: Vec<KvCache>,
+    /// An empty cache of this layer's shape and number format, copied for each sequence.
+    pub empty_cache: KvCache,
 }
 
 /// What the decoder needs of the configuration.
@@ -259,12 +242,10 @@ impl Block {
                 };
                 for r in 0..seq {
                     let row = b * seq + r;
-                    cache
-                        .keys
-                        .extend_from_slice(&k_src[row * k_layout.0 + k_layout.1..][..kv_w]);
-                    cache
-                        .values
-                        .extend_from_slice(&v_src[row * v_layout.0 + v_layout.1..][..kv_w]);
+                    cache.push(
+                        &k_src[row * k_layout.0 + k_layout.1..][..kv_w],
+                        &v_src[row * v_layout.0 + v_layout.1..][..kv_w],
+                    );
                 }
                 let a = Attention {
                     heads: h,
@@ -275,8 +256,7 @@ impl Block {
                     },
                     seq,
                     first_pos: pos,
-                    keys: &cache.keys,
-                    values: &cache.values,
+                    cache,
                     scale: d.attn_scale,
                     window: self.window,
                 };
@@ -347,7 +327,8 @@ impl Block {
 
     /// Forgets every cached position; `batch` caches from now on.
     pub fn reset(&mut self, batch: usize) {
-        self.caches.resize_with(batch, KvCache::default);
+        let empty = &self.empty_cache;
+        self.caches.resize_with(batch, || empty.clone());
         self.caches.iter_mut().for_each(KvCache::clear);
     }
 

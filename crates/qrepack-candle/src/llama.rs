@@ -21,7 +21,7 @@ use crate::build::{check_block, vector, Builder};
 use crate::config::router_name;
 pub use crate::config::{Config, MoeConfig};
 use crate::decoder::{Block, Dims, Ffn, GateUp, Linear, Qkv, Scratch};
-use crate::ops::{self, Heads, Rope, RopeStyle};
+use crate::ops::{self, Heads, KvCache, KvType, Rope, RopeStyle};
 use crate::profile::{timed, Phase, PhaseTimes};
 use crate::weights::QEmbedding;
 
@@ -48,6 +48,9 @@ pub struct LoadOptions {
     /// Threads of the model's pool (products, attention and the elementwise kernels all run
     /// on it); `None`: as many as the current rayon pool has (`RAYON_NUM_THREADS`).
     pub threads: Option<usize>,
+    /// The number format of the key/value cache: f16 (the default, as llama.cpp's) halves
+    /// what a decode step reads from it; f32 keeps the keys and values exactly.
+    pub kv_cache: KvType,
 }
 
 impl Default for LoadOptions {
@@ -56,6 +59,7 @@ impl Default for LoadOptions {
             backend: Backend::Qrepack,
             fuse: true,
             threads: None,
+            kv_cache: KvType::F16,
         }
     }
 }
@@ -235,6 +239,7 @@ impl Llama {
                 window: if local { config.sliding_window } else { None },
                 rope: usize::from(local),
                 caches: Vec::new(),
+                empty_cache: KvCache::new(options.kv_cache, config.n_kv_head, config.head_dim),
             };
             check_block(&block, &config, i)?;
             blocks.push(block);

@@ -15,7 +15,7 @@ mod common;
 use std::sync::Arc;
 
 use candle_core::{Device, Tensor};
-use common::compare::{check_backends, check_chunks, check_reference, model};
+use common::compare::{check_backends, check_chunks, check_f16_cache, check_reference, model};
 use common::reference::reference;
 use common::Tiny;
 use qrepack::{GgmlType, Model};
@@ -104,6 +104,13 @@ fn quantized_files_match_across_backends() {
     check_backends(llama3(), 21);
     check_backends(qwen3(), 22);
     check_backends(gemma3(), 24);
+}
+
+#[test]
+fn f16_cache_stays_close_to_f32() {
+    check_f16_cache(llama3(), 41);
+    check_f16_cache(qwen3(), 42);
+    check_f16_cache(gemma3(), 43);
 }
 
 #[test]

@@ -25,9 +25,9 @@ use qrepack::gguf::{GgufFile, GgufValue, GgufWriter};
 use qrepack::GgmlType;
 
 use qrepack::Model;
-use qrepack_candle::ops::Gate;
+use qrepack_candle::ops::{Gate, KvType};
 use qrepack_candle::stock::{compare, compare_llama, StockLlama};
-use qrepack_candle::{Config, Llama, Tokenizer};
+use qrepack_candle::{Config, Llama, LoadOptions, Tokenizer};
 
 const PROMPTS: [&str; 2] = [
     "What is the capital of France?",
@@ -119,8 +119,7 @@ fn gemma3_matches_stock_candle() {
     for ids in &prompts {
         stock.clear_kv_cache().unwrap();
         let mut ours =
-            Llama::load_with_config(Arc::clone(&model), config.clone(), &Default::default())
-                .unwrap();
+            Llama::load_with_config(Arc::clone(&model), config.clone(), &exact_cache()).unwrap();
         let c = compare_llama(&mut ours, &mut stock, ids, 16).unwrap();
         let verdict = c.check();
         println!(
@@ -198,7 +197,7 @@ fn tiny_qwen3_and_gemma3_match_stock_candle() {
         let model = Arc::new(Model::open(&path).unwrap());
         let mut config = Config::from_model(&model).unwrap();
         config.gate = Gate::SwiGlu; // what both stock models use
-        let mut ours = Llama::load_with_config(model, config, &Default::default()).unwrap();
+        let mut ours = Llama::load_with_config(model, config, &exact_cache()).unwrap();
         let mut stock = StockLlama::open(&path).unwrap();
         let c = compare_llama(&mut ours, &mut stock, &[5, 17, 300, 2, 99, 250, 17], 8).unwrap();
         let tokens: Vec<u32> = c.steps.iter().map(|s| s.stock_token).collect();
@@ -272,7 +271,7 @@ fn tiny_mixtral_matches_stock_candle() {
     std::fs::write(&stock_path, split).unwrap();
     let model = Arc::new(Model::open(&ours_path).unwrap());
     assert!(Config::from_model(&model).unwrap().moe.is_some());
-    let mut ours = Llama::load(model, &Default::default()).unwrap();
+    let mut ours = Llama::load(model, &exact_cache()).unwrap();
     let mut stock = StockLlama::open(&stock_path).unwrap();
     let c = compare_llama(&mut ours, &mut stock, &[5, 17, 300, 2, 99, 250, 17], 8).unwrap();
     let tokens: Vec<u32> = c.steps.iter().map(|s| s.stock_token).collect();
@@ -282,4 +281,13 @@ fn tiny_mixtral_matches_stock_candle() {
     assert!(d < 1.0 / 2000.0, "mixtral: {d}");
     assert_eq!(tokens, ours_tokens);
     std::fs::remove_dir_all(&dir).ok();
+}
+
+/// Options with an f32 key/value cache, as the stock model's: the tight comparisons see the
+/// products and the model code alone.
+fn exact_cache() -> LoadOptions {
+    LoadOptions {
+        kv_cache: KvType::F32,
+        ..LoadOptions::default()
+    }
 }

@@ -11,6 +11,7 @@ use qrepack::gguf::GgufFile;
 use qrepack::model::OpenOptions;
 use qrepack::Model;
 use qrepack_candle::llama::stacks_for;
+use qrepack_candle::ops::KvType;
 use qrepack_candle::{Backend, Llama, LoadOptions};
 
 fn load(bytes: &[u8], backend: Backend, fuse: bool) -> Llama {
@@ -25,6 +26,7 @@ fn load(bytes: &[u8], backend: Backend, fuse: bool) -> Llama {
         &LoadOptions {
             backend,
             fuse,
+            kv_cache: KvType::F32,
             ..LoadOptions::default()
         },
     )

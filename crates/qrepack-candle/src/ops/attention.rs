@@ -1,16 +1,21 @@
-//! Causal multi-head attention with grouped-query heads over a key/value cache.
+//! Causal multi-head attention with grouped-query heads over a paged key/value cache
+//! ([`KvCache`]).
 //!
-//! For a block of query rows and one query head, the scores against every position the block
-//! sees are one matrix product (`Q K^T`, keys read in place from the cache), each row's softmax
-//! runs over its own positions (causal mask, sliding window), and the output is a second
-//! product (`P V`) written straight into the output rows. The products are the `gemm` crate's
-//! (candle's own CPU GEMM, with its AVX-512 / AVX2 / NEON kernels chosen at run time).
-//! Prompts are split over the thread pool by blocks of query rows; a single row by key/value
-//! head; calls too small to be worth waking the pool run on the calling thread.
+//! For a block of query rows and one key/value head, the keys and values the block sees are
+//! gathered from the cache's pages as f32 rows; per query head, the scores against them are one
+//! matrix product (`Q K^T`), each row's softmax runs over its own positions (causal mask,
+//! sliding window), and the output is a second product (`P V`) written straight into the output
+//! rows. The products are the `gemm` crate's (candle's own CPU GEMM, with its AVX-512 / AVX2 /
+//! NEON kernels chosen at run time). Prompts are split over the thread pool by blocks of query
+//! rows. A single row (a decode step) on AVX-512 reads the cache in place with its own kernel
+//! (`attention_row`), its positions cut into chunks over the threads and merged; elsewhere it is
+//! split by key/value head. Calls too small to be worth waking the pool run on the calling
+//! thread.
 
 use multiversion::multiversion;
 use rayon::prelude::*;
 
+use super::kv_cache::{self, KvCache, Page, Pages};
 use super::math::exp;
 
 /// The head structure of an attention layer.
@@ -64,11 +69,9 @@ pub struct Attention<'a> {
     pub seq: usize,
     /// Position of query row 0; row `r` attends to positions `..= first_pos + r`.
     pub first_pos: usize,
-    /// Cached keys: one row of `n_kv_head * head_dim` per position, at least
-    /// `first_pos + seq` rows.
-    pub keys: &'a [f32],
-    /// Cached values, laid out as `keys`.
-    pub values: &'a [f32],
+    /// The cache, holding at least `first_pos + seq` positions (those of this call's rows
+    /// appended).
+    pub cache: &'a KvCache,
     /// Multiplier of the scores (usually `1 / sqrt(head_dim)`).
     pub scale: f32,
     /// Sliding window: row at position `p` sees only positions `> p - window` (`None`: all).
@@ -83,6 +86,9 @@ const ROW_BLOCK: usize = 32;
 const SERIAL_WORK: usize = 1 << 20;
 /// The same for a single query row, whose work is bound by reading the cache from memory.
 const SERIAL_ROW_WORK: usize = 1 << 16;
+/// Fewest positions per chunk of a single row split over threads.
+#[cfg(target_arch = "x86_64")]
+const MIN_ROW_CHUNK: usize = 64;
 
 impl Attention<'_> {
     fn check(&self, out: &[f32]) -> Result<(), String> {
@@ -104,13 +110,21 @@ impl Attention<'_> {
                 ));
             }
         }
-        let kv = (self.first_pos + self.seq) * h.n_kv_head * h.head_dim;
-        if self.keys.len() < kv || self.values.len() < kv {
+        let c = self.cache;
+        if c.n_kv_head() != h.n_kv_head || c.head_dim() != h.head_dim {
             return Err(format!(
-                "{} positions of keys and values need {kv} values each, have {} and {}",
+                "a cache of {} key/value heads of width {} for {} heads of width {}",
+                c.n_kv_head(),
+                c.head_dim(),
+                h.n_kv_head,
+                h.head_dim
+            ));
+        }
+        if c.len() < self.first_pos + self.seq {
+            return Err(format!(
+                "{} positions of keys and values needed, the cache has {}",
                 self.first_pos + self.seq,
-                self.keys.len(),
-                self.values.len()
+                c.len()
             ));
         }
         if out.len() != self.seq * width {
@@ -140,51 +154,152 @@ impl Attention<'_> {
         if self.seq == 0 {
             return Ok(());
         }
+        match self.cache.pages() {
+            Pages::F32(p) => self.run_on(p, out),
+            Pages::F16(p) => self.run_on(p, out),
+        }
+        Ok(())
+    }
+
+    /// [`Attention::run`] on the cache's pages, the shapes checked.
+    fn run_on<E: Elem>(&self, pages: &[Page<E>], out: &mut [f32]) {
         let h = self.heads;
+        #[cfg(target_arch = "x86_64")]
+        if self.seq == 1 && super::attention_row::supported(h.head_dim) {
+            self.one_row(pages, out);
+            return;
+        }
         let width = h.n_head * h.head_dim;
         let span = self.visible(self.seq - 1).1 - self.visible(0).0;
         let work = self.seq * h.n_head * span * h.head_dim;
         let threads = rayon::current_num_threads();
-        // A single row reads every cached key and value once, from memory (the weights have
-        // streamed through the caches since): split by key/value head as soon as that beats
-        // waking the pool.
         let one_row_split = self.seq == 1 && h.n_kv_head > 1 && work >= SERIAL_ROW_WORK;
         if (work < SERIAL_WORK && !one_row_split) || threads == 1 {
-            let mut scratch = Vec::new();
+            let mut scratch = Scratch::default();
             for (b, rows) in out.chunks_mut(ROW_BLOCK * width).enumerate() {
                 for g in 0..h.n_kv_head {
-                    self.attend_block(b * ROW_BLOCK, g, rows, &mut scratch);
+                    self.attend_block(pages, b * ROW_BLOCK, g, rows, &mut scratch);
                 }
             }
         } else if self.seq == 1 && h.n_kv_head > 1 {
             // One row: the query heads of one key/value head are contiguous in it.
             out.par_chunks_mut(h.group() * h.head_dim)
                 .enumerate()
-                .for_each_init(Vec::new, |scratch, (g, part)| {
-                    self.attend_block(0, g, part, scratch)
+                .for_each_init(Scratch::default, |scratch, (g, part)| {
+                    self.attend_block(pages, 0, g, part, scratch)
                 });
         } else {
             let block = ROW_BLOCK.min(self.seq.div_ceil(2 * threads)).max(1);
             out.par_chunks_mut(block * width)
                 .with_max_len(1)
                 .enumerate()
-                .for_each_init(Vec::new, |scratch, (b, rows)| {
+                .for_each_init(Scratch::default, |scratch, (b, rows)| {
                     for g in 0..h.n_kv_head {
-                        self.attend_block(b * block, g, rows, scratch);
+                        self.attend_block(pages, b * block, g, rows, scratch);
                     }
                 });
         }
-        Ok(())
+    }
+
+    /// A single query row with the 512-bit kernel, reading the cache in place: the positions
+    /// of each key/value head (and each part of at most `MAX_GROUP` of its query heads) are
+    /// cut into chunks, enough to keep every thread streaming, each chunk's softmax left open;
+    /// the chunks of a head are then merged.
+    #[cfg(target_arch = "x86_64")]
+    fn one_row<E: Elem>(&self, pages: &[Page<E>], out: &mut [f32]) {
+        use super::attention_row::{RowGroup, MAX_GROUP};
+        let h = self.heads;
+        let (d, group) = (h.head_dim, h.group());
+        let (lo, hi) = self.visible(0);
+        let span = hi - lo;
+        let parts = group.div_ceil(MAX_GROUP);
+        let part_len = group.div_ceil(parts);
+        let units = h.n_kv_head * parts;
+        let threads = rayon::current_num_threads();
+        let work = span * h.n_head * d;
+        let chunks = if work < SERIAL_ROW_WORK || threads == 1 {
+            1
+        } else {
+            (2 * threads)
+                .div_ceil(units)
+                .min(span.div_ceil(MIN_ROW_CHUNK))
+                .max(1)
+        };
+        let tasks = units * chunks;
+        let mut partial = vec![0.0f32; tasks * part_len * d];
+        let mut stats = vec![(0.0f32, 0.0f32); tasks * part_len];
+        // the query heads `first..first + m` of unit `u`
+        let heads_of = |u: usize| {
+            let (g, part) = (u / parts, u % parts);
+            let first = g * group + part * part_len;
+            (g, first, part_len.min(group - part * part_len))
+        };
+        let task = |t: usize, o: &mut [f32], st: &mut [(f32, f32)], scores: &mut Vec<f32>| {
+            let (u, c) = (t / chunks, t % chunks);
+            let (g, first, m) = heads_of(u);
+            let (a, b) = (lo + span * c / chunks, lo + span * (c + 1) / chunks);
+            let runs: Vec<(&[E], &[E])> = kv_cache::runs(pages, d, g, a, b).collect();
+            let q0 = self.queries.offset + first * d;
+            RowGroup {
+                queries: &self.queries.data[q0..q0 + m * d],
+                m,
+                d,
+                runs: &runs,
+                scale: self.scale,
+            }
+            .run(scores, exp_from_max, o, st);
+        };
+        if tasks == 1 {
+            task(0, &mut partial, &mut stats, &mut Vec::new());
+        } else {
+            partial
+                .par_chunks_mut(part_len * d)
+                .zip(stats.par_chunks_mut(part_len))
+                .with_max_len(1)
+                .enumerate()
+                .for_each_init(Vec::new, |scores, (t, (o, st))| task(t, o, st, scores));
+        }
+        // merge each query head's chunks: rescale each to the largest maximum
+        for u in 0..units {
+            let (_, first, m) = heads_of(u);
+            for j in 0..m {
+                let at = |c: usize| (u * chunks + c) * part_len + j;
+                let max = (0..chunks)
+                    .map(|c| stats[at(c)].0)
+                    .fold(f32::NEG_INFINITY, f32::max);
+                let dst = &mut out[(first + j) * d..][..d];
+                dst.fill(0.0);
+                let mut total = 0.0f32;
+                for c in 0..chunks {
+                    let (cmax, sum) = stats[at(c)];
+                    let f = exp(cmax - max);
+                    total += f * sum;
+                    let src = &partial[at(c) * d..][..d];
+                    for (o, s) in dst.iter_mut().zip(src) {
+                        *o += f * s;
+                    }
+                }
+                let inv = if total > 0.0 { 1.0 / total } else { 0.0 };
+                dst.iter_mut().for_each(|o| *o *= inv);
+            }
+        }
     }
 
     /// The query heads of key/value head `g` for the query rows from `r0` on that `out`
     /// holds: `out` is either whole output rows or, for a single row, just the group's heads.
     ///
-    /// Per query head, the scores of the rows against every position any of them sees are one
-    /// matrix product (`Q K^T`), the softmax runs over each row's own positions (the others
-    /// get weight 0), and the weighted values are a second product (`P V`) written straight
-    /// into `out`.
-    fn attend_block(&self, r0: usize, g: usize, out: &mut [f32], scratch: &mut Vec<f32>) {
+    /// The keys and values the rows see are gathered as f32 rows; per query head, the scores
+    /// of the rows against every position any of them sees are one matrix product (`Q K^T`),
+    /// the softmax runs over each row's own positions (the others get weight 0), and the
+    /// weighted values are a second product (`P V`) written straight into `out`.
+    fn attend_block<E: Elem>(
+        &self,
+        pages: &[Page<E>],
+        r0: usize,
+        g: usize,
+        out: &mut [f32],
+        scratch: &mut Scratch,
+    ) {
         let h = self.heads;
         let (d, group) = (h.head_dim, h.group());
         let width = h.n_head * d;
@@ -194,49 +309,47 @@ impl Attention<'_> {
         } else {
             (out.len() / width, g * group * d)
         };
+        let lo = (0..rows).map(|r| self.visible(r0 + r).0).min().unwrap_or(0);
+        let hi = self.visible(r0 + rows - 1).1;
+        kv_cache::gather(
+            pages,
+            d,
+            g,
+            (lo, hi),
+            &mut scratch.keys,
+            &mut scratch.values,
+        );
+        let kv = Gathered {
+            keys: &scratch.keys,
+            values: &scratch.values,
+            first: lo,
+        };
+        let scores = &mut scratch.scores;
         let q_row0 = r0 * self.queries.stride + self.queries.offset + g * group * d;
         if rows == 1 {
             // One row: the group's query heads are `group` vectors `d` apart that see the
             // same positions, so each product takes them all at once.
             let vis = self.visible(r0);
-            #[cfg(target_arch = "x86_64")]
-            if super::attention_row::RowGroup::supported(group, d) {
-                let kv_stride = h.n_kv_head * d;
-                let span = vis.1 - vis.0;
-                let kv_at = vis.0 * kv_stride + g * d;
-                let row = super::attention_row::RowGroup {
-                    queries: &self.queries.data[q_row0..q_row0 + group * d],
-                    m: group,
-                    d,
-                    keys: &self.keys[kv_at..],
-                    values: &self.values[kv_at..],
-                    stride: kv_stride,
-                    span,
-                    scale: self.scale,
-                };
-                scratch.clear();
-                scratch.resize(group * span, 0.0);
-                let out = &mut out[group_col..group_col + group * d];
-                row.run(scratch, |w| softmax_in_place(w, 0, span), out);
-                return;
-            }
-            self.pass(g, group, (q_row0, d), (group_col, d), out, scratch, |_| vis);
+            self.pass(&kv, group, (q_row0, d), (group_col, d), out, scores, |_| {
+                vis
+            });
         } else {
             for j in 0..group {
                 let q = (q_row0 + j * d, self.queries.stride);
                 let o = (group_col + j * d, width);
-                self.pass(g, rows, q, o, out, scratch, |r| self.visible(r0 + r));
+                self.pass(&kv, rows, q, o, out, scores, |r| self.visible(r0 + r));
             }
         }
     }
 
     /// `m` query vectors (the first at `q.0` of the queries, the next `q.1` further on)
-    /// against key/value head `g`: scores (`Q K^T`), each vector's softmax over the positions
-    /// `visible(i)` gives it, weighted values (`P V`) into `out` from `o.0`, `o.1` apart.
+    /// against the gathered keys and values: scores (`Q K^T`), each vector's softmax over the
+    /// positions `visible(i)` gives it, weighted values (`P V`) into `out` from `o.0`, `o.1`
+    /// apart.
     #[allow(clippy::too_many_arguments)]
     fn pass(
         &self,
-        g: usize,
+        kv: &Gathered<'_>,
         m: usize,
         q: (usize, usize),
         o: (usize, usize),
@@ -245,22 +358,23 @@ impl Attention<'_> {
         visible: impl Fn(usize) -> (usize, usize),
     ) {
         let d = self.heads.head_dim;
-        let kv_stride = self.heads.n_kv_head * d;
         let lo = (0..m).map(|i| visible(i).0).min().unwrap_or(0);
         let hi = (0..m).map(|i| visible(i).1).max().unwrap_or(0);
         let span = hi - lo;
+        let skip = (lo - kv.first) * d;
         assert!(
-            q.0 + (m - 1) * q.1 + d <= self.queries.data.len()
-                && hi * kv_stride <= self.keys.len().min(self.values.len())
+            lo >= kv.first
+                && q.0 + (m - 1) * q.1 + d <= self.queries.data.len()
+                && skip + span * d <= kv.keys.len().min(kv.values.len())
                 && o.0 + (m - 1) * o.1 + d <= out.len(),
             "attention operands out of bounds"
         );
         scratch.clear();
         scratch.resize(m * span, 0.0);
         // SAFETY: the assertion above bounds every element read: query vectors `q.0 + i * q.1
-        // .. + d` for `i < m`, keys and values of positions `lo..hi` of head `g` (`g * d + d
-        // <= kv_stride`, checked by `check`); the scores are `m x span` in `scratch`, sized
-        // just above; nothing else holds these buffers while the product runs.
+        // .. + d` for `i < m`, the gathered keys and values of positions `lo..hi` (`d` each);
+        // the scores are `m x span` in `scratch`, sized just above; nothing else holds these
+        // buffers while the product runs.
         unsafe {
             gemm::gemm(
                 m,
@@ -273,8 +387,8 @@ impl Attention<'_> {
                 self.queries.data.as_ptr().add(q.0),
                 1,
                 q.1 as isize,
-                self.keys.as_ptr().add(lo * kv_stride + g * d),
-                kv_stride as isize,
+                kv.keys.as_ptr().add(skip),
+                d as isize,
                 1,
                 0.0,
                 self.scale,
@@ -288,9 +402,9 @@ impl Attention<'_> {
             let (a, b) = visible(i);
             softmax_in_place(s, a - lo, b - lo);
         }
-        // SAFETY: the weights are the `m x span` scores; the values of positions `lo..hi` of
-        // head `g` and the output vectors `o.0 + i * o.1 .. + d` are inside their slices
-        // (the assertion above); `out` is this call's own.
+        // SAFETY: the weights are the `m x span` scores; the values of positions `lo..hi`
+        // and the output vectors `o.0 + i * o.1 .. + d` are inside their slices (the
+        // assertion above); `out` is this call's own.
         unsafe {
             gemm::gemm(
                 m,
@@ -303,9 +417,9 @@ impl Attention<'_> {
                 scratch.as_ptr(),
                 1,
                 span as isize,
-                self.values.as_ptr().add(lo * kv_stride + g * d),
+                kv.values.as_ptr().add(skip),
                 1,
-                kv_stride as isize,
+                d as isize,
                 0.0,
                 1.0,
                 false,
@@ -317,20 +431,41 @@ impl Attention<'_> {
     }
 }
 
-/// Softmax of `s[a..b]` in place; the rest of `s` becomes 0 (positions the row does not see).
+/// A cache element the kernels of this CPU read.
+#[cfg(target_arch = "x86_64")]
+trait Elem: super::attention_row::Lanes {}
+#[cfg(target_arch = "x86_64")]
+impl<E: super::attention_row::Lanes> Elem for E {}
+#[cfg(not(target_arch = "x86_64"))]
+trait Elem: kv_cache::KvElem {}
+#[cfg(not(target_arch = "x86_64"))]
+impl<E: kv_cache::KvElem> Elem for E {}
+
+/// A thread's buffers for [`Attention::attend_block`].
+#[derive(Default)]
+struct Scratch {
+    keys: Vec<f32>,
+    values: Vec<f32>,
+    scores: Vec<f32>,
+}
+
+/// One head's keys and values of consecutive positions from `first`, as f32 rows.
+struct Gathered<'a> {
+    keys: &'a [f32],
+    values: &'a [f32],
+    first: usize,
+}
+
+/// `s = exp(s - max(s))`; returns `(max(s), sum of the new s)`.
 #[multiversion(targets(
     "x86_64+avx512f+avx512bw+avx512vl+avx2+fma",
     "x86_64+avx2+fma",
     "aarch64+neon"
 ))]
-fn softmax_in_place(s: &mut [f32], a: usize, b: usize) {
+fn exp_from_max(s: &mut [f32]) -> (f32, f32) {
     const LANES: usize = 16;
-    let (head, rest) = s.split_at_mut(a);
-    let (seen, tail) = rest.split_at_mut(b - a);
-    head.fill(0.0);
-    tail.fill(0.0);
     let mut lane_max = [f32::NEG_INFINITY; LANES];
-    let mut chunks = seen.chunks_exact(LANES);
+    let mut chunks = s.chunks_exact(LANES);
     for c in &mut chunks {
         for l in 0..LANES {
             lane_max[l] = lane_max[l].max(c[l]);
@@ -343,7 +478,7 @@ fn softmax_in_place(s: &mut [f32], a: usize, b: usize) {
         .copied()
         .fold(f32::NEG_INFINITY, f32::max);
     let mut lane_sum = [0.0f32; LANES];
-    let mut chunks = seen.chunks_exact_mut(LANES);
+    let mut chunks = s.chunks_exact_mut(LANES);
     for c in &mut chunks {
         for l in 0..LANES {
             let e = exp(c[l] - max);
@@ -356,6 +491,16 @@ fn softmax_in_place(s: &mut [f32], a: usize, b: usize) {
         *v = exp(*v - max);
         sum += *v;
     }
+    (max, sum)
+}
+
+/// Softmax of `s[a..b]` in place; the rest of `s` becomes 0 (positions the row does not see).
+fn softmax_in_place(s: &mut [f32], a: usize, b: usize) {
+    let (head, rest) = s.split_at_mut(a);
+    let (seen, tail) = rest.split_at_mut(b - a);
+    head.fill(0.0);
+    tail.fill(0.0);
+    let (_, sum) = exp_from_max(seen);
     let inv = if sum > 0.0 { 1.0 / sum } else { 0.0 };
     for v in seen.iter_mut() {
         *v *= inv;
@@ -365,9 +510,11 @@ fn softmax_in_place(s: &mut [f32], a: usize, b: usize) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ops::KvType;
 
-    /// Attention in f64, straight from the definition.
-    fn reference(a: &Attention<'_>) -> Vec<f64> {
+    /// Attention in f64, straight from the definition, the keys and values one row of
+    /// `n_kv_head * head_dim` per position.
+    fn reference(a: &Attention<'_>, keys: &[f32], values: &[f32]) -> Vec<f64> {
         let h = a.heads;
         let d = h.head_dim;
         let stride = h.n_kv_head * d;
@@ -379,7 +526,7 @@ mod tests {
                 let q = &a.queries.row(r)[head * d..][..d];
                 let scores: Vec<f64> = (lo..hi)
                     .map(|p| {
-                        let k = &a.keys[p * stride + g * d..][..d];
+                        let k = &keys[p * stride + g * d..][..d];
                         q.iter()
                             .zip(k)
                             .map(|(x, y)| *x as f64 * *y as f64)
@@ -391,7 +538,7 @@ mod tests {
                 let w: Vec<f64> = scores.iter().map(|s| (s - m).exp()).collect();
                 let total: f64 = w.iter().sum();
                 for (p, w) in (lo..hi).zip(&w) {
-                    let v = &a.values[p * stride + g * d..][..d];
+                    let v = &values[p * stride + g * d..][..d];
                     for i in 0..d {
                         out[(r * h.n_head + head) * d + i] += w / total * v[i] as f64;
                     }
@@ -401,9 +548,23 @@ mod tests {
         out
     }
 
-    /// `n` values uniform in [-1, 1).
+    /// `n` values uniform in [-1, 1), rounded to f16 so that both cache types hold them
+    /// exactly.
     fn values(n: usize, seed: u64) -> Vec<f32> {
-        qrepack::rng::SplitMix64::new(seed).pm1_vec(n)
+        let mut v = qrepack::rng::SplitMix64::new(seed).pm1_vec(n);
+        v.iter_mut()
+            .for_each(|x| *x = half::f16::from_f32(*x).to_f32());
+        v
+    }
+
+    /// A cache of `n` positions of the given rows.
+    fn cache_of(ty: KvType, heads: Heads, keys: &[f32], vals: &[f32]) -> KvCache {
+        let w = heads.n_kv_head * heads.head_dim;
+        let mut c = KvCache::new(ty, heads.n_kv_head, heads.head_dim);
+        for (k, v) in keys.chunks_exact(w).zip(vals.chunks_exact(w)) {
+            c.push(k, v);
+        }
+        c
     }
 
     fn check(heads: Heads, seq: usize, first_pos: usize, window: Option<usize>, threads: usize) {
@@ -414,41 +575,43 @@ mod tests {
         let qkv = values(seq * stride, 1 + seq as u64);
         let keys = values(kv * heads.n_kv_head * heads.head_dim, 2 + kv as u64);
         let vals = values(kv * heads.n_kv_head * heads.head_dim, 3);
-        let a = Attention {
-            heads,
-            queries: Rows {
-                data: &qkv,
-                stride,
-                offset: 0,
-            },
-            seq,
-            first_pos,
-            keys: &keys,
-            values: &vals,
-            // large scores test the softmax's range
-            scale: 3.0 / (heads.head_dim as f32).sqrt(),
-            window,
-        };
-        let mut out = vec![f32::NAN; seq * width];
-        let pool = rayon::ThreadPoolBuilder::new()
-            .num_threads(threads)
-            .build()
-            .unwrap();
-        pool.install(|| a.run(&mut out)).unwrap();
-        let want = reference(&a);
-        for (i, (got, want)) in out.iter().zip(&want).enumerate() {
-            assert!(
-                (*got as f64 - want).abs() < 2e-5,
-                "{heads:?} seq {seq} pos {first_pos} window {window:?}: [{i}] {got} vs {want}"
-            );
+        for ty in [KvType::F16, KvType::F32] {
+            let cache = cache_of(ty, heads, &keys, &vals);
+            let a = Attention {
+                heads,
+                queries: Rows {
+                    data: &qkv,
+                    stride,
+                    offset: 0,
+                },
+                seq,
+                first_pos,
+                cache: &cache,
+                // large scores test the softmax's range
+                scale: 3.0 / (heads.head_dim as f32).sqrt(),
+                window,
+            };
+            let mut out = vec![f32::NAN; seq * width];
+            let pool = rayon::ThreadPoolBuilder::new()
+                .num_threads(threads)
+                .build()
+                .unwrap();
+            pool.install(|| a.run(&mut out)).unwrap();
+            let want = reference(&a, &keys, &vals);
+            for (i, (got, want)) in out.iter().zip(&want).enumerate() {
+                assert!(
+                    (*got as f64 - want).abs() < 2e-5,
+                    "{ty:?} {heads:?} seq {seq} pos {first_pos} window {window:?}: [{i}] {got} vs {want}"
+                );
+            }
         }
     }
 
     #[test]
     fn matches_f64_on_awkward_shapes() {
         for head_dim in [64, 80, 128, 256] {
-            // (16, 1): a group too wide for the one-row kernel
-            for (n_head, n_kv_head) in [(4, 4), (6, 2), (8, 2), (8, 1), (16, 1)] {
+            // (16, 1): a group wider than the one-row kernel takes at once
+            for (n_head, n_kv_head) in [(4, 4), (6, 2), (8, 2), (8, 1), (16, 1), (24, 8)] {
                 let heads = Heads {
                     n_head,
                     n_kv_head,
@@ -471,8 +634,16 @@ mod tests {
         };
         check(heads, 150, 0, None, 2);
         check(heads, 64, 200, None, 4);
+        // single rows split over threads in chunks across pages
         check(heads, 1, 511, None, 2);
+        check(heads, 1, 700, None, 3);
         check(heads, 1, 1000, None, 1);
+        let wide = Heads {
+            n_head: 32,
+            n_kv_head: 8,
+            head_dim: 128,
+        };
+        check(wide, 1, 300, None, 2);
     }
 
     #[test]
@@ -484,6 +655,7 @@ mod tests {
         };
         check(heads, 40, 0, Some(16), 2);
         check(heads, 1, 300, Some(64), 2);
+        check(heads, 1, 600, Some(400), 2);
         check(heads, 33, 100, Some(1), 2);
     }
 
@@ -495,6 +667,7 @@ mod tests {
             head_dim: 8,
         };
         let data = vec![0.0; 64];
+        let cache = cache_of(KvType::F32, heads, &data[..24], &data[..24]);
         let a = Attention {
             heads,
             queries: Rows {
@@ -504,20 +677,19 @@ mod tests {
             },
             seq: 1,
             first_pos: 0,
-            keys: &data,
-            values: &data,
+            cache: &cache,
             scale: 1.0,
             window: None,
         };
         assert!(a.run(&mut [0.0; 32]).unwrap_err().contains("cannot share"));
-        let a = Attention {
-            heads: Heads {
-                n_kv_head: 2,
-                ..heads
-            },
-            keys: &data[..8],
-            ..a
+        let two = Heads {
+            n_kv_head: 2,
+            ..heads
         };
+        let a = Attention { heads: two, ..a };
+        assert!(a.run(&mut [0.0; 32]).unwrap_err().contains("a cache of 3"));
+        let cache = cache_of(KvType::F32, two, &[], &[]);
+        let a = Attention { cache: &cache, ..a };
         assert!(a
             .run(&mut [0.0; 32])
             .unwrap_err()

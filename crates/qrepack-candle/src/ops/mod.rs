@@ -8,6 +8,7 @@ mod attention;
 #[cfg(target_arch = "x86_64")]
 mod attention_row;
 mod elementwise;
+mod kv_cache;
 mod math;
 
 pub use attention::{Attention, Heads, Rows};
@@ -15,3 +16,4 @@ pub use elementwise::{
     add_bias, add_in_place, gated, gated_split, rms_norm, rms_norm_heads, rms_norm_in_place, Gate,
     Rope, RopeStyle,
 };
+pub use kv_cache::{KvCache, KvType, PAGE};

@@ -9,6 +9,7 @@ use qrepack::gguf::{GgufFile, GgufWriter};
 use qrepack::model::OpenOptions;
 use qrepack::{GgmlType, Model};
 use qrepack_candle::llama::stacks_for;
+use qrepack_candle::ops::KvType;
 use qrepack_candle::{Backend, Llama, LoadOptions};
 
 use super::reference::reference_full;
@@ -24,6 +25,8 @@ pub fn load(bytes: &[u8], backend: Backend, fuse: bool) -> Llama {
     let options = LoadOptions {
         backend,
         fuse,
+        // the comparisons hold the keys and values exactly (f16 rounding is checked apart)
+        kv_cache: KvType::F32,
         ..LoadOptions::default()
     };
     let g = GgufFile::from_bytes(bytes.to_vec()).unwrap();
@@ -33,6 +36,36 @@ pub fn load(bytes: &[u8], backend: Backend, fuse: bool) -> Llama {
     };
     let model = Arc::new(Model::from_gguf(g, &open).unwrap());
     Llama::load(model, &options).unwrap()
+}
+
+/// The f32 model of `t` with an f16 key/value cache against the same with an f32 one.
+///
+/// Rounding to f16 changes a key or a value by at most 2^-11 of itself: the scores and the
+/// weighted values each move by at most that fraction, so each layer's attention output by
+/// about 2 * 2^-11 of itself. Through `n_layer` layers that reach the logits linearly (the
+/// residual stream), the logits move by at most `2 * n_layer * 2^-11` of their largest
+/// magnitude, the bound held here; and by something, or the f16 path did not run.
+pub fn check_f16_cache(t: Tiny, seed: u64) {
+    let bytes = exact(t.clone()).gguf(seed);
+    let with = |kv_cache: KvType| {
+        let options = LoadOptions {
+            kv_cache,
+            ..LoadOptions::default()
+        };
+        let g = GgufFile::from_bytes(bytes.clone()).unwrap();
+        let model = Arc::new(Model::from_gguf(g, &OpenOptions::default()).unwrap());
+        run(&mut Llama::load(model, &options).unwrap())
+    };
+    let (half, full) = (with(KvType::F16), with(KvType::F32));
+    let largest = full.iter().flatten().fold(0.0f32, |m, v| m.max(v.abs()));
+    let d = max_diff(&half, &full);
+    let tol = 2.0 * t.n_layer as f32 * largest / 2048.0;
+    eprintln!(
+        "{}: largest logit {largest:.3}, max |f16 cache - f32 cache| {d:.2e}, tolerance {tol:.2e}",
+        t.arch
+    );
+    assert!(d > 0.0, "{}: the f16 cache rounded nothing", t.arch);
+    assert!(d <= tol, "{}: {d} > {tol}", t.arch);
 }
 
 /// Every tensor type f32: the reference comparison then sees f32 rounding only.

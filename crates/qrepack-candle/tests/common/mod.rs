@@ -10,6 +10,7 @@ use qrepack::rng::SplitMix64;
 use qrepack::{quantize, GgmlType};
 
 /// The shape and weight types of a synthetic model.
+#[derive(Clone)]
 pub struct Tiny {
     pub arch: &'static str,
     pub n_layer: usize,
