@@ -12,9 +12,13 @@
 //!   template of models that have `<|im_start|>`, or Gemma's `<start_of_turn>` template);
 //! * `--steps N` tokens to generate (default 32); text mode stops early at the end-of-sequence
 //!   token (or Gemma's `<end_of_turn>`), `--json` always runs N steps;
-//! * `--top K` and `--json`: one JSON object per step on stdout,
+//! * `--top K` and `--json`: on stdout the prompt's token ids, `{"prompt": [2, 818, ...]}`,
+//!   then one JSON object per step,
 //!   `{"step": 0, "token": 7042, "top": [[7042, 17.74], [260, 15.23], ...]}` (K ids with their
 //!   logits, largest first);
+//! * `--force 7042,260,...`: teacher forcing: after step `i`, feed the `i`-th of these ids
+//!   instead of the greedy token (the steps still report the model's own greedy token and top
+//!   K), e.g. another engine's greedy tokens, so that the two are compared at every step;
 //! * `--threads N`: the rayon pool for qrepack and candle (`RAYON_NUM_THREADS`); default all;
 //! * `--backend candle`: candle-core's `QMatMul` instead of qrepack, same model code;
 //! * `--profile-load`: where the load's time goes, on stderr: mapping the file, converting
@@ -36,11 +40,12 @@ use qrepack_candle::llama::stacks_for;
 use qrepack_candle::{Backend, Llama, LoadOptions, Tokenizer};
 
 const USAGE: &str = "usage: generate MODEL.gguf (--tokens 1,2,3 | --prompt TEXT [--chat]) \
-[--steps N] [--top K] [--json] [--threads N] [--backend qrepack|candle] [--profile-load]";
+[--steps N] [--top K] [--json] [--force 1,2,..] [--threads N] [--backend qrepack|candle] [--profile-load]";
 
 struct Args {
     model: String,
     tokens: Option<Vec<u32>>,
+    force: Vec<u32>,
     prompt: Option<String>,
     chat: bool,
     steps: usize,
@@ -55,6 +60,7 @@ fn parse(args: &[String]) -> Result<Args, String> {
     let mut a = Args {
         model: String::new(),
         tokens: None,
+        force: Vec::new(),
         prompt: None,
         chat: false,
         steps: 32,
@@ -75,19 +81,18 @@ fn parse(args: &[String]) -> Result<Args, String> {
             s.parse::<usize>()
                 .map_err(|_| format!("{name}: '{s}' is not a number"))
         };
+        let ids = |v: String, name: &str| {
+            v.split(',')
+                .map(|t| {
+                    t.trim()
+                        .parse::<u32>()
+                        .map_err(|_| format!("{name}: bad id '{t}'"))
+                })
+                .collect::<Result<Vec<_>, _>>()
+        };
         match arg.as_str() {
-            "--tokens" => {
-                let v = value("--tokens")?;
-                let ids = v
-                    .split(',')
-                    .map(|t| {
-                        t.trim()
-                            .parse::<u32>()
-                            .map_err(|_| format!("--tokens: bad id '{t}'"))
-                    })
-                    .collect::<Result<Vec<_>, _>>()?;
-                a.tokens = Some(ids);
-            }
+            "--tokens" => a.tokens = Some(ids(value("--tokens")?, "--tokens")?),
+            "--force" => a.force = ids(value("--force")?, "--force")?,
             "--prompt" => a.prompt = Some(value("--prompt")?),
             "--chat" => a.chat = true,
             "--steps" => a.steps = number(value("--steps")?, "--steps")?,
@@ -216,6 +221,7 @@ fn run(a: Args) -> Result<(), String> {
     }
     if let Some(&bad) = prompt
         .iter()
+        .chain(&a.force)
         .find(|&&t| t as usize >= llama.config().vocab_size)
     {
         return Err(format!("token id {bad} is outside the vocabulary"));
@@ -239,6 +245,10 @@ fn run(a: Args) -> Result<(), String> {
 
     let dev = Device::Cpu;
     let mut stdout = std::io::stdout().lock();
+    if a.json {
+        let ids: Vec<String> = prompt.iter().map(u32::to_string).collect();
+        writeln!(stdout, "{{\"prompt\": [{}]}}", ids.join(", ")).map_err(|e| e.to_string())?;
+    }
     let t_prompt = Instant::now();
     let ids = Tensor::new(prompt.as_slice(), &dev)
         .and_then(|t| t.unsqueeze(0))
@@ -283,8 +293,9 @@ fn run(a: Args) -> Result<(), String> {
         if step + 1 == a.steps || (!a.json && (Some(next) == eos || Some(next) == end_of_turn)) {
             break;
         }
+        let fed = a.force.get(step).copied().unwrap_or(next);
         let t = Instant::now();
-        let ids = Tensor::new(&[[next]], &dev).map_err(|e| e.to_string())?;
+        let ids = Tensor::new(&[[fed]], &dev).map_err(|e| e.to_string())?;
         logits = llama
             .forward(&ids, prompt.len() + step)
             .map_err(|e| e.to_string())?;
