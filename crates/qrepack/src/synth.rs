@@ -42,24 +42,30 @@ pub enum Preset {
     Qwen2_5_1_5B,
     /// Llama-3-8B: separate `output.weight`, 32 layers, 32/8 heads, ffn 14336.
     Llama3_8B,
+    /// Qwen3-30B-A3B's layers, 6 of its 48: `qwen3moe`, q/k head norms, 32/4 heads of 128,
+    /// 128 experts of 768 with 8 used per token, separate output head.
+    Qwen3_30B_A3B_6L,
 }
 
 impl Preset {
     /// Every preset, smallest first.
-    pub const ALL: [Preset; 4] = [
+    pub const ALL: [Preset; 5] = [
         Preset::Tiny,
         Preset::Llama3_2_1B,
         Preset::Qwen2_5_1_5B,
+        Preset::Qwen3_30B_A3B_6L,
         Preset::Llama3_8B,
     ];
 
-    /// The preset's command-line name (`tiny`, `llama3.2-1b`, `qwen2.5-1.5b`, `llama3-8b`).
+    /// The preset's command-line name (`tiny`, `llama3.2-1b`, `qwen2.5-1.5b`,
+    /// `qwen3-30b-a3b-6l`, `llama3-8b`).
     pub const fn name(self) -> &'static str {
         match self {
             Preset::Tiny => "tiny",
             Preset::Llama3_2_1B => "llama3.2-1b",
             Preset::Qwen2_5_1_5B => "qwen2.5-1.5b",
             Preset::Llama3_8B => "llama3-8b",
+            Preset::Qwen3_30B_A3B_6L => "qwen3-30b-a3b-6l",
         }
     }
 
@@ -81,6 +87,8 @@ impl Preset {
             qkv_bias: false,
             tied: true,
             rope_scaling: Some(32.0),
+            qk_norm: false,
+            experts: None,
         };
         match self {
             Preset::Tiny => Spec {
@@ -113,6 +121,30 @@ impl Preset {
                 qkv_bias: true,
                 tied: true,
                 rope_scaling: None,
+                ..llama3
+            },
+            Preset::Qwen3_30B_A3B_6L => Spec {
+                arch: "qwen3moe",
+                name: "Qwen3-30B-A3B, 6 of 48 layers (synthetic)",
+                n_layer: 6,
+                n_embd: 2048,
+                n_head: 32,
+                n_kv_head: 4,
+                head_dim: 128,
+                n_ff: 6144,
+                vocab: 151_936,
+                context_length: 40_960,
+                rope_base: 1_000_000.0,
+                rms_eps: 1e-6,
+                qkv_bias: false,
+                tied: false,
+                rope_scaling: None,
+                qk_norm: true,
+                experts: Some(Experts {
+                    count: 128,
+                    used: 8,
+                    n_ff: 768,
+                }),
             },
             Preset::Llama3_8B => Spec {
                 name: "Llama-3-8B (synthetic)",
@@ -191,6 +223,21 @@ pub struct Spec {
     /// Llama 3.1-style RoPE scaling factor, the content of `rope_freqs.weight` when
     /// [`Options::rope_freqs`] asks for it; `None` for models without one.
     pub rope_scaling: Option<f32>,
+    /// RMS norms of each q and k head (Qwen3).
+    pub qk_norm: bool,
+    /// A mixture of experts in place of the dense feed-forward layers.
+    pub experts: Option<Experts>,
+}
+
+/// The mixture of experts of a layer (`ffn_{gate,up,down}_exps`, routed by `ffn_gate_inp`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Experts {
+    /// Experts per layer.
+    pub count: usize,
+    /// Experts each token is routed to.
+    pub used: usize,
+    /// Width of one expert's feed-forward layer.
+    pub n_ff: usize,
 }
 
 /// How the weights are quantized.
@@ -317,10 +364,23 @@ pub fn plan(spec: &Spec, mix: Mix, options: &Options) -> Result<Vec<PlannedTenso
             push(n("attn_v.bias"), vec![kv_rows], GgmlType::F32);
         }
         push(n("attn_output.weight"), vec![q_rows, e], q(false));
+        if spec.qk_norm {
+            push(n("attn_q_norm.weight"), vec![hd], GgmlType::F32);
+            push(n("attn_k_norm.weight"), vec![hd], GgmlType::F32);
+        }
         push(n("ffn_norm.weight"), vec![e], GgmlType::F32);
-        push(n("ffn_gate.weight"), vec![e, ff], q(false));
-        push(n("ffn_up.weight"), vec![e, ff], q(false));
-        push(n("ffn_down.weight"), vec![ff, e], q(more));
+        if let Some(x) = spec.experts {
+            let (count, xff) = (x.count as u64, x.n_ff as u64);
+            // the router stays f32, as llama.cpp's quantizer leaves it
+            push(n("ffn_gate_inp.weight"), vec![e, count], GgmlType::F32);
+            push(n("ffn_gate_exps.weight"), vec![e, xff, count], q(false));
+            push(n("ffn_up_exps.weight"), vec![e, xff, count], q(false));
+            push(n("ffn_down_exps.weight"), vec![xff, e, count], q(more));
+        } else {
+            push(n("ffn_gate.weight"), vec![e, ff], q(false));
+            push(n("ffn_up.weight"), vec![e, ff], q(false));
+            push(n("ffn_down.weight"), vec![ff, e], q(more));
+        }
     }
     push("output_norm.weight".into(), vec![e], GgmlType::F32);
     if !spec.tied {
@@ -358,8 +418,22 @@ fn check(spec: &Spec) -> Result<(), Error> {
             spec.vocab
         ));
     }
-    if !matches!(spec.arch, "llama" | "qwen2") {
-        return bad(format!("architecture '{}' (llama, qwen2)", spec.arch));
+    if !matches!(spec.arch, "llama" | "qwen2" | "qwen3" | "qwen3moe") {
+        return bad(format!(
+            "architecture '{}' (llama, qwen2, qwen3, qwen3moe)",
+            spec.arch
+        ));
+    }
+    if let Some(x) = spec.experts {
+        if x.count == 0 || x.used == 0 || x.used > x.count || x.n_ff == 0 {
+            return bad(format!(
+                "{} of {} experts of width {}",
+                x.used, x.count, x.n_ff
+            ));
+        }
+    }
+    if (spec.experts.is_some()) != (spec.arch == "qwen3moe") {
+        return bad("experts go with the qwen3moe architecture, and only there".into());
     }
     Ok(())
 }
@@ -398,6 +472,11 @@ pub fn metadata(spec: &Spec, mix: Mix) -> Vec<(String, GgufValue)> {
     arch("attention.value_length", u(spec.head_dim));
     arch("rope.freq_base", GgufValue::F32(spec.rope_base));
     arch("rope.dimension_count", u(spec.head_dim));
+    if let Some(x) = spec.experts {
+        arch("expert_count", u(x.count));
+        arch("expert_used_count", u(x.used));
+        arch("expert_feed_forward_length", u(x.n_ff));
+    }
     arch(
         "attention.layer_norm_rms_epsilon",
         GgufValue::F32(spec.rms_eps),

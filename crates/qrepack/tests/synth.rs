@@ -193,6 +193,22 @@ fn large_presets_plan_like_the_real_models() {
     assert!((4.7..5.1).contains(&q4_k_m), "{q4_k_m} GB");
     let small = gb(Preset::Llama3_2_1B, Mix::Q4_K_M);
     assert!((0.7..0.9).contains(&small), "{small} GB");
+
+    // Qwen3-30B-A3B, 6 of its 48 layers: 6 x 128 x 3 x 2048 x 768 expert weights (3.6e9),
+    // plus the embedding and head (2 x 3.1e8)
+    let p = synth::plan(&Preset::Qwen3_30B_A3B_6L.spec(), Mix::Q4_0, &opts).unwrap();
+    assert_eq!(p.len(), 2 + 6 * 12 + 1);
+    assert_eq!(find(&p, "blk.5.attn_q.weight").dims, vec![2048, 4096]);
+    assert_eq!(find(&p, "blk.5.attn_q_norm.weight").dims, vec![128]);
+    assert_eq!(find(&p, "blk.5.ffn_gate_inp.weight").ty, GgmlType::F32);
+    assert_eq!(find(&p, "blk.5.ffn_gate_inp.weight").dims, vec![2048, 128]);
+    assert_eq!(
+        find(&p, "blk.5.ffn_down_exps.weight").dims,
+        vec![768, 2048, 128]
+    );
+    assert!(p.iter().all(|t| !t.name.contains("ffn_gate.weight")));
+    let moe = gb(Preset::Qwen3_30B_A3B_6L, Mix::Q4_0);
+    assert!((2.3..2.5).contains(&moe), "{moe} GB");
 }
 
 #[test]
