@@ -3,6 +3,8 @@
 // step the greedy token and the K largest logits as JSON lines:
 //   {"prompt": [2, 105, ...]}
 //   {"step": 0, "token": 7042, "top": [[7042, 17.74], [260, 15.23], ...]}
+// A PROMPT of the form "ids:1,2,3" is taken as token ids as they are. The key/value cache is
+// f16 (llama.cpp's default) unless the sixth argument is "f32".
 // Built against llama.cpp's libllama by scripts/llama_topk/build.sh.
 #include "llama.h"
 
@@ -18,14 +20,15 @@ static void quiet_log(ggml_log_level, const char *, void *) {}
 
 int main(int argc, char ** argv) {
     if (argc < 3) {
-        std::fprintf(stderr, "usage: llama_topk MODEL.gguf PROMPT [steps=16] [top=5] [threads=2]\n");
+        std::fprintf(stderr, "usage: llama_topk MODEL.gguf PROMPT [steps=16] [top=5] [threads=2] [f16|f32]\n");
         return 2;
     }
     const char * path = argv[1];
     const std::string prompt = argv[2];
     const int steps = argc > 3 ? std::atoi(argv[3]) : 16;
-    const int top = argc > 4 ? std::atoi(argv[4]) : 5;
+    int top = argc > 4 ? std::atoi(argv[4]) : 5;
     const int threads = argc > 5 ? std::atoi(argv[5]) : 2;
+    const bool kv_f32 = argc > 6 && std::strcmp(argv[6], "f32") == 0;
 
     llama_log_set(quiet_log, nullptr);
     llama_backend_init();
@@ -36,11 +39,32 @@ int main(int argc, char ** argv) {
     }
     const llama_vocab * vocab = llama_model_get_vocab(model);
     const int n_vocab = llama_vocab_n_tokens(vocab);
+    top = std::max(1, std::min(top, n_vocab));
 
-    int n = -llama_tokenize(vocab, prompt.data(), (int) prompt.size(), nullptr, 0, true, true);
-    std::vector<llama_token> ids(n);
-    if (llama_tokenize(vocab, prompt.data(), (int) prompt.size(), ids.data(), n, true, true) != n) {
-        std::fprintf(stderr, "tokenization failed\n");
+    std::vector<llama_token> ids;
+    if (prompt.rfind("ids:", 0) == 0) {
+        const char * p = prompt.c_str() + 4;
+        while (*p) {
+            char * end = nullptr;
+            long id = std::strtol(p, &end, 10);
+            if (end == p || id < 0 || id >= n_vocab) {
+                std::fprintf(stderr, "bad token id list\n");
+                return 1;
+            }
+            ids.push_back((llama_token) id);
+            p = *end == ',' ? end + 1 : end;
+        }
+    } else {
+        int count = -llama_tokenize(vocab, prompt.data(), (int) prompt.size(), nullptr, 0, true, true);
+        ids.resize(count);
+        if (llama_tokenize(vocab, prompt.data(), (int) prompt.size(), ids.data(), count, true, true) != count) {
+            std::fprintf(stderr, "tokenization failed\n");
+            return 1;
+        }
+    }
+    const int n = (int) ids.size();
+    if (n == 0) {
+        std::fprintf(stderr, "empty prompt\n");
         return 1;
     }
 
@@ -50,6 +74,10 @@ int main(int argc, char ** argv) {
     cp.n_ubatch = cp.n_batch;
     cp.n_threads = threads;
     cp.n_threads_batch = threads;
+    if (kv_f32) {
+        cp.type_k = GGML_TYPE_F32;
+        cp.type_v = GGML_TYPE_F32;
+    }
     llama_context * ctx = llama_init_from_model(model, cp);
     if (!ctx) {
         std::fprintf(stderr, "cannot create a context\n");

@@ -4,16 +4,18 @@
 //!
 //! ```text
 //! cargo run --release -p qrepack-candle --features stock --example compare -- MODEL.gguf \
-//!     [--prompt TEXT | --tokens 1,2,3] [--steps 16] [--backend candle]
+//!     [--prompt TEXT | --tokens 1,2,3] [--steps 16] [--backend candle] [--kv f32]
 //! ```
 //!
 //! `--backend candle` builds qrepack-candle's model with candle's own `QMatMul`: then only the
-//! model code differs from the stock model.
+//! model code differs from the stock model. `--kv f32` keeps the key/value cache in f32, as the
+//! stock model does (the default is f16).
 
 use std::process::ExitCode;
 use std::sync::Arc;
 
 use qrepack::Model;
+use qrepack_candle::ops::KvType;
 use qrepack_candle::stock::{compare_with, StockLlama};
 use qrepack_candle::{Backend, LoadOptions, Tokenizer};
 
@@ -40,6 +42,13 @@ fn run(args: &[String]) -> Result<bool, String> {
                     Some("qrepack") => Backend::Qrepack,
                     Some("candle") => Backend::CandleQMatMul,
                     _ => return Err("--backend: qrepack or candle".into()),
+                }
+            }
+            "--kv" => {
+                options.kv_cache = match it.next().map(String::as_str) {
+                    Some("f16") => KvType::F16,
+                    Some("f32") => KvType::F32,
+                    _ => return Err("--kv: f16 or f32".into()),
                 }
             }
             "--steps" => {

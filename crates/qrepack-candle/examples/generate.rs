@@ -19,6 +19,7 @@
 //! * `--force 7042,260,...`: teacher forcing: after step `i`, feed the `i`-th of these ids
 //!   instead of the greedy token (the steps still report the model's own greedy token and top
 //!   K), e.g. another engine's greedy tokens, so that the two are compared at every step;
+//! * `--kv f16|f32`: the key/value cache's number format (default f16, as llama.cpp's);
 //! * `--threads N`: the rayon pool for qrepack and candle (`RAYON_NUM_THREADS`); default all;
 //! * `--backend candle`: candle-core's `QMatMul` instead of qrepack, same model code;
 //! * `--profile-load`: where the load's time goes, on stderr: mapping the file, converting
@@ -37,15 +38,17 @@ use qrepack::gguf::GgufFile;
 use qrepack::model::{Checksums, LayoutPolicy, OpenOptions};
 use qrepack::Model;
 use qrepack_candle::llama::stacks_for;
+use qrepack_candle::ops::KvType;
 use qrepack_candle::{Backend, Llama, LoadOptions, Tokenizer};
 
 const USAGE: &str = "usage: generate MODEL.gguf (--tokens 1,2,3 | --prompt TEXT [--chat]) \
-[--steps N] [--top K] [--json] [--force 1,2,..] [--threads N] [--backend qrepack|candle] [--profile-load]";
+[--steps N] [--top K] [--json] [--force 1,2,..] [--kv f16|f32] [--threads N] [--backend qrepack|candle] [--profile-load]";
 
 struct Args {
     model: String,
     tokens: Option<Vec<u32>>,
     force: Vec<u32>,
+    kv: KvType,
     prompt: Option<String>,
     chat: bool,
     steps: usize,
@@ -61,6 +64,7 @@ fn parse(args: &[String]) -> Result<Args, String> {
         model: String::new(),
         tokens: None,
         force: Vec::new(),
+        kv: KvType::F16,
         prompt: None,
         chat: false,
         steps: 32,
@@ -93,6 +97,13 @@ fn parse(args: &[String]) -> Result<Args, String> {
         match arg.as_str() {
             "--tokens" => a.tokens = Some(ids(value("--tokens")?, "--tokens")?),
             "--force" => a.force = ids(value("--force")?, "--force")?,
+            "--kv" => {
+                a.kv = match value("--kv")?.as_str() {
+                    "f16" => KvType::F16,
+                    "f32" => KvType::F32,
+                    other => return Err(format!("--kv: '{other}' (f16 or f32)")),
+                }
+            }
             "--prompt" => a.prompt = Some(value("--prompt")?),
             "--chat" => a.chat = true,
             "--steps" => a.steps = number(value("--steps")?, "--steps")?,
@@ -178,6 +189,7 @@ fn run(a: Args) -> Result<(), String> {
         Arc::clone(&model),
         &LoadOptions {
             backend: a.backend,
+            kv_cache: a.kv,
             ..LoadOptions::default()
         },
     )

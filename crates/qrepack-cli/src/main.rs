@@ -141,10 +141,12 @@ Writes a GGUF file with the tensor names, shapes, types and metadata (llama.cpp'
 SentencePiece-style vocabulary of filler tokens) of a real model, and random weights: llama.cpp
 (llama-bench) and qrepack-candle load it, so model-level speed can be measured at sizes that
 are not downloaded. Each distinct shape and type repeats one quantized random block of rows, so
-writing runs at disk speed (an 8B file is ~4.5 GB). OUT is never overwritten without --force.
+writing runs at disk speed (an 8B file is ~4.5 GB), unless --distinct draws every row (small
+models, for comparing engines logit by logit). OUT is never overwritten without --force.
 
-Presets: tiny (tests), llama3.2-1b (tied output), qwen2.5-1.5b (qwen2, q/k/v biases, tied),
-llama3-8b (separate output.weight). Mixes: q4_0 (every matrix Q4_0, norms F32); q4_k_m
+Presets: tiny (tests), tiny-qwen3moe (2 layers, 8 experts, top 2), llama3.2-1b (tied output),
+qwen2.5-1.5b (qwen2, q/k/v biases, tied), qwen3-30b-a3b-6l (qwen3moe, Qwen3-30B-A3B's layer
+shapes, 6 of its 48 layers, 2.3 GB at q4_0), llama3-8b (separate output.weight). Mixes: q4_0 (every matrix Q4_0, norms F32); q4_k_m
 (llama.cpp's Q4_K_M: Q4_K, Q6_K output head / tied embedding and attn_v, ffn_down in the
 layers llama.cpp gives more bits).
 
@@ -270,7 +272,7 @@ struct RepackArgs {
 
 #[derive(Args, Debug)]
 struct SynthArgs {
-    /// The model: tiny, llama3.2-1b, qwen2.5-1.5b, llama3-8b
+    /// The model: tiny, tiny-qwen3moe, llama3.2-1b, qwen2.5-1.5b, qwen3-30b-a3b-6l, llama3-8b
     #[arg(long, value_parser = parse_preset)]
     preset: qrepack::synth::Preset,
     /// The weight types: q4_0 or q4_k_m
@@ -285,9 +287,12 @@ struct SynthArgs {
     /// Seed of the random weights
     #[arg(long, default_value_t = 0)]
     seed: u64,
-    /// Add rope_freqs.weight (Llama 3.1+ RoPE scaling; qrepack-candle refuses such files)
+    /// Add rope_freqs.weight (Llama 3.1+ RoPE scaling factors)
     #[arg(long)]
     rope_freqs: bool,
+    /// Draw every row of every matrix (no repeated blocks): slower, for small models
+    #[arg(long)]
+    distinct: bool,
     /// Print the report as JSON
     #[arg(long)]
     json: bool,
@@ -885,6 +890,7 @@ fn synth(a: SynthArgs) -> Result<()> {
     let options = qrepack::synth::Options {
         seed: a.seed,
         rope_freqs: a.rope_freqs,
+        distinct: a.distinct,
     };
     let s = synth::run(
         a.preset, a.mix, &options, &a.output, a.force, a.json, a.quiet,

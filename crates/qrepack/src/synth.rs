@@ -42,6 +42,9 @@ pub enum Preset {
     Qwen2_5_1_5B,
     /// Llama-3-8B: separate `output.weight`, 32 layers, 32/8 heads, ffn 14336.
     Llama3_8B,
+    /// A small `qwen3moe` model (2 layers 256 wide, 8 experts of 128, 2 used, vocabulary
+    /// 512), for checks against other engines; best written with [`Options::distinct`].
+    TinyQwen3Moe,
     /// Qwen3-30B-A3B's layers, 6 of its 48: `qwen3moe`, q/k head norms, 32/4 heads of 128,
     /// 128 experts of 768 with 8 used per token, separate output head.
     Qwen3_30B_A3B_6L,
@@ -49,16 +52,17 @@ pub enum Preset {
 
 impl Preset {
     /// Every preset, smallest first.
-    pub const ALL: [Preset; 5] = [
+    pub const ALL: [Preset; 6] = [
         Preset::Tiny,
+        Preset::TinyQwen3Moe,
         Preset::Llama3_2_1B,
         Preset::Qwen2_5_1_5B,
         Preset::Qwen3_30B_A3B_6L,
         Preset::Llama3_8B,
     ];
 
-    /// The preset's command-line name (`tiny`, `llama3.2-1b`, `qwen2.5-1.5b`,
-    /// `qwen3-30b-a3b-6l`, `llama3-8b`).
+    /// The preset's command-line name (`tiny`, `tiny-qwen3moe`, `llama3.2-1b`,
+    /// `qwen2.5-1.5b`, `qwen3-30b-a3b-6l`, `llama3-8b`).
     pub const fn name(self) -> &'static str {
         match self {
             Preset::Tiny => "tiny",
@@ -66,6 +70,7 @@ impl Preset {
             Preset::Qwen2_5_1_5B => "qwen2.5-1.5b",
             Preset::Llama3_8B => "llama3-8b",
             Preset::Qwen3_30B_A3B_6L => "qwen3-30b-a3b-6l",
+            Preset::TinyQwen3Moe => "tiny-qwen3moe",
         }
     }
 
@@ -122,6 +127,29 @@ impl Preset {
                 tied: true,
                 rope_scaling: None,
                 ..llama3
+            },
+            Preset::TinyQwen3Moe => Spec {
+                arch: "qwen3moe",
+                name: "tiny Qwen3-MoE (synthetic)",
+                n_layer: 2,
+                n_embd: 256,
+                n_head: 4,
+                n_kv_head: 2,
+                head_dim: 64,
+                n_ff: 512,
+                vocab: 512,
+                context_length: 4096,
+                rope_base: 1_000_000.0,
+                rms_eps: 1e-6,
+                qkv_bias: false,
+                tied: false,
+                rope_scaling: None,
+                qk_norm: true,
+                experts: Some(Experts {
+                    count: 8,
+                    used: 2,
+                    n_ff: 128,
+                }),
             },
             Preset::Qwen3_30B_A3B_6L => Spec {
                 arch: "qwen3moe",
@@ -297,9 +325,14 @@ impl FromStr for Mix {
 pub struct Options {
     /// Seed of the random weights.
     pub seed: u64,
-    /// Add `rope_freqs.weight` (Llama 3.1+ RoPE scaling factors). Off by default:
-    /// qrepack-candle does not support it yet, and it costs nothing measurable in llama.cpp.
+    /// Add `rope_freqs.weight` (Llama 3.1+ RoPE scaling factors). Off by default: it costs
+    /// nothing measurable in either engine.
     pub rope_freqs: bool,
+    /// Every row of every matrix drawn on its own. Off by default: a matrix then repeats one
+    /// random block of up to 64 rows (writing gigabytes takes seconds), which makes the
+    /// logits repeat every 64 tokens; distinct rows make every logit tell, for comparing
+    /// engines on small models.
+    pub distinct: bool,
 }
 
 /// One tensor of a synthetic model.
@@ -609,7 +642,11 @@ pub fn writer(spec: &Spec, mix: Mix, options: &Options) -> Result<GgufWriter<'st
             w.add_tensor_shared(&t.name, &t.dims, t.ty.id(), bytes.clone())?;
         } else {
             let rows = t.dims.get(1).copied().unwrap_or(1);
-            let r = unit_rows(rows);
+            let r = if options.distinct {
+                t.dims.iter().skip(1).product()
+            } else {
+                unit_rows(rows)
+            };
             let embd = t.name == "token_embd.weight";
             let scale = if embd {
                 1.0
@@ -617,7 +654,7 @@ pub fn writer(spec: &Spec, mix: Mix, options: &Options) -> Result<GgufWriter<'st
                 (3.0 / cols as f32).sqrt()
             };
             let key = (r, cols, t.ty, embd);
-            let unit = match units.get(&key) {
+            let unit = match units.get(&key).filter(|_| !options.distinct) {
                 Some(u) => u.clone(),
                 None => {
                     let (ru, cu) = (r as usize, cols as usize);
