@@ -51,6 +51,10 @@ pub struct LoadOptions {
     /// The number format of the key/value cache: f16 (the default, as llama.cpp's) halves
     /// what a decode step reads from it; f32 keeps the keys and values exactly.
     pub kv_cache: KvType,
+    /// Most positions of a sequence one pass runs at once (llama.cpp's `n_ubatch`): a longer
+    /// prompt runs as consecutive passes of this many, so the buffers of a pass stay small
+    /// (their memory grows with the rows) at no cost in speed.
+    pub max_pass_positions: usize,
 }
 
 impl Default for LoadOptions {
@@ -60,6 +64,7 @@ impl Default for LoadOptions {
             fuse: true,
             threads: None,
             kv_cache: KvType::F16,
+            max_pass_positions: 256,
         }
     }
 }
@@ -149,6 +154,8 @@ pub struct Llama {
     /// Positions cached, and the batch size they were cached with.
     cached: usize,
     batch: usize,
+    /// [`LoadOptions::max_pass_positions`].
+    max_pass_positions: usize,
     pool: Arc<rayon::ThreadPool>,
     /// Time per phase while profiling.
     profile: Option<PhaseTimes>,
@@ -305,6 +312,7 @@ impl Llama {
             scratch: Scratch::default(),
             cached: 0,
             batch: 1,
+            max_pass_positions: options.max_pass_positions,
             pool: Arc::new(pool),
             config,
             profile: None,
@@ -383,9 +391,53 @@ impl Llama {
         }
     }
 
+    /// The forward pass of `batch` sequences of `seq` positions from `pos` on the model's
+    /// pool, in passes of at most `max_pass_positions` positions; the logits of the last
+    /// position of each sequence (or of every position), row after row.
+    fn pass(
+        &mut self,
+        ids: &[u32],
+        batch: usize,
+        seq: usize,
+        pos: usize,
+        every_position: bool,
+    ) -> Result<Vec<f32>> {
+        let step = self.max_pass_positions.max(1);
+        if seq <= step {
+            return self.pass_part(ids, batch, seq, pos, every_position);
+        }
+        let vocab = self.output.rows();
+        let mut all = if every_position {
+            vec![0.0f32; batch * seq * vocab]
+        } else {
+            Vec::new()
+        };
+        let mut part_ids = Vec::with_capacity(batch * step);
+        let mut start = 0;
+        while start < seq {
+            let len = step.min(seq - start);
+            part_ids.clear();
+            for b in 0..batch {
+                part_ids.extend_from_slice(&ids[b * seq + start..][..len]);
+            }
+            let last = start + len == seq;
+            let logits = self.pass_part(&part_ids, batch, len, pos + start, every_position)?;
+            if every_position {
+                // rows [b][start..start + len] of the [batch][seq] result
+                for (b, rows) in logits.chunks_exact(len * vocab).enumerate() {
+                    all[(b * seq + start) * vocab..][..len * vocab].copy_from_slice(rows);
+                }
+            } else if last {
+                all = logits;
+            }
+            start += len;
+        }
+        Ok(all)
+    }
+
     /// One forward pass on the model's pool; the logits of the last position of each sequence
     /// (or of every position), row after row.
-    fn pass(
+    fn pass_part(
         &mut self,
         ids: &[u32],
         batch: usize,

@@ -215,6 +215,52 @@ pub fn check_chunks(t: Tiny, seed: u64) {
     let tol = rms(&all) / 512.0;
     let d = max_diff(&all, &got);
     assert!(d <= tol, "{}: chunked vs whole {d} > {tol}", t.arch);
+
+    // the model cutting one call into passes of 4 positions itself, for one sequence and for
+    // a batch of two (whose second sequence is the first reversed)
+    let g = GgufFile::from_bytes(bytes.clone()).unwrap();
+    let open = OpenOptions {
+        stacks: stacks_for(&g),
+        ..OpenOptions::default()
+    };
+    let model = Arc::new(Model::from_gguf(g, &open).unwrap());
+    let options = LoadOptions {
+        kv_cache: KvType::F32,
+        max_pass_positions: 4,
+        ..LoadOptions::default()
+    };
+    let mut split = Llama::load(Arc::clone(&model), &options).unwrap();
+    let got = as_rows(split.forward_all(&t_all, 0).unwrap());
+    let d = max_diff(&all, &got);
+    assert!(d <= tol, "{}: passes of 4 vs one pass {d} > {tol}", t.arch);
+    let reversed: Vec<u32> = ids.iter().rev().copied().collect();
+    let both: Vec<u32> = ids.iter().chain(&reversed).copied().collect();
+    let two = Tensor::from_vec(both, (2, ids.len()), &dev).unwrap();
+    split.clear_cache();
+    let got: Vec<Vec<Vec<f32>>> = split.forward_all(&two, 0).unwrap().to_vec3().unwrap();
+    let mut one = Llama::load(model, &options).unwrap();
+    let t_rev = Tensor::new(&reversed[..], &dev)
+        .unwrap()
+        .unsqueeze(0)
+        .unwrap();
+    let rev = as_rows(one.forward_all(&t_rev, 0).unwrap());
+    let d = max_diff(&all, &got[0]).max(max_diff(&rev, &got[1]));
+    assert!(
+        d <= tol,
+        "{}: a batch of 2 in passes of 4: {d} > {tol}",
+        t.arch
+    );
+    split.clear_cache();
+    let last: Vec<Vec<f32>> = split.forward(&two, 0).unwrap().to_vec2().unwrap();
+    let d = max_diff(
+        &[all[ids.len() - 1].clone(), rev[ids.len() - 1].clone()],
+        &last,
+    );
+    assert!(
+        d <= tol,
+        "{}: last positions in passes of 4: {d} > {tol}",
+        t.arch
+    );
 }
 
 /// The GGUF file `bytes` with each 3-D expert tensor `blk.N.ffn_X_exps.weight` replaced by one
