@@ -147,6 +147,13 @@ fn top_k(logits: &[f32], k: usize) -> Vec<(u32, f32)> {
         .collect()
 }
 
+/// The process's resident memory in MB (Linux: `/proc/self/statm`), `None` elsewhere.
+fn rss_mb() -> Option<f64> {
+    let statm = std::fs::read_to_string("/proc/self/statm").ok()?;
+    let pages: f64 = statm.split_whitespace().nth(1)?.parse().ok()?;
+    Some(pages * 4096.0 / 1e6)
+}
+
 fn json_number(x: f32) -> String {
     if x.is_finite() {
         format!("{x}")
@@ -167,6 +174,7 @@ fn run(a: Args) -> Result<(), String> {
     let t0 = Instant::now();
     let gguf = GgufFile::open(&a.model).map_err(|e| e.to_string())?;
     let t_open = t0.elapsed().as_secs_f64();
+    let rss_open = rss_mb();
     let options = OpenOptions {
         layout: match a.backend {
             Backend::Qrepack => LayoutPolicy::Best,
@@ -183,8 +191,10 @@ fn run(a: Args) -> Result<(), String> {
     };
     let model = Arc::new(Model::from_gguf(gguf, &options).map_err(|e| e.to_string())?);
     let t_weights = t0.elapsed().as_secs_f64();
+    let rss_weights = rss_mb();
     let tokenizer = Tokenizer::from_gguf(model.gguf()).ok();
     let t_tokenizer = t0.elapsed().as_secs_f64();
+    let rss_tokenizer = rss_mb();
     let mut llama = Llama::load(
         Arc::clone(&model),
         &LoadOptions {
@@ -209,6 +219,16 @@ fn run(a: Args) -> Result<(), String> {
             t_tokenizer - t_weights,
             load_s - t_tokenizer
         );
+        if let Some(open) = rss_open {
+            let mb = |x: Option<f64>| x.map_or("?".into(), |v| format!("{v:.0}"));
+            eprintln!(
+                "resident memory (MB): after mapping {open:.0}, the weights {}, the tokenizer {}, \
+                 the model {}",
+                mb(rss_weights),
+                mb(rss_tokenizer),
+                mb(rss_mb())
+            );
+        }
     }
 
     let prompt: Vec<u32> = match (&a.tokens, &a.prompt) {

@@ -128,6 +128,11 @@ pub(super) fn plan_stacks<'a>(
 
 /// Builds one stacked matrix from the parts' bytes in the file (one temporary copy of the
 /// stacked ggml rows, dropped once repacked), then releases the parts' mapped pages.
+///
+/// The copy is an anonymous mapping of its own rather than a heap allocation: unmapped when
+/// dropped, its pages go back to the system at once, where freed heap blocks of this size
+/// (tens of MB, one per layer and thread) would stay in the allocator's arenas and in the
+/// process's resident memory.
 pub(super) fn build_stack(
     gguf: &GgufFile,
     plan: &StackPlan<'_>,
@@ -135,12 +140,17 @@ pub(super) fn build_stack(
     cpu: &CpuFeatures,
 ) -> Result<QMatrix, Error> {
     let total: usize = plan.parts.iter().map(|t| gguf.tensor_bytes(t).len()).sum();
-    let mut bytes = Vec::with_capacity(total);
+    let mut bytes = memmap2::MmapMut::map_anon(total.max(1))
+        .map_err(|e| Error::Io(format!("stack '{}': {e}", plan.name)))?;
+    let mut at = 0;
     for t in &plan.parts {
-        bytes.extend_from_slice(gguf.tensor_bytes(t));
+        let part = gguf.tensor_bytes(t);
+        bytes[at..at + part.len()].copy_from_slice(part);
+        at += part.len();
     }
+    let bytes = &bytes[..total];
     let layout = policy.choose(plan.ty, plan.rows, cpu);
-    let m = QMatrix::build_releasing(plan.ty, plan.rows, plan.cols, &bytes, layout, cpu, None)
+    let m = QMatrix::build_releasing(plan.ty, plan.rows, plan.cols, bytes, layout, cpu, None)
         .map_err(|e| Error::Format(format!("stack '{}': {e}", plan.name)))?;
     for t in &plan.parts {
         gguf.release_pages(t);
