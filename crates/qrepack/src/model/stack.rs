@@ -142,13 +142,16 @@ pub(super) fn build_stack(
     let total: usize = plan.parts.iter().map(|t| gguf.tensor_bytes(t).len()).sum();
     let mut bytes = memmap2::MmapMut::map_anon(total.max(1))
         .map_err(|e| Error::Io(format!("stack '{}': {e}", plan.name)))?;
-    let mut at = 0;
+    // the mapping holds `total` bytes (or 1 when that is 0), the parts' lengths summed
+    let (stacked, _) = bytes.split_at_mut(total);
+    let mut rest = &mut *stacked;
     for t in &plan.parts {
         let part = gguf.tensor_bytes(t);
-        bytes[at..at + part.len()].copy_from_slice(part);
-        at += part.len();
+        let (dst, tail) = rest.split_at_mut(part.len());
+        dst.copy_from_slice(part);
+        rest = tail;
     }
-    let bytes = &bytes[..total];
+    let bytes = &*stacked;
     let layout = policy.choose(plan.ty, plan.rows, cpu);
     let m = QMatrix::build_releasing(plan.ty, plan.rows, plan.cols, bytes, layout, cpu, None)
         .map_err(|e| Error::Format(format!("stack '{}': {e}", plan.name)))?;
