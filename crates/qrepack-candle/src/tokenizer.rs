@@ -11,17 +11,91 @@
 //! token fall back to their UTF-8 bytes (`<0x41>` tokens).
 
 use std::collections::HashMap;
+use std::hash::BuildHasher;
 
 use candle_core::{bail, Result};
+use hashbrown::{DefaultHashBuilder, HashTable};
 use qrepack::gguf::{GgufFile, GgufValue};
+
+/// The token texts, one after the other in one string, and an index from text to id: a
+/// vocabulary of 150,000 to 260,000 tokens held in a few megabytes, without an allocation per
+/// token.
+#[derive(Clone, Debug)]
+struct Vocab {
+    text: String,
+    /// Token `i` is `text[offsets[i]..offsets[i + 1]]`.
+    offsets: Vec<u32>,
+    /// Ids, found by the hash of their text.
+    index: HashTable<u32>,
+    hasher: DefaultHashBuilder,
+}
+
+impl Vocab {
+    fn new(tokens: &[&str]) -> Result<Vocab> {
+        let total: usize = tokens.iter().map(|t| t.len()).sum();
+        if total >= u32::MAX as usize || tokens.len() >= u32::MAX as usize {
+            bail!(
+                "a vocabulary of {} tokens, {total} bytes, is too large",
+                tokens.len()
+            );
+        }
+        let mut text = String::with_capacity(total);
+        let mut offsets = Vec::with_capacity(tokens.len() + 1);
+        offsets.push(0);
+        for t in tokens {
+            text.push_str(t);
+            offsets.push(text.len() as u32);
+        }
+        let mut v = Vocab {
+            text,
+            offsets,
+            index: HashTable::with_capacity(tokens.len()),
+            hasher: DefaultHashBuilder::default(),
+        };
+        let (text, offsets, hasher) = (&v.text, &v.offsets, &v.hasher);
+        for (i, t) in tokens.iter().enumerate() {
+            let h = hasher.hash_one(t);
+            // the last of equal texts keeps the text, as llama.cpp's map filled in order does
+            match v.index.find_mut(h, |&j| token_text(text, offsets, j) == *t) {
+                Some(id) => *id = i as u32,
+                None => {
+                    v.index.insert_unique(h, i as u32, |&j| {
+                        hasher.hash_one(token_text(text, offsets, j))
+                    });
+                }
+            }
+        }
+        Ok(v)
+    }
+
+    fn len(&self) -> usize {
+        self.offsets.len() - 1
+    }
+
+    fn get(&self, id: u32) -> Option<&str> {
+        ((id as usize) < self.len()).then(|| token_text(&self.text, &self.offsets, id))
+    }
+
+    fn id(&self, text: &str) -> Option<u32> {
+        let h = self.hasher.hash_one(text);
+        self.index
+            .find(h, |&j| token_text(&self.text, &self.offsets, j) == text)
+            .copied()
+    }
+}
+
+/// Token `id`'s text (`id` in range).
+fn token_text<'a>(text: &'a str, offsets: &[u32], id: u32) -> &'a str {
+    let i = id as usize;
+    &text[offsets[i] as usize..offsets[i + 1] as usize]
+}
 
 /// A byte-level BPE tokenizer read from GGUF metadata.
 #[derive(Clone, Debug)]
 pub struct Tokenizer {
-    tokens: Vec<String>,
-    ids: HashMap<String, u32>,
-    /// `(left, right)` -> rank (lower merges first).
-    merges: HashMap<(String, String), usize>,
+    vocab: Vocab,
+    /// `(left, right)` token ids -> rank (lower merges first).
+    merges: HashMap<(u32, u32), u32>,
     /// Special tokens matched literally in the text, longest first.
     specials: Vec<(String, u32)>,
     /// Ids whose text is printed verbatim (not byte-mapped) when decoding.
@@ -57,12 +131,12 @@ fn byte_chars() -> [char; 256] {
     out
 }
 
-fn strings(g: &GgufFile, key: &str) -> Result<Vec<String>> {
+fn strings<'a>(g: &'a GgufFile, key: &str) -> Result<Vec<&'a str>> {
     match g.get(key) {
         Some(GgufValue::Array(_, items)) => items
             .iter()
             .map(|v| match v.as_str() {
-                Some(s) => Ok(s.to_string()),
+                Some(s) => Ok(s),
                 None => bail!("'{key}' holds a non-string"),
             })
             .collect(),
@@ -111,17 +185,16 @@ impl Tokenizer {
             }
             _ => vec![1; tokens.len()],
         };
+        let vocab = Vocab::new(&tokens)?;
+        // a merge of texts that are no tokens can never apply: every symbol is a token
         let mut merges = HashMap::with_capacity(merge_list.len());
         for (rank, m) in merge_list.iter().enumerate() {
             if let Some((a, b)) = m.split_once(' ') {
-                merges.entry((a.to_string(), b.to_string())).or_insert(rank);
+                if let (Some(a), Some(b)) = (vocab.id(a), vocab.id(b)) {
+                    merges.entry((a, b)).or_insert(rank as u32);
+                }
             }
         }
-        let ids: HashMap<String, u32> = tokens
-            .iter()
-            .enumerate()
-            .map(|(i, t)| (t.clone(), i as u32))
-            .collect();
         // 3 = control, 4 = user defined (llama.cpp's token types)
         let special_ids: Vec<bool> = (0..tokens.len())
             .map(|i| matches!(types.get(i), Some(3 | 4)))
@@ -130,7 +203,7 @@ impl Tokenizer {
             .iter()
             .enumerate()
             .filter(|&(i, t)| special_ids[i] && !t.is_empty())
-            .map(|(i, t)| (t.clone(), i as u32))
+            .map(|(i, t)| (t.to_string(), i as u32))
             .collect();
         specials.sort_by_key(|(t, _)| std::cmp::Reverse(t.len()));
         let pre = g
@@ -160,8 +233,7 @@ impl Tokenizer {
                 .get("tokenizer.ggml.add_bos_token")
                 .and_then(|v| v.as_bool())
                 .unwrap_or(false),
-            tokens,
-            ids,
+            vocab,
             merges,
             specials,
             special_ids,
@@ -179,7 +251,7 @@ impl Tokenizer {
 
     /// Vocabulary size.
     pub fn vocab_size(&self) -> usize {
-        self.tokens.len()
+        self.vocab.len()
     }
 
     /// The end-of-sequence token, if the file names one.
@@ -189,7 +261,7 @@ impl Tokenizer {
 
     /// The id of a token's exact text (e.g. `<|im_end|>`).
     pub fn token_id(&self, text: &str) -> Option<u32> {
-        self.ids.get(text).copied()
+        self.vocab.id(text)
     }
 
     /// The ids of `text`, with the beginning-of-sequence token first when the file asks for it
@@ -245,17 +317,17 @@ impl Tokenizer {
                 .bytes()
                 .map(|b| self.byte_to_char[b as usize])
                 .collect();
-            if let Some(&id) = self.ids.get(&mapped) {
+            if let Some(id) = self.vocab.id(&mapped) {
                 out.push(id);
                 continue;
             }
             for symbol in self.bpe(&mapped) {
-                match self.ids.get(&symbol) {
-                    Some(&id) => out.push(id),
+                match self.vocab.id(&symbol) {
+                    Some(id) => out.push(id),
                     // every byte is a token in a byte-level vocabulary; skip if not
                     None => {
                         for c in symbol.chars() {
-                            out.extend(self.ids.get(&c.to_string()));
+                            out.extend(self.vocab.id(c.encode_utf8(&mut [0; 4])));
                         }
                     }
                 }
@@ -275,7 +347,7 @@ impl Tokenizer {
                 joined.clear();
                 joined.push_str(&pair[0]);
                 joined.push_str(&pair[1]);
-                if let Some(&id) = self.ids.get(&joined) {
+                if let Some(id) = self.vocab.id(&joined) {
                     let score = scores[id as usize];
                     if best.is_none_or(|(b, _)| score > b) {
                         best = Some((score, i));
@@ -287,11 +359,11 @@ impl Tokenizer {
             symbols[i].push_str(&right);
         }
         for symbol in symbols {
-            match self.ids.get(&symbol) {
-                Some(&id) => out.push(id),
+            match self.vocab.id(&symbol) {
+                Some(id) => out.push(id),
                 None => {
                     for b in symbol.bytes() {
-                        out.extend(self.ids.get(&format!("<0x{b:02X}>")));
+                        out.extend(self.vocab.id(&format!("<0x{b:02X}>")));
                     }
                 }
             }
@@ -306,9 +378,8 @@ impl Tokenizer {
                 .windows(2)
                 .enumerate()
                 .filter_map(|(i, w)| {
-                    self.merges
-                        .get(&(w[0].clone(), w[1].clone()))
-                        .map(|&r| (r, i))
+                    let pair = (self.vocab.id(&w[0])?, self.vocab.id(&w[1])?);
+                    self.merges.get(&pair).map(|&r| (r, i))
                 })
                 .min();
             let Some((_, i)) = best else { break };
@@ -322,7 +393,7 @@ impl Tokenizer {
     pub fn decode(&self, ids: &[u32]) -> String {
         let mut bytes = Vec::new();
         for &id in ids {
-            let Some(t) = self.tokens.get(id as usize) else {
+            let Some(t) = self.vocab.get(id) else {
                 continue;
             };
             if self.special_ids[id as usize] {
