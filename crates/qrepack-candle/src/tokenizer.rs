@@ -15,7 +15,7 @@ use std::hash::BuildHasher;
 
 use candle_core::{bail, Result};
 use hashbrown::{DefaultHashBuilder, HashTable};
-use qrepack::gguf::{GgufFile, GgufValue};
+use qrepack::gguf::GgufFile;
 
 /// The token texts, one after the other in one string, and an index from text to id: a
 /// vocabulary of 150,000 to 260,000 tokens held in a few megabytes, without an allocation per
@@ -131,17 +131,12 @@ fn byte_chars() -> [char; 256] {
     out
 }
 
+/// The strings of the array `key`, read in place (no value kept per element).
 fn strings<'a>(g: &'a GgufFile, key: &str) -> Result<Vec<&'a str>> {
-    match g.get(key) {
-        Some(GgufValue::Array(_, items)) => items
-            .iter()
-            .map(|v| match v.as_str() {
-                Some(s) => Ok(s),
-                None => bail!("'{key}' holds a non-string"),
-            })
-            .collect(),
-        Some(other) => bail!("'{key}' is not an array: {}", other.value_type()),
-        None => bail!("the GGUF metadata have no '{key}'"),
+    match g.str_array(key) {
+        Some(v) => Ok(v),
+        None if g.get(key).is_none() => bail!("the GGUF metadata have no '{key}'"),
+        None => bail!("'{key}' is not an array of UTF-8 strings"),
     }
 }
 
@@ -165,11 +160,8 @@ impl Tokenizer {
             strings(g, "tokenizer.ggml.merges")?
         };
         let spm_scores = if spm {
-            let scores: Vec<f32> = match g.get("tokenizer.ggml.scores") {
-                Some(GgufValue::Array(_, items)) => items
-                    .iter()
-                    .map(|v| v.as_f64().unwrap_or(0.0) as f32)
-                    .collect(),
+            let scores: Vec<f32> = match g.number_array("tokenizer.ggml.scores") {
+                Some(v) => v.into_iter().map(|x| x as f32).collect(),
                 _ => bail!("a llama (SentencePiece) tokenizer needs 'tokenizer.ggml.scores'"),
             };
             if scores.len() != tokens.len() {
@@ -179,10 +171,8 @@ impl Tokenizer {
         } else {
             None
         };
-        let types: Vec<i64> = match g.get("tokenizer.ggml.token_type") {
-            Some(GgufValue::Array(_, items)) => {
-                items.iter().map(|v| v.as_i64().unwrap_or(1)).collect()
-            }
+        let types: Vec<i64> = match g.number_array("tokenizer.ggml.token_type") {
+            Some(v) => v.into_iter().map(|x| x as i64).collect(),
             _ => vec![1; tokens.len()],
         };
         let vocab = Vocab::new(&tokens)?;
@@ -518,7 +508,7 @@ mod tests {
     /// `▁`, byte fallback for characters that are no token, and the way back.
     #[test]
     fn sentencepiece_merges_by_score_with_byte_fallback() {
-        use qrepack::gguf::{GgufValueType, GgufWriter};
+        use qrepack::gguf::{GgufValue, GgufValueType, GgufWriter};
         // (text, score, type): 1 normal, 2 unknown, 3 control, 6 byte
         let vocab = [
             ("<unk>", 0.0, 2),

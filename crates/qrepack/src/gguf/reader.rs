@@ -174,6 +174,88 @@ impl GgufFile {
         self.value_at(*self.key_index.get(key)?)
     }
 
+    /// The strings of the array `key`, as views into the file: unlike [`GgufFile::get`], a
+    /// large array is not decoded into (and kept as) one [`GgufValue`] per element, which for
+    /// a vocabulary of 262144 tokens is tens of megabytes. `None` when `key` is missing or not
+    /// an array of valid UTF-8 strings.
+    ///
+    /// ```
+    /// use qrepack::gguf::{GgufFile, GgufValue, GgufValueType, GgufWriter};
+    /// let mut w = GgufWriter::new();
+    /// let words = ["a", "bc"].map(|s| GgufValue::String(s.into())).to_vec();
+    /// w.add_kv("tokens", GgufValue::Array(GgufValueType::String, words)).unwrap();
+    /// let f = GgufFile::from_bytes(w.to_bytes().unwrap()).unwrap();
+    /// assert_eq!(f.str_array("tokens"), Some(vec!["a", "bc"]));
+    /// assert_eq!(f.str_array("missing"), None);
+    /// ```
+    pub fn str_array(&self, key: &str) -> Option<Vec<&str>> {
+        let i = *self.key_index.get(key)?;
+        let raw = self.lazy.get(i).copied().flatten();
+        match raw {
+            Some((start, end)) if self.values.get(i)?.get().is_none() => {
+                let mut c = Cursor {
+                    buf: self.bytes().get(..end)?,
+                    pos: start,
+                };
+                let (elem, n) = c.array_header(0, key).ok()?;
+                if elem != GgufValueType::String {
+                    return None;
+                }
+                let mut out = Vec::with_capacity(usize::try_from(n).ok()?);
+                for _ in 0..n {
+                    let b = c.bytes_string(&String::new).ok()?;
+                    out.push(std::str::from_utf8(b).ok()?);
+                }
+                Some(out)
+            }
+            _ => self
+                .value_at(i)?
+                .as_array()?
+                .iter()
+                .map(GgufValue::as_str)
+                .collect(),
+        }
+    }
+
+    /// The numbers of the array `key` (any integer, float or bool element type) as f64,
+    /// decoded straight from the file as [`GgufFile::str_array`] does; `None` when `key` is
+    /// missing or not an array of numbers.
+    ///
+    /// ```
+    /// use qrepack::gguf::{GgufFile, GgufValue, GgufValueType, GgufWriter};
+    /// let mut w = GgufWriter::new();
+    /// let scores = [0.5f32, -2.0].map(GgufValue::F32).to_vec();
+    /// w.add_kv("scores", GgufValue::Array(GgufValueType::F32, scores)).unwrap();
+    /// let f = GgufFile::from_bytes(w.to_bytes().unwrap()).unwrap();
+    /// assert_eq!(f.number_array("scores"), Some(vec![0.5, -2.0]));
+    /// ```
+    pub fn number_array(&self, key: &str) -> Option<Vec<f64>> {
+        let i = *self.key_index.get(key)?;
+        let raw = self.lazy.get(i).copied().flatten();
+        let number = |v: &GgufValue| {
+            v.as_f64()
+                .or_else(|| v.as_bool().map(|b| f64::from(u8::from(b))))
+        };
+        match raw {
+            Some((start, end)) if self.values.get(i)?.get().is_none() => {
+                let mut c = Cursor {
+                    buf: self.bytes().get(..end)?,
+                    pos: start,
+                };
+                let (elem, n) = c.array_header(0, key).ok()?;
+                if matches!(elem, GgufValueType::String | GgufValueType::Array) {
+                    return None;
+                }
+                let mut out = Vec::with_capacity(usize::try_from(n).ok()?);
+                for _ in 0..n {
+                    out.push(number(&c.value(elem, 1, key).ok()?)?);
+                }
+                Some(out)
+            }
+            _ => self.value_at(i)?.as_array()?.iter().map(number).collect(),
+        }
+    }
+
     fn value_at(&self, i: usize) -> Option<&GgufValue> {
         let cell = self.values.get(i)?;
         Some(cell.get_or_init(|| {
