@@ -20,7 +20,8 @@ scripts/llama_peer (the llama-bench method on the peer's ggml). `llamacpp` (in t
 
 --synth PRESET:MIX adds a synthetic model (`qrepack synth`: a real model's tensor names, shapes,
 types and metadata, random weights) written to ${TMPDIR:-/tmp}/qrepack-synth/PRESET.MIX.gguf
-unless it is already there; presets tiny, llama3.2-1b, qwen2.5-1.5b, llama3-8b; mixes q4_0,
+unless it is already there; presets tiny, tiny-qwen3moe, llama3.2-1b, qwen2.5-1.5b,
+qwen3-30b-a3b-6l, llama3-8b; mixes q4_0,
 q4_k_m. Without MODEL arguments, only the --synth models are measured.
 
 Each run is one process per engine, the engines alternating run by run (llama.cpp, qrepack-candle,
