@@ -7,6 +7,9 @@
 # scripts/ggml_mm_bench_kquants.patch (as for the ARM fixtures; it names Q2_K too) against the
 # peer's libggml-peer.a. For the other types its dumps are byte-identical to the stock one's.
 # TYPES="q2_K" LONG_TYPES="" regenerates only those types' directories.
+# NEW_TYPES (issue 26: the grid, ternary and FP4 types, Q1_0, Q2_0) are dumped without repack
+# only, with their rows dequantized by ggml (`w_deq.f32`, scripts/make_quant_fixtures.c `deq`),
+# and ggml's lookup tables go to fixtures/grids/tables.bin (scripts/dump_ggml_grids.c).
 set -euo pipefail
 HERE="$(cd "$(dirname "$0")" && pwd)"
 BENCH="${BENCH:-${WORK:-/tmp/ggml-peer}/bin/ggml_mm_bench}"
@@ -18,6 +21,7 @@ TYPES="${TYPES:-q4_0 q4_K iq4_nl q8_0 q5_0 q6_K q4_1 q5_K f16 q3_K iq4_xs q5_1 b
 # The plain-path types also at 33 activation rows, which reach the per-call tiles and the
 # wide GEMMs (ggml keeps these rows plain too).
 LONG_TYPES="${LONG_TYPES:-q2_K q3_K iq4_xs q5_1 bf16 f16}"
+NEW_TYPES="${NEW_TYPES:-iq2_xxs:16 iq2_xs:17 iq2_s:22 iq3_xxs:18 iq3_s:21 iq1_s:19 iq1_m:29 tq1_0:34 tq2_0:35 mxfp4:39 nvfp4:40 q1_0:41 q2_0:42}"
 OUT="$(cd "$(dirname "$0")/.." && pwd)/crates/qrepack/tests/fixtures/ggml"
 TMP="$(mktemp -d)"
 trap 'rm -rf "$TMP"' EXIT
@@ -46,3 +50,18 @@ for t in $LONG_TYPES; do
   grep '^layout=' "$TMP/${t}_n33/meta.txt" > "$OUT/${t}_n33/layout.txt"
   cp "$TMP/${t}_n33/x_f32.bin" "$OUT/x_16x512x33.bin"
 done
+gcc -O2 -march=native -ffp-contract=off -std=gnu11 -I"$PEER_CPP" -c "$HERE/make_quant_fixtures.c" -o "$TMP/deq.o"
+g++ -pthread "$TMP/deq.o" "$PEER_LIB" -o "$TMP/deq" -ldl -lm
+for p in $NEW_TYPES; do
+  t="${p%%:*}"
+  id="${p##*:}"
+  "$TMP/bench" --type "$t" --M 16 --K 512 --N 7 --threads 1 --repack off --reps 1 --dump "$TMP/${t}_off" >/dev/null
+  mkdir -p "$OUT/${t}_off"
+  cp "$TMP/${t}_off/w_q.bin" "$TMP/${t}_off/y_f32.bin" "$OUT/${t}_off/"
+  grep '^layout=' "$TMP/${t}_off/meta.txt" > "$OUT/${t}_off/layout.txt"
+  "$TMP/deq" "$id" deq 16 512 "$OUT/${t}_off/w_q.bin" "$OUT/${t}_off/w_deq.f32"
+  cp "$TMP/${t}_off/x_f32.bin" "$OUT/x_16x512x7.bin"
+done
+gcc -std=gnu11 -I"$PEER_CPP" "$HERE/dump_ggml_grids.c" -o "$TMP/dump_grids"
+mkdir -p "$OUT/../grids"
+"$TMP/dump_grids" "$OUT/../grids/tables.bin"

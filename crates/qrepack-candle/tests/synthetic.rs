@@ -97,6 +97,64 @@ fn check(cfg: &Tiny, seed: u64) {
     assert!(d_fused <= tol, "fused vs unfused: {d_fused} > {tol}");
 }
 
+/// A model made of the types qrepack multiplies but candle-core does not (issue 26) loads and
+/// runs with qrepack's products: the fused and unfused decoders agree, the logits are finite and
+/// not degenerate. (Every product is checked against ggml in qrepack's tests/lowbit_types.rs.)
+#[test]
+fn grid_ternary_and_fp4_types_load_and_run() {
+    use qrepack::GgmlType;
+    for (i, (attn, ffn, down, embd)) in [
+        (
+            GgmlType::IQ2_XXS,
+            GgmlType::IQ2_XS,
+            GgmlType::IQ2_S,
+            GgmlType::IQ3_XXS,
+        ),
+        (
+            GgmlType::IQ3_S,
+            GgmlType::IQ1_S,
+            GgmlType::IQ1_M,
+            GgmlType::TQ1_0,
+        ),
+        (
+            GgmlType::TQ2_0,
+            GgmlType::MXFP4,
+            GgmlType::NVFP4,
+            GgmlType::Q1_0,
+        ),
+        (
+            GgmlType::Q2_0,
+            GgmlType::Q2_0,
+            GgmlType::Q1_0,
+            GgmlType::MXFP4,
+        ),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let cfg = Tiny {
+            attn,
+            ffn,
+            down,
+            embd,
+            output: Some(attn),
+            ..Tiny::llama()
+        };
+        let bytes = cfg.gguf(10 + i as u64);
+        let fused = run(&mut load(&bytes, Backend::Qrepack, true));
+        let plain = run(&mut load(&bytes, Backend::Qrepack, false));
+        assert_eq!(fused.len(), 10);
+        assert!(fused.iter().flatten().all(|v| v.is_finite()), "{attn}..");
+        let scale = rms(&fused);
+        assert!(scale > 0.01, "{attn}..: degenerate logits, rms {scale}");
+        let d = max_diff(&fused, &plain);
+        assert!(
+            d <= scale / 512.0,
+            "{attn}..: fused vs unfused {d} > {scale}/512"
+        );
+    }
+}
+
 #[test]
 fn llama_qlinear_matches_candle_qmatmul() {
     check(&Tiny::llama(), 1);

@@ -242,6 +242,40 @@ fn inspect_verify_bench_on_a_small_model() {
 /// `bench MODEL --vs ggml` against a stand-in peer: a script that answers like
 /// `ggml_mm_bench` (1 ms per product with repack, 2 ms without; q6_K fails as an unknown type).
 #[cfg(unix)]
+/// A file of the types of issue 26 (ggml's own 16x512 weights, from qrepack's fixtures):
+/// `inspect` lists them as plain matrices and `verify` passes each against the f64 reference.
+#[test]
+fn inspect_and_verify_the_grid_ternary_and_fp4_types() {
+    let dir = TempDir::new("lowbit");
+    let m = dir.path("lowbit.gguf");
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("../qrepack/tests/fixtures/ggml");
+    let names = [
+        "iq2_xxs", "iq2_xs", "iq2_s", "iq3_xxs", "iq3_s", "iq1_s", "iq1_m", "tq1_0", "tq2_0",
+        "mxfp4", "nvfp4", "q1_0", "q2_0",
+    ];
+    let mut w = GgufWriter::new();
+    w.add_kv("general.architecture", GgufValue::String("test".into()))
+        .unwrap();
+    for name in names {
+        let ty: GgmlType = name.parse().unwrap();
+        let bytes = std::fs::read(fixtures.join(format!("{name}_off/w_q.bin"))).unwrap();
+        w.add_tensor_owned(&format!("blk.0.{name}.weight"), &[512, 16], ty.id(), bytes)
+            .unwrap();
+    }
+    w.write_to(&m, false).unwrap();
+    let v = ok_json(&["inspect", s(&m), "--json"]);
+    let tensors = v["tensors"].as_array().unwrap();
+    assert_eq!(tensors.len(), names.len());
+    assert_eq!(v["matrices"], names.len());
+    for t in tensors {
+        assert_eq!(t["layout"], "plain", "{t}");
+    }
+    let v = ok_json(&["verify", s(&m), "--batch", "1,5", "--json", "-q"]);
+    assert_eq!(v["checked"], names.len());
+    assert_eq!(v["failed"], 0);
+    assert!(v["worst_nmse_vs_ref"].as_f64().unwrap() <= 1e-9);
+}
+
 #[test]
 fn bench_vs_ggml_sums_the_peer_over_the_shapes() {
     use std::os::unix::fs::PermissionsExt;

@@ -611,8 +611,11 @@ macro_rules! plain_format {
     };
 }
 
+mod grouped;
+pub use grouped::{PlainQ8_0x2, PlainQ8_0x4};
+
 plain_format!(
-    /// Plain Q8_0 rows (the vec_dot type of Q4_0, Q5_0, Q8_0 and IQ4_NL).
+    /// Plain Q8_0 rows (the vec_dot type of Q4_0, Q5_0, Q8_0, IQ4_NL and MXFP4).
     PlainQ8_0, BlockQ8_0, 32, |x, out| {
     for (b, xs) in out.iter_mut().zip(x.chunks_exact(32)) {
         *b = quantize_block_q8_0(xs);

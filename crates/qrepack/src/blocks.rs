@@ -168,6 +168,46 @@ blocks! {
     BlockQ2Kx8 [672] { d: [F16Bits; 8], dmin: [F16Bits; 8], scales: [u8; 128], qs: [u8; 512] }
 }
 
+blocks! {
+    /// IQ2_XXS, 256 weights in 8 groups of 32: per group four 8-bit grid indices (into
+    /// `IQ2XXS_GRID`) then a little-endian u32 with four 7-bit sign codes and a 4-bit scale; each
+    /// group is 8 bytes of `qs` (ggml's `uint16_t qs[32]`, little-endian).
+    BlockIq2Xxs [66] { d: F16Bits, qs: [u8; 64] }
+    /// IQ2_XS, 256 weights: 32 little-endian u16 of a 9-bit grid index (`IQ2XS_GRID`) and a
+    /// 7-bit sign code, and two 4-bit scales per 32 weights.
+    BlockIq2Xs [74] { d: F16Bits, qs: [u8; 64], scales: [u8; 8] }
+    /// IQ2_S, 256 weights: 32 low bytes of 10-bit grid indices (`IQ2S_GRID`) then 32 sign bytes
+    /// in `qs`, the high index bits in `qh`, two 4-bit scales per 32 weights.
+    BlockIq2S [82] { d: F16Bits, qs: [u8; 64], qh: [u8; 8], scales: [u8; 8] }
+    /// IQ3_XXS, 256 weights: 64 8-bit grid indices (`IQ3XXS_GRID`, 4 weights each), then per
+    /// 32 weights a little-endian u32 of four 7-bit sign codes and a 4-bit scale.
+    BlockIq3Xxs [98] { d: F16Bits, qs: [u8; 96] }
+    /// IQ3_S, 256 weights: 64 low bytes of 9-bit grid indices (`IQ3S_GRID`), their high bits,
+    /// one sign bit per weight, two 4-bit scales per 64 weights.
+    BlockIq3S [110] { d: F16Bits, qs: [u8; 64], qh: [u8; 8], signs: [u8; 32], scales: [u8; 4] }
+    /// IQ1_S, 256 weights: 32 low bytes of 11-bit grid indices (`IQ1S_GRID`) and per 32 weights
+    /// a little-endian u16 with the high index bits, a 3-bit scale and the sign of the shift.
+    BlockIq1S [50] { d: F16Bits, qs: [u8; 32], qh: [u8; 16] }
+    /// IQ1_M, 256 weights: 32 low index bytes, per 16 weights a byte of high index bits and
+    /// shift signs, 3-bit scales; the f16 block scale is spread over the top nibbles of `scales`.
+    BlockIq1M [56] { qs: [u8; 32], qh: [u8; 16], scales: [u8; 8] }
+    /// TQ1_0, 256 ternary weights `d * (t - 1)`: five base-3 digits per byte of `qs` (240
+    /// weights), four per byte of `qh` (16 weights).
+    BlockTq1_0 [54] { qs: [u8; 48], qh: [u8; 4], d: F16Bits }
+    /// TQ2_0, 256 ternary weights `d * (q - 1)`, 2-bit `q`.
+    BlockTq2_0 [66] { qs: [u8; 64], d: F16Bits }
+    /// MXFP4, 32 weights `2^(e - 128) * KVALUES_FP4[q]`: an E8M0 exponent and 4-bit E2M1 codes
+    /// (low nibbles weights 0..16, high nibbles 16..32).
+    BlockMxfp4 [17] { e: u8, qs: [u8; 16] }
+    /// NVFP4, 64 weights in 4 groups of 16, each with a UE4M3 scale; E2M1 codes as MXFP4's per
+    /// group of 16 (8 bytes: low nibbles weights 0..8, high nibbles 8..16).
+    BlockNvfp4 [36] { d: [u8; 4], qs: [u8; 32] }
+    /// Q1_0, 128 weights `±d`: bit `j` of the 128-bit field set means `+d`.
+    BlockQ1_0 [18] { d: F16Bits, qs: [u8; 16] }
+    /// Q2_0, 64 weights `d * (q - 1)`, 2-bit `q`, four per byte from the low bits up.
+    BlockQ2_0 [18] { d: F16Bits, qs: [u8; 16] }
+}
+
 /// Views `bytes` as a slice of blocks without copying.
 ///
 /// Fails when the length is not a whole number of blocks, or (only for the activation blocks
@@ -203,6 +243,51 @@ pub fn collect_blocks<B: Pod>(bytes: &[u8]) -> Result<Vec<B>, Error> {
         .chunks_exact(size)
         .map(bytemuck::pod_read_unaligned)
         .collect())
+}
+
+/// Half the value of an E8M0 exponent byte, `2^(e - 128)` (MXFP4's scale, halved because
+/// `KVALUES_FP4` holds doubled E2M1 values); `e = 0` and `1` give the subnormals `2^-128` and
+/// `2^-127`, as ggml's `GGML_E8M0_TO_FP32_HALF`.
+///
+/// ```
+/// use qrepack::blocks::e8m0_half_to_f32;
+/// assert_eq!(e8m0_half_to_f32(128), 1.0);
+/// assert_eq!(e8m0_half_to_f32(0), f32::from_bits(1 << 21)); // 2^-128, subnormal
+/// ```
+#[inline]
+pub fn e8m0_half_to_f32(e: u8) -> f32 {
+    let bits = if e < 2 {
+        0x0020_0000u32 << e
+    } else {
+        u32::from(e - 1) << 23
+    };
+    f32::from_bits(bits)
+}
+
+/// Half the value of an unsigned E4M3 scale byte (NVFP4's scale, halved as for
+/// [`e8m0_half_to_f32`]), as ggml's `ggml_ue4m3_to_fp32`: `0` and `0x7f` give zero, the top bit is
+/// ignored.
+///
+/// ```
+/// use qrepack::blocks::ue4m3_half_to_f32;
+/// assert_eq!(ue4m3_half_to_f32(0x38), 0.5); // 1.0, halved
+/// assert_eq!(ue4m3_half_to_f32(0x01), 2f32.powi(-10));
+/// assert_eq!(ue4m3_half_to_f32(0x7f), 0.0);
+/// ```
+#[inline]
+pub fn ue4m3_half_to_f32(x: u8) -> f32 {
+    if x == 0 || x == 0x7f {
+        return 0.0;
+    }
+    let exp = i32::from((x >> 3) & 0x0f);
+    let man = i32::from(x & 7);
+    // Both forms are small integers times a power of two: exact in f32.
+    let pow2 = |k: i32| f32::from_bits(((127 + k) as u32) << 23);
+    if exp == 0 {
+        man as f32 * pow2(-10)
+    } else {
+        (8 + man) as f32 * pow2(exp - 11)
+    }
 }
 
 /// Scale and min of sub-block `j` (0..8) from a Q4_K/Q5_K 12-byte scale field (6 bits each).

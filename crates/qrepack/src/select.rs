@@ -14,8 +14,8 @@
 
 use crate::activation::{
     ActQuantizer, ArmQ8KInterleaved, ArmQ8_0Interleaved, ChooseQuantizer, PlainBf16, PlainF16,
-    PlainF32, PlainQ8K, PlainQ8_0, PlainQ8_1, Q8KInterleaved, Q8_0AbsInterleaved, Q8_0Interleaved,
-    Q8_0SumsInterleaved,
+    PlainF32, PlainQ8K, PlainQ8_0, PlainQ8_0x2, PlainQ8_0x4, PlainQ8_1, Q8KInterleaved,
+    Q8_0AbsInterleaved, Q8_0Interleaved, Q8_0SumsInterleaved,
 };
 #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
 use crate::blocks::BlockQ4Kx8;
@@ -36,8 +36,10 @@ use crate::kernels::scalar;
 use crate::kernels::x86::{self, avx2, avx512, avx512bf16, avxvnni};
 use crate::layout::iq4_nl::{Iq4Nl4x4, Iq4Nl8x8};
 use crate::layout::plain::{
-    Plain, RowsBf16, RowsF16, RowsF32, RowsIq4Nl, RowsIq4Xs, RowsQ2K, RowsQ3K, RowsQ4K, RowsQ4_0,
-    RowsQ4_1, RowsQ5K, RowsQ5_0, RowsQ5_1, RowsQ6K, RowsQ8K, RowsQ8_0, RowsQ8_1,
+    Plain, RowsBf16, RowsF16, RowsF32, RowsIq1M, RowsIq1S, RowsIq2S, RowsIq2Xs, RowsIq2Xxs,
+    RowsIq3S, RowsIq3Xxs, RowsIq4Nl, RowsIq4Xs, RowsMxfp4, RowsNvfp4, RowsQ1_0, RowsQ2K, RowsQ2_0,
+    RowsQ3K, RowsQ4K, RowsQ4_0, RowsQ4_1, RowsQ5K, RowsQ5_0, RowsQ5_1, RowsQ6K, RowsQ8K, RowsQ8_0,
+    RowsQ8_1, RowsTq1_0, RowsTq2_0,
 };
 use crate::layout::q2_k::Q2K8x8;
 use crate::layout::q4_0::{Q4_0_4x4, Q4_0_4x8, Q4_0_8x8};
@@ -273,6 +275,20 @@ kernel_table! {
         #[cfg(target_arch = "aarch64")] aarch64::Neon => neon::plain_rows::iq4_xs_rows,
         ; scalar::plain_kernels::<RowsIq4Xs>()
     }
+    // Portable only so far (issue 26): the grid, ternary and FP4 types, Q1_0 and Q2_0.
+    Plain<RowsIq2Xxs> { ; scalar::plain_kernels::<RowsIq2Xxs>() }
+    Plain<RowsIq2Xs> { ; scalar::plain_kernels::<RowsIq2Xs>() }
+    Plain<RowsIq2S> { ; scalar::plain_kernels::<RowsIq2S>() }
+    Plain<RowsIq3Xxs> { ; scalar::plain_kernels::<RowsIq3Xxs>() }
+    Plain<RowsIq3S> { ; scalar::plain_kernels::<RowsIq3S>() }
+    Plain<RowsIq1S> { ; scalar::plain_kernels::<RowsIq1S>() }
+    Plain<RowsIq1M> { ; scalar::plain_kernels::<RowsIq1M>() }
+    Plain<RowsTq1_0> { ; scalar::plain_kernels::<RowsTq1_0>() }
+    Plain<RowsTq2_0> { ; scalar::plain_kernels::<RowsTq2_0>() }
+    Plain<RowsMxfp4> { ; scalar::plain_kernels::<RowsMxfp4>() }
+    Plain<RowsNvfp4> { ; scalar::plain_kernels::<RowsNvfp4>() }
+    Plain<RowsQ1_0> { ; scalar::plain_kernels::<RowsQ1_0>() }
+    Plain<RowsQ2_0> { ; scalar::plain_kernels::<RowsQ2_0>() }
 }
 
 /// One entry per activation format: `[generics] Format { #[cfg] Token => constructor, ... }`;
@@ -328,6 +344,8 @@ quantizer_table! {
         #[cfg(target_arch = "x86_64")] x86::Avx2 => avx2::quantize::q8_k_plain,
         #[cfg(target_arch = "aarch64")] aarch64::Neon => neon::quantize::q8_k_plain,
     }
+    [] PlainQ8_0x2 {}
+    [] PlainQ8_0x4 {}
     [] PlainF16 {}
     [] PlainBf16 {}
     [] PlainF32 {}

@@ -40,11 +40,24 @@ pub enum GgmlType {
     Q8_K,
     IQ4_NL,
     IQ4_XS,
+    IQ2_XXS,
+    IQ2_XS,
+    IQ3_XXS,
+    IQ1_S,
+    IQ3_S,
+    IQ2_S,
+    IQ1_M,
+    TQ1_0,
+    TQ2_0,
+    MXFP4,
+    NVFP4,
+    Q1_0,
+    Q2_0,
 }
 
 impl GgmlType {
     /// Every supported type, in ggml id order.
-    pub const ALL: [GgmlType; 17] = [
+    pub const ALL: [GgmlType; 30] = [
         GgmlType::F32,
         GgmlType::F16,
         GgmlType::Q4_0,
@@ -59,9 +72,22 @@ impl GgmlType {
         GgmlType::Q5_K,
         GgmlType::Q6_K,
         GgmlType::Q8_K,
+        GgmlType::IQ2_XXS,
+        GgmlType::IQ2_XS,
+        GgmlType::IQ3_XXS,
+        GgmlType::IQ1_S,
         GgmlType::IQ4_NL,
+        GgmlType::IQ3_S,
+        GgmlType::IQ2_S,
         GgmlType::IQ4_XS,
+        GgmlType::IQ1_M,
         GgmlType::BF16,
+        GgmlType::TQ1_0,
+        GgmlType::TQ2_0,
+        GgmlType::MXFP4,
+        GgmlType::NVFP4,
+        GgmlType::Q1_0,
+        GgmlType::Q2_0,
     ];
 
     /// ggml's numeric type id (`enum ggml_type`).
@@ -84,6 +110,19 @@ impl GgmlType {
             GgmlType::IQ4_NL => 20,
             GgmlType::IQ4_XS => 23,
             GgmlType::BF16 => 30,
+            GgmlType::IQ2_XXS => 16,
+            GgmlType::IQ2_XS => 17,
+            GgmlType::IQ3_XXS => 18,
+            GgmlType::IQ1_S => 19,
+            GgmlType::IQ3_S => 21,
+            GgmlType::IQ2_S => 22,
+            GgmlType::IQ1_M => 29,
+            GgmlType::TQ1_0 => 34,
+            GgmlType::TQ2_0 => 35,
+            GgmlType::MXFP4 => 39,
+            GgmlType::NVFP4 => 40,
+            GgmlType::Q1_0 => 41,
+            GgmlType::Q2_0 => 42,
         }
     }
 
@@ -118,6 +157,19 @@ impl GgmlType {
             GgmlType::Q8_K => "q8_K",
             GgmlType::IQ4_NL => "iq4_nl",
             GgmlType::IQ4_XS => "iq4_xs",
+            GgmlType::IQ2_XXS => "iq2_xxs",
+            GgmlType::IQ2_XS => "iq2_xs",
+            GgmlType::IQ3_XXS => "iq3_xxs",
+            GgmlType::IQ1_S => "iq1_s",
+            GgmlType::IQ3_S => "iq3_s",
+            GgmlType::IQ2_S => "iq2_s",
+            GgmlType::IQ1_M => "iq1_m",
+            GgmlType::TQ1_0 => "tq1_0",
+            GgmlType::TQ2_0 => "tq2_0",
+            GgmlType::MXFP4 => "mxfp4",
+            GgmlType::NVFP4 => "nvfp4",
+            GgmlType::Q1_0 => "q1_0",
+            GgmlType::Q2_0 => "q2_0",
         }
     }
 
@@ -131,7 +183,19 @@ impl GgmlType {
             | GgmlType::Q5_1
             | GgmlType::Q8_0
             | GgmlType::Q8_1
-            | GgmlType::IQ4_NL => 32,
+            | GgmlType::IQ4_NL
+            | GgmlType::MXFP4 => 32,
+            GgmlType::NVFP4 | GgmlType::Q2_0 => 64,
+            GgmlType::Q1_0 => 128,
+            GgmlType::IQ2_XXS
+            | GgmlType::IQ2_XS
+            | GgmlType::IQ3_XXS
+            | GgmlType::IQ1_S
+            | GgmlType::IQ3_S
+            | GgmlType::IQ2_S
+            | GgmlType::IQ1_M
+            | GgmlType::TQ1_0
+            | GgmlType::TQ2_0 => QK_K,
             GgmlType::Q2_K
             | GgmlType::Q3_K
             | GgmlType::Q4_K
@@ -161,6 +225,19 @@ impl GgmlType {
             GgmlType::Q8_K => 292,
             GgmlType::IQ4_NL => 18,
             GgmlType::IQ4_XS => 136,
+            GgmlType::IQ2_XXS => 66,
+            GgmlType::IQ2_XS => 74,
+            GgmlType::IQ3_XXS => 98,
+            GgmlType::IQ1_S => 50,
+            GgmlType::IQ3_S => 110,
+            GgmlType::IQ2_S => 82,
+            GgmlType::IQ1_M => 56,
+            GgmlType::TQ1_0 => 54,
+            GgmlType::TQ2_0 => 66,
+            GgmlType::MXFP4 => 17,
+            GgmlType::NVFP4 => 36,
+            GgmlType::Q1_0 => 18,
+            GgmlType::Q2_0 => 18,
         }
     }
 
@@ -210,7 +287,14 @@ impl GgmlType {
             GgmlType::F32 => GgmlType::F32,
             GgmlType::F16 => GgmlType::F16,
             GgmlType::BF16 => GgmlType::BF16,
-            GgmlType::Q4_0 | GgmlType::Q5_0 | GgmlType::Q8_0 | GgmlType::IQ4_NL => GgmlType::Q8_0,
+            GgmlType::Q4_0
+            | GgmlType::Q5_0
+            | GgmlType::Q8_0
+            | GgmlType::IQ4_NL
+            | GgmlType::MXFP4
+            | GgmlType::NVFP4
+            | GgmlType::Q1_0
+            | GgmlType::Q2_0 => GgmlType::Q8_0,
             GgmlType::Q4_1 | GgmlType::Q5_1 | GgmlType::Q8_1 => GgmlType::Q8_1,
             GgmlType::Q2_K
             | GgmlType::Q3_K
@@ -218,8 +302,45 @@ impl GgmlType {
             | GgmlType::Q5_K
             | GgmlType::Q6_K
             | GgmlType::Q8_K
-            | GgmlType::IQ4_XS => GgmlType::Q8_K,
+            | GgmlType::IQ4_XS
+            | GgmlType::IQ2_XXS
+            | GgmlType::IQ2_XS
+            | GgmlType::IQ3_XXS
+            | GgmlType::IQ1_S
+            | GgmlType::IQ3_S
+            | GgmlType::IQ2_S
+            | GgmlType::IQ1_M
+            | GgmlType::TQ1_0
+            | GgmlType::TQ2_0 => GgmlType::Q8_K,
         }
+    }
+
+    /// True for the types [`crate::quantize`] can produce. ggml quantizes the others (the grid,
+    /// ternary and FP4 types, Q1_0 and Q2_0) with searches qrepack does not reproduce yet; they
+    /// load, dequantize and multiply all the same.
+    ///
+    /// ```
+    /// use qrepack::GgmlType;
+    /// assert!(GgmlType::Q4_K.is_quantizable());
+    /// assert!(!GgmlType::IQ2_XXS.is_quantizable());
+    /// ```
+    pub const fn is_quantizable(self) -> bool {
+        !matches!(
+            self,
+            GgmlType::IQ2_XXS
+                | GgmlType::IQ2_XS
+                | GgmlType::IQ3_XXS
+                | GgmlType::IQ1_S
+                | GgmlType::IQ3_S
+                | GgmlType::IQ2_S
+                | GgmlType::IQ1_M
+                | GgmlType::TQ1_0
+                | GgmlType::TQ2_0
+                | GgmlType::MXFP4
+                | GgmlType::NVFP4
+                | GgmlType::Q1_0
+                | GgmlType::Q2_0
+        )
     }
 }
 

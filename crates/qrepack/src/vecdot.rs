@@ -1,8 +1,10 @@
 //! Portable dot products of one weight row with one activation row (the plain path).
 //!
 //! Each function takes a row of weight blocks and a row of blocks of the weight type's
-//! `vec_dot_type` (ggml's pairing: Q8_0 for Q4_0/Q5_0/Q8_0/IQ4_NL, Q8_1 for Q4_1/Q5_1/Q8_1,
-//! Q8_K for the K-quants and IQ4_XS, and the same float type for F32/F16/BF16).
+//! `vec_dot_type` (ggml's pairing: Q8_0 for Q4_0/Q5_0/Q8_0/IQ4_NL/MXFP4/NVFP4/Q1_0/Q2_0, Q8_1
+//! for Q4_1/Q5_1/Q8_1, Q8_K for the K-quants, IQ4_XS, the IQ1/IQ2/IQ3 grid types and TQ1_0/TQ2_0,
+//! and the same float type for F32/F16/BF16). Where a weight block spans several Q8_0 blocks
+//! (NVFP4, Q1_0, Q2_0) the activation row holds one array of them per weight block.
 //!
 //! The arithmetic is that of ggml's portable kernels: the products of the quants are summed in
 //! exact integer arithmetic, and only the per-block scaling and the accumulation over blocks
@@ -37,6 +39,18 @@ use crate::blocks::{
     IQ4NL_LEVELS,
 };
 use crate::types::QK_K;
+
+mod grid;
+mod lowbit;
+
+pub use grid::{
+    vec_dot_iq1_m_q8_k, vec_dot_iq1_s_q8_k, vec_dot_iq2_s_q8_k, vec_dot_iq2_xs_q8_k,
+    vec_dot_iq2_xxs_q8_k, vec_dot_iq3_s_q8_k, vec_dot_iq3_xxs_q8_k,
+};
+pub use lowbit::{
+    vec_dot_mxfp4_q8_0, vec_dot_nvfp4_q8_0, vec_dot_q1_0_q8_0, vec_dot_q2_0_q8_0,
+    vec_dot_tq1_0_q8_k, vec_dot_tq2_0_q8_k,
+};
 
 // ---------------------------------------------------------------------------------------------
 // Float rows

@@ -93,7 +93,10 @@ fn write_fixture(path: &Path) -> Fixture {
         &experts,
     )
     .unwrap();
-    // a type ggml knows but qrepack does not (iq2_xxs): listed, copied, never converted
+    // a type ggml knows but qrepack does not multiply (i8): listed, copied, never converted
+    w.add_tensor_owned("blk.0.i8", &[256, 2], 24, vec![0x5a; 2 * 256])
+        .unwrap();
+    // an IQ2_XXS tensor of arbitrary bytes: a plain matrix like any other
     w.add_tensor_owned("blk.0.iq2", &[256, 2], 16, vec![0x5a; 2 * 66])
         .unwrap();
     w.write_to(path, false).unwrap();
@@ -154,13 +157,17 @@ fn open_matches_direct_matrices() {
     let norm = model.tensor("blk.0.norm").unwrap();
     assert_eq!(norm.became, Became::Raw("not a weight: 1-D".into()));
     assert_eq!(model.raw_bytes("blk.0.norm").unwrap().len(), 640 * 4);
-    let iq2 = model.tensor("blk.0.iq2").unwrap();
+    let i8t = model.tensor("blk.0.i8").unwrap();
     assert!(
-        iq2.became.to_string().contains("type id 16"),
+        i8t.became.to_string().contains("type id 24"),
         "{}",
-        iq2.became
+        i8t.became
     );
-    assert!(model.matrix("blk.0.iq2").is_none());
+    assert!(model.matrix("blk.0.i8").is_none());
+    let iq2 = model.matrix("blk.0.iq2").unwrap();
+    assert_eq!((iq2.ty(), iq2.layout()), (GgmlType::IQ2_XXS, Layout::Plain));
+    let direct = QMatrix::new(GgmlType::IQ2_XXS, 2, 256, &[0x5a; 2 * 66]).unwrap();
+    assert_eq!(product(iq2, 3, 5), product(&direct, 3, 5));
     // plain matrices are views of the file
     let r7 = model.tensor("blk.0.q4_0.r7").unwrap();
     match &r7.became {
@@ -182,7 +189,7 @@ fn open_matches_direct_matrices() {
             t.became
         );
     }
-    assert_eq!(model.tensors().len(), MATRICES.len() + 3);
+    assert_eq!(model.tensors().len(), MATRICES.len() + 4);
     assert_eq!(
         model.gguf().get("test.layers").and_then(|v| v.as_u64()),
         Some(1)
@@ -347,7 +354,8 @@ fn progress_is_reported() {
     };
     Model::open_with(&path, &opts).unwrap();
     let seen = seen.lock().unwrap();
-    assert_eq!(seen.len(), MATRICES.len() + 1);
+    // the matrices, the experts and the IQ2_XXS tensor
+    assert_eq!(seen.len(), MATRICES.len() + 2);
     let last = seen.iter().max_by_key(|p| p.tensors_done).unwrap();
     assert_eq!(last.tensors_done, last.tensors_total);
     assert_eq!(last.bytes_done, last.bytes_total);

@@ -11,7 +11,7 @@ use qrepack::rng::SplitMix64;
 use qrepack::{GgmlType, Layout, QMatrix};
 
 fn cols_for(ty: GgmlType) -> usize {
-    if ty.block_size() == 256 {
+    if ty.block_size() > 32 {
         512
     } else {
         64

@@ -196,7 +196,11 @@ impl Tiny {
             let x: Vec<f32> = (0..n * rows * cols)
                 .map(|_| rng.uniform_pm1() * scale)
                 .collect();
-            let bytes = quantize(ty, &x, n * rows, cols).unwrap();
+            let bytes = if ty.is_quantizable() {
+                quantize(ty, &x, n * rows, cols).unwrap()
+            } else {
+                random_blocks(ty, n * rows, cols, &mut rng)
+            };
             let mut dims = vec![cols as u64, rows as u64];
             if experts.is_some() {
                 dims.push(n as u64);
@@ -305,4 +309,30 @@ impl Tiny {
         }
         w.to_bytes().unwrap()
     }
+}
+
+/// A `rows x cols` matrix of a type qrepack cannot quantize (the grid, ternary and FP4 types,
+/// Q1_0, Q2_0): random quant bits under small fixed scales, weights of order 0.1.
+pub fn random_blocks(ty: GgmlType, rows: usize, cols: usize, rng: &mut SplitMix64) -> Vec<u8> {
+    let n = ty.matrix_bytes(rows, cols).unwrap();
+    let mut bytes: Vec<u8> = (0..n).map(|_| rng.next_u64() as u8).collect();
+    let d = qrepack::blocks::F16Bits::from_f32(0.004).0;
+    for b in bytes.chunks_exact_mut(ty.block_bytes()) {
+        match ty {
+            GgmlType::TQ1_0 => b[52..54].copy_from_slice(&d),
+            GgmlType::TQ2_0 => b[64..66].copy_from_slice(&d),
+            GgmlType::MXFP4 => b[0] = 121,
+            GgmlType::NVFP4 => b[..4].fill(0x20),
+            GgmlType::IQ1_M => {
+                // the f16 scale sits in the top nibbles of the four scale words
+                let bits = u16::from_le_bytes(d);
+                for w in 0..4 {
+                    let hi = &mut b[48 + 2 * w + 1];
+                    *hi = (*hi & 0x0f) | ((((bits >> (4 * w)) & 0x0f) as u8) << 4);
+                }
+            }
+            _ => b[..2].copy_from_slice(&d),
+        }
+    }
+    bytes
 }

@@ -2,10 +2,15 @@
 //! against its `vec_dot_type`. Every type and every row count works here.
 
 use crate::activation::Bf16Bits;
-use crate::activation::{ActFormat, PlainBf16, PlainF16, PlainF32, PlainQ8K, PlainQ8_0, PlainQ8_1};
+use crate::activation::{
+    ActFormat, PlainBf16, PlainF16, PlainF32, PlainQ8K, PlainQ8_0, PlainQ8_0x2, PlainQ8_0x4,
+    PlainQ8_1,
+};
 use crate::blocks::{
-    BlockIq4Nl, BlockIq4Xs, BlockQ2K, BlockQ3K, BlockQ4K, BlockQ4_0, BlockQ4_1, BlockQ5K,
-    BlockQ5_0, BlockQ5_1, BlockQ6K, BlockQ8K, BlockQ8_0, BlockQ8_1, F16Bits,
+    BlockIq1M, BlockIq1S, BlockIq2S, BlockIq2Xs, BlockIq2Xxs, BlockIq3S, BlockIq3Xxs, BlockIq4Nl,
+    BlockIq4Xs, BlockMxfp4, BlockNvfp4, BlockQ1_0, BlockQ2K, BlockQ2_0, BlockQ3K, BlockQ4K,
+    BlockQ4_0, BlockQ4_1, BlockQ5K, BlockQ5_0, BlockQ5_1, BlockQ6K, BlockQ8K, BlockQ8_0, BlockQ8_1,
+    BlockTq1_0, BlockTq2_0, F16Bits,
 };
 use crate::layout::{Layout, LayoutVisitor, PackedLayout};
 use crate::types::GgmlType;
@@ -78,4 +83,17 @@ plain_types! {
     RowsQ8K: Q8_K, BlockQ8K, PlainQ8K;
     RowsIq4Nl: IQ4_NL, BlockIq4Nl, PlainQ8_0;
     RowsIq4Xs: IQ4_XS, BlockIq4Xs, PlainQ8K;
+    RowsIq2Xxs: IQ2_XXS, BlockIq2Xxs, PlainQ8K;
+    RowsIq2Xs: IQ2_XS, BlockIq2Xs, PlainQ8K;
+    RowsIq2S: IQ2_S, BlockIq2S, PlainQ8K;
+    RowsIq3Xxs: IQ3_XXS, BlockIq3Xxs, PlainQ8K;
+    RowsIq3S: IQ3_S, BlockIq3S, PlainQ8K;
+    RowsIq1S: IQ1_S, BlockIq1S, PlainQ8K;
+    RowsIq1M: IQ1_M, BlockIq1M, PlainQ8K;
+    RowsTq1_0: TQ1_0, BlockTq1_0, PlainQ8K;
+    RowsTq2_0: TQ2_0, BlockTq2_0, PlainQ8K;
+    RowsMxfp4: MXFP4, BlockMxfp4, PlainQ8_0;
+    RowsNvfp4: NVFP4, BlockNvfp4, PlainQ8_0x2;
+    RowsQ1_0: Q1_0, BlockQ1_0, PlainQ8_0x4;
+    RowsQ2_0: Q2_0, BlockQ2_0, PlainQ8_0x2;
 }

@@ -12,10 +12,14 @@
 // The block formats, one file per family: each holds the decoders (`dq_*`, generic over
 // `Real`) and the quantizers (`q_*`) of its types; the shared helpers and the public entry
 // points are here.
+pub(crate) mod grid;
+pub mod grids;
 mod iq;
 mod kquants;
 mod legacy;
+pub(crate) mod lowbit;
 
+use grid::{dq_iq1_m, dq_iq1_s, dq_iq2_s, dq_iq2_xs, dq_iq2_xxs, dq_iq3_s, dq_iq3_xxs};
 use iq::{dq_iq4_nl, dq_iq4_xs, q_iq4_nl, q_iq4_xs};
 use kquants::{
     dq_q2_k, dq_q3_k, dq_q4_k, dq_q5_k, dq_q6_k, dq_q8_k, q_q2_k, q_q3_k, q_q4_k, q_q5_k, q_q6_k,
@@ -25,6 +29,7 @@ use legacy::{
     dq_q4_0, dq_q4_1, dq_q5_0, dq_q5_1, dq_q8_0, dq_q8_1, q_q4_0, q_q4_1, q_q5_0, q_q5_1, q_q8_0,
     q_q8_1,
 };
+use lowbit::{dq_mxfp4, dq_nvfp4, dq_q1_0, dq_q2_0, dq_tq1_0, dq_tq2_0};
 
 use std::borrow::Cow;
 use std::ops::{Add, Mul, Sub};
@@ -175,6 +180,19 @@ fn dequantize_as<R: Real>(
         GgmlType::Q8_K => decode_blocks(bytes, y, QK_K, dq_q8_k::<R>)?,
         GgmlType::IQ4_NL => decode_blocks(bytes, y, 32, dq_iq4_nl::<R>)?,
         GgmlType::IQ4_XS => decode_blocks(bytes, y, QK_K, dq_iq4_xs::<R>)?,
+        GgmlType::IQ2_XXS => decode_blocks(bytes, y, QK_K, dq_iq2_xxs::<R>)?,
+        GgmlType::IQ2_XS => decode_blocks(bytes, y, QK_K, dq_iq2_xs::<R>)?,
+        GgmlType::IQ2_S => decode_blocks(bytes, y, QK_K, dq_iq2_s::<R>)?,
+        GgmlType::IQ3_XXS => decode_blocks(bytes, y, QK_K, dq_iq3_xxs::<R>)?,
+        GgmlType::IQ3_S => decode_blocks(bytes, y, QK_K, dq_iq3_s::<R>)?,
+        GgmlType::IQ1_S => decode_blocks(bytes, y, QK_K, dq_iq1_s::<R>)?,
+        GgmlType::IQ1_M => decode_blocks(bytes, y, QK_K, dq_iq1_m::<R>)?,
+        GgmlType::TQ1_0 => decode_blocks(bytes, y, QK_K, dq_tq1_0::<R>)?,
+        GgmlType::TQ2_0 => decode_blocks(bytes, y, QK_K, dq_tq2_0::<R>)?,
+        GgmlType::MXFP4 => decode_blocks(bytes, y, 32, dq_mxfp4::<R>)?,
+        GgmlType::NVFP4 => decode_blocks(bytes, y, 64, dq_nvfp4::<R>)?,
+        GgmlType::Q1_0 => decode_blocks(bytes, y, 128, dq_q1_0::<R>)?,
+        GgmlType::Q2_0 => decode_blocks(bytes, y, 64, dq_q2_0::<R>)?,
     }
     Ok(out)
 }
@@ -263,7 +281,9 @@ fn encode_blocks<B: Pod>(x: &[f32], block_size: usize, out: &mut Vec<u8>, f: fn(
 /// quantizers `quantize_row_*_ref`; for IQ4_NL and IQ4_XS the `ntry = 7` scale search), as ggml
 /// computes them without floating-point contraction.
 ///
-/// Supports every [`GgmlType`]: F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K,
+/// Supports every [`GgmlType`] for which [`GgmlType::is_quantizable`] holds (the others, the
+/// grid, ternary and FP4 types, Q1_0 and Q2_0, give [`Error::Unsupported`]): F32, F16, BF16,
+/// Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K,
 /// Q5_K, Q6_K, IQ4_NL, IQ4_XS, and the activation types Q8_1 and Q8_K (`quantize_row_q8_1_ref`,
 /// `quantize_row_q8_K_ref`; an all-zero Q8_K block gets zero `bsums`).
 ///
@@ -315,6 +335,24 @@ pub fn quantize(ty: GgmlType, x: &[f32], rows: usize, cols: usize) -> Result<Vec
         GgmlType::Q8_K => encode_blocks(x, QK_K, &mut out, q_q8_k),
         GgmlType::IQ4_NL => encode_blocks(x, 32, &mut out, q_iq4_nl),
         GgmlType::IQ4_XS => encode_blocks(x, QK_K, &mut out, q_iq4_xs),
+        GgmlType::IQ2_XXS
+        | GgmlType::IQ2_XS
+        | GgmlType::IQ2_S
+        | GgmlType::IQ3_XXS
+        | GgmlType::IQ3_S
+        | GgmlType::IQ1_S
+        | GgmlType::IQ1_M
+        | GgmlType::TQ1_0
+        | GgmlType::TQ2_0
+        | GgmlType::MXFP4
+        | GgmlType::NVFP4
+        | GgmlType::Q1_0
+        | GgmlType::Q2_0 => {
+            return Err(Error::Unsupported(format!(
+                "{ty} weights cannot be quantized by qrepack yet (ggml's {ty} quantizer is not \
+                 reproduced); they load, dequantize and multiply"
+            )))
+        }
     }
     if out.len() != nbytes {
         return Err(Error::Invalid(format!(
@@ -367,7 +405,7 @@ mod tests {
         // Q6_K and Q4_K: everything zero
         assert_eq!(bytemuck::bytes_of(&q_q6_k(&z)), &[0u8; 210][..]);
         assert_eq!(bytemuck::bytes_of(&q_q4_k(&z)), &[0u8; 144][..]);
-        for ty in GgmlType::ALL {
+        for ty in GgmlType::ALL.into_iter().filter(|t| t.is_quantizable()) {
             let q = quantize(ty, &z, 1, 256).unwrap();
             let y = dequantize(ty, &q, 1, 256).unwrap();
             assert!(y.iter().all(|&v| v == 0.0), "{ty}");

@@ -9,15 +9,27 @@ use qrepack::GgmlType;
 /// Byte offsets of the f16 scale fields inside one block of `ty` (for block types).
 fn f16_fields(ty: GgmlType) -> &'static [usize] {
     match ty {
-        GgmlType::Q4_0 | GgmlType::Q5_0 | GgmlType::Q8_0 | GgmlType::IQ4_NL | GgmlType::IQ4_XS => {
-            &[0]
-        }
+        GgmlType::Q4_0
+        | GgmlType::Q5_0
+        | GgmlType::Q8_0
+        | GgmlType::IQ4_NL
+        | GgmlType::IQ4_XS
+        | GgmlType::IQ2_XXS
+        | GgmlType::IQ2_XS
+        | GgmlType::IQ2_S
+        | GgmlType::IQ3_XXS
+        | GgmlType::IQ3_S
+        | GgmlType::IQ1_S
+        | GgmlType::Q1_0
+        | GgmlType::Q2_0 => &[0],
         GgmlType::Q4_1 | GgmlType::Q5_1 | GgmlType::Q8_1 | GgmlType::Q4_K | GgmlType::Q5_K => {
             &[0, 2]
         }
         GgmlType::Q2_K => &[80, 82],
         GgmlType::Q3_K => &[108],
         GgmlType::Q6_K => &[208],
+        GgmlType::TQ1_0 => &[52],
+        GgmlType::TQ2_0 => &[64],
         _ => &[],
     }
 }
@@ -57,6 +69,19 @@ pub fn random_weights(ty: GgmlType, rows: usize, cols: usize, seed: u64) -> Vec<
         if ty == GgmlType::Q8_K {
             let d = 0.001 + 0.01 * (rng.uniform_pm1() * 0.5 + 0.5);
             block[0..4].copy_from_slice(&d.to_le_bytes());
+        }
+        if ty == GgmlType::MXFP4 {
+            // exponents 2^-10 .. 2^-3: every code, finite products
+            block[0] = 118 + (rng.next_u64() % 8) as u8;
+        }
+        if ty == GgmlType::IQ1_M {
+            // the block scale lives in the top nibbles of the four scale words (bytes 48..56)
+            let mag = 0.001 + 0.049 * (rng.uniform_pm1() * 0.5 + 0.5);
+            let bits = u16::from_le_bytes(F16Bits::from_f32(mag).0);
+            for w in 0..4 {
+                let hi = &mut block[48 + 2 * w + 1];
+                *hi = (*hi & 0x0f) | ((((bits >> (4 * w)) & 0x0f) as u8) << 4);
+            }
         }
         for &off in f16_fields(ty) {
             // scales in ±[0.001, 0.05): positive for the main scale keeps the sign mix realistic

@@ -4,8 +4,10 @@
 use crate::activation::ActFormat;
 use crate::cpu::KernelSet;
 use crate::layout::plain::{
-    Plain, PlainType, RowsBf16, RowsF16, RowsF32, RowsIq4Nl, RowsIq4Xs, RowsQ2K, RowsQ3K, RowsQ4K,
-    RowsQ4_0, RowsQ4_1, RowsQ5K, RowsQ5_0, RowsQ5_1, RowsQ6K, RowsQ8K, RowsQ8_0, RowsQ8_1,
+    Plain, PlainType, RowsBf16, RowsF16, RowsF32, RowsIq1M, RowsIq1S, RowsIq2S, RowsIq2Xs,
+    RowsIq2Xxs, RowsIq3S, RowsIq3Xxs, RowsIq4Nl, RowsIq4Xs, RowsMxfp4, RowsNvfp4, RowsQ1_0,
+    RowsQ2K, RowsQ2_0, RowsQ3K, RowsQ4K, RowsQ4_0, RowsQ4_1, RowsQ5K, RowsQ5_0, RowsQ5_1, RowsQ6K,
+    RowsQ8K, RowsQ8_0, RowsQ8_1, RowsTq1_0, RowsTq2_0,
 };
 use crate::layout::Kernels;
 use crate::vecdot;
@@ -64,4 +66,17 @@ scalar_dots! {
     RowsQ8K => vecdot::vec_dot_q8_k_q8_k;
     RowsIq4Nl => vecdot::vec_dot_iq4_nl_q8_0;
     RowsIq4Xs => vecdot::vec_dot_iq4_xs_q8_k;
+    RowsIq2Xxs => vecdot::vec_dot_iq2_xxs_q8_k;
+    RowsIq2Xs => vecdot::vec_dot_iq2_xs_q8_k;
+    RowsIq2S => vecdot::vec_dot_iq2_s_q8_k;
+    RowsIq3Xxs => vecdot::vec_dot_iq3_xxs_q8_k;
+    RowsIq3S => vecdot::vec_dot_iq3_s_q8_k;
+    RowsIq1S => vecdot::vec_dot_iq1_s_q8_k;
+    RowsIq1M => vecdot::vec_dot_iq1_m_q8_k;
+    RowsTq1_0 => vecdot::vec_dot_tq1_0_q8_k;
+    RowsTq2_0 => vecdot::vec_dot_tq2_0_q8_k;
+    RowsMxfp4 => vecdot::vec_dot_mxfp4_q8_0;
+    RowsNvfp4 => vecdot::vec_dot_nvfp4_q8_0;
+    RowsQ1_0 => vecdot::vec_dot_q1_0_q8_0;
+    RowsQ2_0 => vecdot::vec_dot_q2_0_q8_0;
 }
