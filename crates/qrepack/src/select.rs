@@ -86,6 +86,7 @@ kernel_table! {
         ; scalar::kernels::<Q4_0_4x4>()
     }
     Q8_0_4x8 {
+        #[cfg(target_arch = "aarch64")] aarch64::Sve => sve::q8_0_kernels,
         #[cfg(target_arch = "aarch64")] aarch64::I8mm => i8mm::rows4x8_kernels::<BlockQ8_0x4>,
         ; scalar::kernels::<Q8_0_4x8>()
     }

@@ -284,10 +284,12 @@ fn chosen_layout_fits_and_falls_back_to_plain() {
         // ggml's choice with SVE, i8mm and 256-bit vectors; 12 rows keep the 4-row layout.
         assert_eq!(Layout::best_for(GgmlType::Q4_0, 8, cpu), Layout::Q4_0_8x8);
         assert_eq!(Layout::best_for(GgmlType::Q4_0, 12, cpu), Layout::Q4_0_4x8);
-        assert_eq!(
-            Layout::Q4_0_8x8.kernel_set_for(GgmlType::Q4_0, cpu),
-            KernelSet::Sve
-        );
+        for (layout, ty) in [
+            (Layout::Q4_0_8x8, GgmlType::Q4_0),
+            (Layout::Q8_0_4x8, GgmlType::Q8_0),
+        ] {
+            assert_eq!(layout.kernel_set_for(ty, cpu), KernelSet::Sve, "{layout}");
+        }
     } else if cpu.has(KernelSet::I8mm) {
         assert_eq!(Layout::best_for(GgmlType::Q4_0, 8, cpu), Layout::Q4_0_4x8);
         assert_eq!(Layout::best_for(GgmlType::Q8_0, 8, cpu), Layout::Q8_0_4x8);

@@ -27,4 +27,12 @@ crate::kernel_api::set_tokens! {
     Sve;
 }
 
+impl Sve {
+    /// The i8mm token the sve set implies (its CPUs have NEON, dotprod and i8mm), for the
+    /// kernels it shares with that set.
+    pub(crate) fn i8mm(self) -> I8mm {
+        I8mm(())
+    }
+}
+
 pub(crate) use crate::kernel_api::target_entries;

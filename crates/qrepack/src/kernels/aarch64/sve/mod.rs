@@ -1,5 +1,6 @@
-//! The sve kernel set: ggml's 8-row `q4_0_8x8` layout with SVE at a 256-bit vector length
-//! (the set exists only on CPUs with SVE, i8mm and 32-byte vectors, `cpu.rs`).
+//! The sve kernel set: ggml's SVE kernels' layouts, `q4_0_8x8` (GEMV and GEMM) and `q8_0_4x8`
+//! (GEMM; its GEMV is i8mm's, as in ggml), at a 256-bit vector length (the set exists only on
+//! CPUs with SVE, i8mm and 32-byte vectors, `cpu.rs`).
 //!
 //! Stable Rust has no SVE types or intrinsics, so each kernel is one `asm!` block that runs a
 //! whole block loop and stores its outputs: SVE registers cannot carry values from one `asm!`
@@ -15,13 +16,20 @@
 //! take the 16 back off once, on the f32 results (exact: a power of two).
 
 pub(crate) mod q4_0;
+pub(crate) mod q8_0;
 
 use crate::blocks::{BlockQ4_0x8, BlockQ8_0, BlockQ8_0x4};
 use crate::cpu::KernelSet;
 use crate::kernel_api::Kernels;
-use crate::kernels::aarch64::Sve;
+use crate::kernels::aarch64::{i8mm, Sve};
 
 /// The `q4_0_8x8` kernels: GEMV with `sdot`, GEMM with the SVE `smmla`.
 pub(crate) fn q4_0_kernels(_: Sve) -> Kernels<BlockQ4_0x8, BlockQ8_0, BlockQ8_0x4> {
     Kernels::pair(KernelSet::Sve, q4_0::gemv, q4_0::gemm)
+}
+
+/// The `q8_0_4x8` kernels: i8mm's GEMV, the GEMM with the SVE `smmla`.
+pub(crate) fn q8_0_kernels(token: Sve) -> Kernels<BlockQ8_0x4, BlockQ8_0, BlockQ8_0x4> {
+    let neon = i8mm::rows4x8_kernels::<BlockQ8_0x4>(token.i8mm());
+    Kernels::pair(KernelSet::Sve, neon.gemv, q8_0::gemm)
 }
