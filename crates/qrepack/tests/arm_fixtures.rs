@@ -3,7 +3,9 @@
 //! aarch64 and run under `qemu-aarch64` (`-cpu max` for the i8mm choices, `-cpu neoverse-n1` for
 //! the dotprod ones). The dumps hold ggml's quantized
 //! and repacked weights, its quantized activations (quads of four rows, then the leftover rows)
-//! and its `mul_mat` result; `scripts/make_arm_fixtures.sh` regenerates them.
+//! and its `mul_mat` result; `scripts/make_arm_fixtures.sh` regenerates them. `q4_0_8x8_m16|24`
+//! come from ggml's SVE build (`-march=armv8.6-a+sve+i8mm`) under `qemu-aarch64 -cpu
+//! max,sve256=on`, where ggml runs its SVE kernels; `scripts/make_arm_sve_fixtures.sh`.
 //!
 //! `fixtures/arm_plain` holds the same build's plain path (`--repack off`, ggml's row vec_dots):
 //! its quantized weights and `mul_mat` result for `--M 16 --K 256 --N 1..9|33` on the activations
@@ -105,7 +107,7 @@ fn quantized_activations_are_byte_identical_to_ggml_arm() {
     let mut checked = 0;
     for (dir, layout, _, k) in cases() {
         let x = f32s(&read(&format!("x_33x{k}.bin")));
-        let k_quant = layout.rows_interleaved() == 8;
+        let k_quant = layout.weight_type().unwrap().block_size() == 256;
         for &n in NS {
             let want = read(&format!("{dir}/xq_n{n}.bin"));
             for cpu in cpu_variants().iter().chain([&CpuFeatures::scalar()]) {
