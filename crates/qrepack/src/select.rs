@@ -105,6 +105,7 @@ kernel_table! {
     Q4K8x8 {
         #[cfg(target_arch = "x86_64")] x86::Avx512 => avx512::q4_k_kernels,
         #[cfg(target_arch = "x86_64")] x86::Avx2 => avx2::k_quants::kernels::<BlockQ4Kx8>,
+        #[cfg(target_arch = "aarch64")] aarch64::Sve => sve::q4_k_kernels,
         #[cfg(target_arch = "aarch64")] aarch64::I8mm => i8mm::k_quants::kernels::<BlockQ4Kx8>,
         ; scalar::kernels::<Q4K8x8>()
     }

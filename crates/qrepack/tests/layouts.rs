@@ -287,6 +287,7 @@ fn chosen_layout_fits_and_falls_back_to_plain() {
         for (layout, ty) in [
             (Layout::Q4_0_8x8, GgmlType::Q4_0),
             (Layout::Q8_0_4x8, GgmlType::Q8_0),
+            (Layout::Q4_K_8x8, GgmlType::Q4_K),
         ] {
             assert_eq!(layout.kernel_set_for(ty, cpu), KernelSet::Sve, "{layout}");
         }

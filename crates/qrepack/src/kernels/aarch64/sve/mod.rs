@@ -1,5 +1,5 @@
-//! The sve kernel set: ggml's SVE kernels' layouts, `q4_0_8x8` (GEMV and GEMM) and `q8_0_4x8`
-//! (GEMM; its GEMV is i8mm's, as in ggml), at a 256-bit vector length (the set exists only on
+//! The sve kernel set: ggml's SVE kernels' layouts, `q4_0_8x8` (GEMV and GEMM), `q8_0_4x8` and
+//! `q4_K_8x8` (GEMM; their GEMVs are i8mm's, as in ggml), at a 256-bit vector length (the set exists only on
 //! CPUs with SVE, i8mm and 32-byte vectors, `cpu.rs`).
 //!
 //! Stable Rust has no SVE types or intrinsics, so each kernel is one `asm!` block that runs a
@@ -16,9 +16,10 @@
 //! take the 16 back off once, on the f32 results (exact: a power of two).
 
 pub(crate) mod q4_0;
+pub(crate) mod q4_k;
 pub(crate) mod q8_0;
 
-use crate::blocks::{BlockQ4_0x8, BlockQ8_0, BlockQ8_0x4};
+use crate::blocks::{BlockQ4Kx8, BlockQ4_0x8, BlockQ8K, BlockQ8Kx4, BlockQ8_0, BlockQ8_0x4};
 use crate::cpu::KernelSet;
 use crate::kernel_api::Kernels;
 use crate::kernels::aarch64::{i8mm, Sve};
@@ -32,4 +33,10 @@ pub(crate) fn q4_0_kernels(_: Sve) -> Kernels<BlockQ4_0x8, BlockQ8_0, BlockQ8_0x
 pub(crate) fn q8_0_kernels(token: Sve) -> Kernels<BlockQ8_0x4, BlockQ8_0, BlockQ8_0x4> {
     let neon = i8mm::rows4x8_kernels::<BlockQ8_0x4>(token.i8mm());
     Kernels::pair(KernelSet::Sve, neon.gemv, q8_0::gemm)
+}
+
+/// The `q4_K_8x8` kernels: i8mm's GEMV, the GEMM with the SVE `smmla`.
+pub(crate) fn q4_k_kernels(token: Sve) -> Kernels<BlockQ4Kx8, BlockQ8K, BlockQ8Kx4> {
+    let neon = i8mm::k_quants::kernels::<BlockQ4Kx8>(token.i8mm());
+    Kernels::pair(KernelSet::Sve, neon.gemv, q4_k::gemm)
 }
