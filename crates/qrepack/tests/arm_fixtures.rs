@@ -5,7 +5,8 @@
 //! and repacked weights, its quantized activations (quads of four rows, then the leftover rows)
 //! and its `mul_mat` result; `scripts/make_arm_fixtures.sh` regenerates them. `q4_0_8x8_m16|24`
 //! come from ggml's SVE build (`-march=armv8.6-a+sve+i8mm`) under `qemu-aarch64 -cpu
-//! max,sve256=on`, where ggml runs its SVE kernels; `scripts/make_arm_sve_fixtures.sh`.
+//! max,sve256=on`, where ggml runs its SVE kernels, as do the directories `*_sve` (`q8_0_4x8`,
+//! `q4_K_8x8` through ggml's SVE GEMMs); `scripts/make_arm_sve_fixtures.sh`.
 //!
 //! `fixtures/arm_plain` holds the same build's plain path (`--repack off`, ggml's row vec_dots):
 //! its quantized weights and `mul_mat` result for `--M 16 --K 256 --N 1..9|33` on the activations
@@ -41,7 +42,7 @@ fn f32s(bytes: &[u8]) -> Vec<f32> {
 }
 
 /// (directory, ggml's layout, weight rows, columns): directories `<layout>_m<rows>` (256
-/// columns) and `<layout>_m<rows>_k<columns>`.
+/// columns) and `<layout>_m<rows>_k<columns>`, either with the suffix `_sve` (ggml's SVE build).
 fn cases() -> Vec<(String, Layout, usize, usize)> {
     let mut out = Vec::new();
     for entry in std::fs::read_dir(fixtures()).unwrap() {
@@ -53,6 +54,7 @@ fn cases() -> Vec<(String, Layout, usize, usize)> {
         let layout = String::from_utf8(read(&format!("{dir}/layout.txt"))).unwrap();
         let layout: Layout = layout.trim().parse().unwrap();
         let shape = dir.rsplit_once("_m").unwrap().1;
+        let shape = shape.strip_suffix("_sve").unwrap_or(shape);
         let (rows, cols) = shape.split_once("_k").unwrap_or((shape, "256"));
         let (rows, cols) = (rows.parse().unwrap(), cols.parse().unwrap());
         out.push((dir, layout, rows, cols));
