@@ -197,8 +197,11 @@ impl Info {
                 Some(bits) if bits == SVE_SET_BITS && cpu.has(KernelSet::Sve) => {
                     format!("sve: {bits}-bit vectors (sve kernel set)\n")
                 }
+                Some(bits) if bits == SVE_SET_BITS => format!(
+                    "sve: {bits}-bit vectors (sve kernel set off: no i8mm, or {ISA_ENV} caps it)\n"
+                ),
                 Some(bits) => format!(
-                    "sve: {bits}-bit vectors (sve kernel set off: it needs {SVE_SET_BITS}-bit vectors and i8mm, uncapped)\n"
+                    "sve: {bits}-bit vectors (the sve kernel set needs {SVE_SET_BITS}-bit vectors; NEON sets run)\n"
                 ),
                 None => "sve: no\n".to_string(),
             });
