@@ -1,7 +1,9 @@
 //! `qrepack info`: CPU features, the layouts, which layout each type gets, and the kernel sets of
 //! each layout and type.
 
-use qrepack::cpu::{sve_vector_bits, CpuFeatures, KernelSet, FORCE_SCALAR_ENV, ISA_ENV};
+use qrepack::cpu::{
+    sve_vector_bits, CpuFeatures, KernelSet, FORCE_SCALAR_ENV, ISA_ENV, SVE_SET_BITS,
+};
 use qrepack::{GgmlType, Layout, QMatrix};
 use serde::Serialize;
 
@@ -192,7 +194,15 @@ impl Info {
         out.push_str(&format!("cpu features: {}\n", cpu.describe()));
         if cfg!(target_arch = "aarch64") {
             out.push_str(&match sve_vector_bits() {
-                Some(bits) => format!("sve: {bits}-bit vectors (no SVE kernels; NEON sets run)\n"),
+                Some(bits) if bits == SVE_SET_BITS && cpu.has(KernelSet::Sve) => {
+                    format!("sve: {bits}-bit vectors (sve kernel set)\n")
+                }
+                Some(bits) if bits == SVE_SET_BITS => format!(
+                    "sve: {bits}-bit vectors (sve kernel set off: no i8mm, or {ISA_ENV} caps it)\n"
+                ),
+                Some(bits) => format!(
+                    "sve: {bits}-bit vectors (the sve kernel set needs {SVE_SET_BITS}-bit vectors; NEON sets run)\n"
+                ),
                 None => "sve: no\n".to_string(),
             });
         }

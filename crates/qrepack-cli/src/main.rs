@@ -43,7 +43,7 @@ Examples:
   qrepack matmul model.gguf --tensor blk.0.attn_q.weight --input x.npy --output y.npy
   qrepack synth --preset llama3-8b --mix q4_k_m -o /tmp/llama3-8b.q4_k_m.gguf
 
-Set QREPACK_ISA=NAME (scalar, avx2, avxvnni, avx512, avx512bf16, neon, dotprod, i8mm) to cap the kernel sets
+Set QREPACK_ISA=NAME (scalar, avx2, avxvnni, avx512, avx512bf16, neon, dotprod, i8mm, sve) to cap the kernel sets
 at NAME (`bench --isa NAME` does the same); QREPACK_FORCE_SCALAR=1 is QREPACK_ISA=scalar.";
 
 const BENCH_EXAMPLES: &str = "\
@@ -393,7 +393,7 @@ struct BenchArgs {
     /// kernels' own work, which stores the results, and the scheduling around it)
     #[arg(long, conflicts_with = "model")]
     phases: bool,
-    /// Cap the kernel sets at NAME (scalar, avx2, avxvnni, avx512, avx512bf16, neon, dotprod, i8mm), as QREPACK_ISA=NAME
+    /// Cap the kernel sets at NAME (scalar, avx2, avxvnni, avx512, avx512bf16, neon, dotprod, i8mm, sve), as QREPACK_ISA=NAME
     #[arg(long, value_name = "NAME", value_parser = parse_isa)]
     isa: Option<KernelSet>,
     #[command(flatten)]
@@ -427,7 +427,7 @@ struct SweepArgs {
     /// Draw GFLOP/s against batch as an SVG line chart into FILE
     #[arg(long, value_name = "FILE.svg")]
     plot: Option<PathBuf>,
-    /// Cap the kernel sets at NAME (scalar, avx2, avxvnni, avx512, avx512bf16, neon, dotprod, i8mm), as QREPACK_ISA=NAME
+    /// Cap the kernel sets at NAME (scalar, avx2, avxvnni, avx512, avx512bf16, neon, dotprod, i8mm, sve), as QREPACK_ISA=NAME
     #[arg(long, value_name = "NAME", value_parser = parse_isa)]
     isa: Option<KernelSet>,
     #[command(flatten)]

@@ -84,6 +84,9 @@ kernel_sets! {
     Dotprod = "dotprod", Aarch64, 2, "neon+dotprod";
     /// NEON with dot products and the `smmla` int8 matrix multiply (Neoverse V1/N2, Apple M2).
     I8mm = "i8mm", Aarch64, 3, "neon+dotprod+i8mm";
+    /// SVE with i8mm and a 256-bit vector length (Neoverse V1, Graviton 3): ggml's SVE kernels
+    /// need exactly 32-byte vectors, so other SVE lengths keep the i8mm/dotprod sets.
+    Sve = "sve", Aarch64, 4, "neon+dotprod+i8mm+sve (256-bit)";
 }
 
 impl fmt::Display for KernelSet {
@@ -239,8 +242,8 @@ impl CpuFeatures {
 }
 
 /// The SVE vector length of this CPU in bits (128..=2048), or `None` without SVE (and on other
-/// architectures). Reported by `qrepack info`; qrepack has no SVE kernels, so an SVE CPU runs
-/// the NEON sets (ggml's only SVE use among these layouts is `q4_0_8x8` with 256-bit vectors).
+/// architectures). Reported by `qrepack info`. The `sve` kernel set needs [`SVE_SET_BITS`]
+/// (as ggml's SVE repack kernels do); an SVE CPU with another length runs the NEON sets.
 ///
 /// ```
 /// let bits = qrepack::cpu::sve_vector_bits();
@@ -250,6 +253,10 @@ pub fn sve_vector_bits() -> Option<u32> {
     static SVE: OnceLock<Option<u32>> = OnceLock::new();
     *SVE.get_or_init(detect_sve)
 }
+
+/// The only SVE vector length, in bits, for which the `sve` kernel set is available: the kernels
+/// hold one 8-row block column in four vectors (ggml's `ggml_cpu_get_sve_cnt() == QK8_0`).
+pub const SVE_SET_BITS: u32 = 256;
 
 #[cfg(target_arch = "aarch64")]
 fn detect_sve() -> Option<u32> {
@@ -323,11 +330,14 @@ fn detect_sets() -> u16 {
     let neon = is_aarch64_feature_detected!("neon");
     let dotprod = neon && is_aarch64_feature_detected!("dotprod");
     let i8mm = dotprod && is_aarch64_feature_detected!("i8mm");
+    // The vector length is read (`rdvl`) only once the OS reported SVE.
+    let sve = i8mm && sve_vector_bits() == Some(SVE_SET_BITS);
     let mut sets = KernelSet::Scalar.bit();
     for (on, set) in [
         (neon, KernelSet::Neon),
         (dotprod, KernelSet::Dotprod),
         (i8mm, KernelSet::I8mm),
+        (sve, KernelSet::Sve),
     ] {
         if on {
             sets |= set.bit();

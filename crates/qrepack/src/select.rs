@@ -30,7 +30,7 @@ use crate::cpu::{CpuFeatures, KernelSet};
 #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
 use crate::kernel_api::SetToken;
 #[cfg(target_arch = "aarch64")]
-use crate::kernels::aarch64::{self, dotprod, i8mm, neon};
+use crate::kernels::aarch64::{self, dotprod, i8mm, neon, sve};
 use crate::kernels::scalar;
 #[cfg(target_arch = "x86_64")]
 use crate::kernels::x86::{self, avx2, avx512, avx512bf16, avxvnni};
@@ -88,6 +88,7 @@ kernel_table! {
         ; scalar::kernels::<Q4_0_4x4>()
     }
     Q8_0_4x8 {
+        #[cfg(target_arch = "aarch64")] aarch64::Sve => sve::q8_0_kernels,
         #[cfg(target_arch = "aarch64")] aarch64::I8mm => i8mm::rows4x8_kernels::<BlockQ8_0x4>,
         ; scalar::kernels::<Q8_0_4x8>()
     }
@@ -95,7 +96,9 @@ kernel_table! {
         #[cfg(target_arch = "aarch64")] aarch64::Dotprod => dotprod::rows4x4_kernels::<BlockQ8_0x4>,
         ; scalar::kernels::<Q8_0_4x4>()
     }
+    // ggml's choice on ARM with SVE, i8mm and 256-bit vectors, above q4_0_4x8 (i8mm).
     Q4_0_8x8 {
+        #[cfg(target_arch = "aarch64")] aarch64::Sve => sve::q4_0_kernels,
         #[cfg(target_arch = "x86_64")] x86::Avx512 => avx512::q4_0_kernels,
         #[cfg(target_arch = "x86_64")] x86::AvxVnni => avxvnni::nibble_kernels::<BlockQ4_0x8, BlockQ8_0x4Sums>,
         #[cfg(target_arch = "x86_64")] x86::Avx2 => avx2::nibble::q4_0_kernels,
@@ -104,6 +107,7 @@ kernel_table! {
     Q4K8x8 {
         #[cfg(target_arch = "x86_64")] x86::Avx512 => avx512::q4_k_kernels,
         #[cfg(target_arch = "x86_64")] x86::Avx2 => avx2::k_quants::kernels::<BlockQ4Kx8>,
+        #[cfg(target_arch = "aarch64")] aarch64::Sve => sve::q4_k_kernels,
         #[cfg(target_arch = "aarch64")] aarch64::I8mm => i8mm::k_quants::kernels::<BlockQ4Kx8>,
         ; scalar::kernels::<Q4K8x8>()
     }

@@ -3,7 +3,10 @@
 //! aarch64 and run under `qemu-aarch64` (`-cpu max` for the i8mm choices, `-cpu neoverse-n1` for
 //! the dotprod ones). The dumps hold ggml's quantized
 //! and repacked weights, its quantized activations (quads of four rows, then the leftover rows)
-//! and its `mul_mat` result; `scripts/make_arm_fixtures.sh` regenerates them.
+//! and its `mul_mat` result; `scripts/make_arm_fixtures.sh` regenerates them. `q4_0_8x8_m16|24`
+//! come from ggml's SVE build (`-march=armv8.6-a+sve+i8mm`) under `qemu-aarch64 -cpu
+//! max,sve256=on`, where ggml runs its SVE kernels, as do the directories `*_sve` (`q8_0_4x8`,
+//! `q4_K_8x8` through ggml's SVE GEMMs); `scripts/make_arm_sve_fixtures.sh`.
 //!
 //! `fixtures/arm_plain` holds the same build's plain path (`--repack off`, ggml's row vec_dots):
 //! its quantized weights and `mul_mat` result for `--M 16 --K 256 --N 1..9|33` on the activations
@@ -39,7 +42,7 @@ fn f32s(bytes: &[u8]) -> Vec<f32> {
 }
 
 /// (directory, ggml's layout, weight rows, columns): directories `<layout>_m<rows>` (256
-/// columns) and `<layout>_m<rows>_k<columns>`.
+/// columns) and `<layout>_m<rows>_k<columns>`, either with the suffix `_sve` (ggml's SVE build).
 fn cases() -> Vec<(String, Layout, usize, usize)> {
     let mut out = Vec::new();
     for entry in std::fs::read_dir(fixtures()).unwrap() {
@@ -51,6 +54,7 @@ fn cases() -> Vec<(String, Layout, usize, usize)> {
         let layout = String::from_utf8(read(&format!("{dir}/layout.txt"))).unwrap();
         let layout: Layout = layout.trim().parse().unwrap();
         let shape = dir.rsplit_once("_m").unwrap().1;
+        let shape = shape.strip_suffix("_sve").unwrap_or(shape);
         let (rows, cols) = shape.split_once("_k").unwrap_or((shape, "256"));
         let (rows, cols) = (rows.parse().unwrap(), cols.parse().unwrap());
         out.push((dir, layout, rows, cols));
@@ -105,7 +109,7 @@ fn quantized_activations_are_byte_identical_to_ggml_arm() {
     let mut checked = 0;
     for (dir, layout, _, k) in cases() {
         let x = f32s(&read(&format!("x_33x{k}.bin")));
-        let k_quant = layout.rows_interleaved() == 8;
+        let k_quant = layout.weight_type().unwrap().block_size() == 256;
         for &n in NS {
             let want = read(&format!("{dir}/xq_n{n}.bin"));
             for cpu in cpu_variants().iter().chain([&CpuFeatures::scalar()]) {

@@ -231,6 +231,16 @@ fn q2_k_layout_choice() {
     }
 }
 
+/// `QREPACK_EXPECT_BEST=<set>` (scripts/test-aarch64.sh, once per qemu CPU model) makes sure the
+/// detection finds the set the model has, so a run meant for a set never passes without it.
+#[test]
+fn detected_best_set_is_the_expected_one() {
+    let want = std::env::var("QREPACK_EXPECT_BEST").unwrap_or_default();
+    if !want.trim().is_empty() {
+        assert_eq!(CpuFeatures::detect().best().name(), want.trim());
+    }
+}
+
 #[test]
 fn chosen_layout_fits_and_falls_back_to_plain() {
     let cpu = CpuFeatures::get();
@@ -276,7 +286,18 @@ fn chosen_layout_fits_and_falls_back_to_plain() {
             Some(rank) => assert_eq!(simd_rank(chosen), Some(rank), "{ty}: {chosen}"),
         }
     }
-    if cpu.has(KernelSet::I8mm) {
+    if cpu.has(KernelSet::Sve) {
+        // ggml's choice with SVE, i8mm and 256-bit vectors; 12 rows keep the 4-row layout.
+        assert_eq!(Layout::best_for(GgmlType::Q4_0, 8, cpu), Layout::Q4_0_8x8);
+        assert_eq!(Layout::best_for(GgmlType::Q4_0, 12, cpu), Layout::Q4_0_4x8);
+        for (layout, ty) in [
+            (Layout::Q4_0_8x8, GgmlType::Q4_0),
+            (Layout::Q8_0_4x8, GgmlType::Q8_0),
+            (Layout::Q4_K_8x8, GgmlType::Q4_K),
+        ] {
+            assert_eq!(layout.kernel_set_for(ty, cpu), KernelSet::Sve, "{layout}");
+        }
+    } else if cpu.has(KernelSet::I8mm) {
         assert_eq!(Layout::best_for(GgmlType::Q4_0, 8, cpu), Layout::Q4_0_4x8);
         assert_eq!(Layout::best_for(GgmlType::Q8_0, 8, cpu), Layout::Q8_0_4x8);
         assert_eq!(

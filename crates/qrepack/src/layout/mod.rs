@@ -303,12 +303,14 @@ impl Layout {
     }
 
     /// True when the layout's Q8_0 activations are rounded as ggml's ARM build rounds them
-    /// (ggml's 4-row ARM layouts), false for ggml's x86 rounding.
+    /// (ggml's 4-row ARM layouts, and `q4_0_8x8` on AArch64 as ggml's SVE build), false for
+    /// ggml's x86 rounding.
     ///
     /// ```
     /// use qrepack::{GgmlType, Layout};
     /// assert!(Layout::Q4_0_4x8.arm_rounding(GgmlType::Q4_0));
-    /// assert!(!Layout::Q4_0_8x8.arm_rounding(GgmlType::Q4_0));
+    /// let arm = cfg!(target_arch = "aarch64");
+    /// assert_eq!(Layout::Q4_0_8x8.arm_rounding(GgmlType::Q4_0), arm);
     /// ```
     pub fn arm_rounding(self, ty: GgmlType) -> bool {
         self.visit(ty, ArmRounding)
