@@ -5,8 +5,11 @@
 //! ```text
 //! cargo run --release -p qrepack-candle --features stock --example bench -- MODEL.gguf \
 //!     [--threads 2] [--prompt 512] [--gen 128] [--reps 3] [--no-fuse] [--only qrepack|stock]
-//!     [--profile] [--tg-empty]
+//!     [--profile] [--tg-empty] [--kv f16|f32] [--pass N]
 //! ```
+//!
+//! `--kv` sets qrepack-candle's key/value cache type (default f16, as llama.cpp's) and `--pass`
+//! the most positions one forward pass runs (`LoadOptions::max_pass_positions`, default 256).
 //!
 //! `--tg-empty` also times G single-token steps from an empty cache (positions 0..G-1, after
 //! clearing it): llama-bench's `tg128` at depth 0, where the generation after the prompt is its
@@ -29,6 +32,7 @@ use std::time::Instant;
 use candle_core::{Device, Tensor};
 use qrepack::rng::SplitMix64;
 use qrepack_candle::stock::StockLlama;
+use qrepack_candle::ops::KvType;
 use qrepack_candle::{Llama, LoadOptions};
 
 struct Opts {
@@ -38,6 +42,8 @@ struct Opts {
     gen: usize,
     reps: usize,
     fuse: bool,
+    kv: KvType,
+    pass: usize,
     only: Option<String>,
     profile: bool,
     tg_empty: bool,
@@ -101,6 +107,8 @@ fn run(o: Opts) -> Result<(), String> {
             &o.path,
             &LoadOptions {
                 fuse: o.fuse,
+                kv_cache: o.kv,
+                max_pass_positions: o.pass,
                 ..LoadOptions::default()
             },
         )
@@ -283,6 +291,8 @@ fn parse(args: &[String]) -> Result<Opts, String> {
         gen: 128,
         reps: 3,
         fuse: true,
+        kv: KvType::F16,
+        pass: LoadOptions::default().max_pass_positions,
         only: None,
         profile: false,
         tg_empty: false,
@@ -300,6 +310,20 @@ fn parse(args: &[String]) -> Result<Opts, String> {
             "--gen" => o.gen = num("--gen")?,
             "--reps" => o.reps = num("--reps")?,
             "--no-fuse" => o.fuse = false,
+            "--kv" => {
+                o.kv = match it.next().map(String::as_str) {
+                    Some("f16") => KvType::F16,
+                    Some("f32") => KvType::F32,
+                    _ => return Err("--kv: f16 or f32".into()),
+                }
+            }
+            "--pass" => {
+                o.pass = it
+                    .next()
+                    .and_then(|v| v.parse().ok())
+                    .filter(|&n: &usize| n > 0)
+                    .ok_or("--pass needs a positive number")?
+            }
             "--only" => o.only = it.next().cloned(),
             "--profile" => o.profile = true,
             "--tg-empty" => o.tg_empty = true,
