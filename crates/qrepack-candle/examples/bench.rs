@@ -31,8 +31,8 @@ use std::time::Instant;
 
 use candle_core::{Device, Tensor};
 use qrepack::rng::SplitMix64;
-use qrepack_candle::stock::StockLlama;
 use qrepack_candle::ops::KvType;
+use qrepack_candle::stock::StockLlama;
 use qrepack_candle::{Llama, LoadOptions};
 
 struct Opts {

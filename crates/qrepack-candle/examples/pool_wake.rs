@@ -34,7 +34,10 @@ fn main() {
         .expect("a pool");
     const TASK: Duration = Duration::from_micros(20);
     println!("{threads} threads: one call of {threads} tasks of 20 us after a gap of serial work");
-    println!("{:>12} {:>18} {:>14}", "gap", "overhead median us", "p90 us");
+    println!(
+        "{:>12} {:>18} {:>14}",
+        "gap", "overhead median us", "p90 us"
+    );
     for gap_us in [0u64, 2, 10, 50, 200, 1000, 5000] {
         let gap = Duration::from_micros(gap_us);
         let reps = if gap_us >= 1000 { 200 } else { 2000 };
