@@ -190,14 +190,8 @@ impl GgufFile {
     /// ```
     pub fn str_array(&self, key: &str) -> Option<Vec<&str>> {
         let i = *self.key_index.get(key)?;
-        let raw = self.lazy.get(i).copied().flatten();
-        match raw {
-            Some((start, end)) if self.values.get(i)?.get().is_none() => {
-                let mut c = Cursor {
-                    buf: self.bytes().get(..end)?,
-                    pos: start,
-                };
-                let (elem, n) = c.array_header(0, key).ok()?;
+        match self.undecoded_array(i, key) {
+            Some((mut c, elem, n)) => {
                 if elem != GgufValueType::String {
                     return None;
                 }
@@ -231,18 +225,12 @@ impl GgufFile {
     /// ```
     pub fn number_array(&self, key: &str) -> Option<Vec<f64>> {
         let i = *self.key_index.get(key)?;
-        let raw = self.lazy.get(i).copied().flatten();
         let number = |v: &GgufValue| {
             v.as_f64()
                 .or_else(|| v.as_bool().map(|b| f64::from(u8::from(b))))
         };
-        match raw {
-            Some((start, end)) if self.values.get(i)?.get().is_none() => {
-                let mut c = Cursor {
-                    buf: self.bytes().get(..end)?,
-                    pos: start,
-                };
-                let (elem, n) = c.array_header(0, key).ok()?;
+        match self.undecoded_array(i, key) {
+            Some((mut c, elem, n)) => {
                 if matches!(elem, GgufValueType::String | GgufValueType::Array) {
                     return None;
                 }
@@ -254,6 +242,21 @@ impl GgufFile {
             }
             _ => self.value_at(i)?.as_array()?.iter().map(number).collect(),
         }
+    }
+
+    /// A cursor at the first element of value `i`, its element type and count, when `i` is
+    /// an array left in the file and not decoded yet (validated while parsing).
+    fn undecoded_array(&self, i: usize, key: &str) -> Option<(Cursor<'_>, GgufValueType, u64)> {
+        let (start, end) = self.lazy.get(i).copied().flatten()?;
+        if self.values.get(i)?.get().is_some() {
+            return None;
+        }
+        let mut c = Cursor {
+            buf: self.bytes().get(..end)?,
+            pos: start,
+        };
+        let (elem, n) = c.array_header(0, key).ok()?;
+        Some((c, elem, n))
     }
 
     fn value_at(&self, i: usize) -> Option<&GgufValue> {
