@@ -7,7 +7,7 @@
 # scripts/ggml_mm_bench_kquants.patch (as for the ARM fixtures; it names Q2_K too) against the
 # peer's libggml-peer.a. For the other types its dumps are byte-identical to the stock one's.
 # TYPES="q2_K" LONG_TYPES="" regenerates only those types' directories.
-# NEW_TYPES (issue 26: the grid, ternary and FP4 types, Q1_0, Q2_0) are dumped without repack
+# NEW_TYPES (the grid, ternary and FP4 types, Q1_0, Q2_0) are dumped without repack
 # only, with their rows dequantized by ggml (`w_deq.f32`, scripts/make_quant_fixtures.c `deq`),
 # and ggml's lookup tables go to fixtures/grids/tables.bin (scripts/dump_ggml_grids.c).
 set -euo pipefail

@@ -45,7 +45,7 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEFAULT_MODELS = [f"/tmp/smol/SmolLM2-135M-Instruct.{q}.gguf" for q in ("q4_0", "q4_K")]
-TARGETS = {  # issue 16: qrepack-candle / peer
+TARGETS = {  # the model-level goals: qrepack-candle / peer
     ("prompt", "candle"): 2.0,
     ("prompt", "llama"): 1.2,
     ("gen", "candle"): 1.2,

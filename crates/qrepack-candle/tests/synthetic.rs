@@ -97,7 +97,7 @@ fn check(cfg: &Tiny, seed: u64) {
     assert!(d_fused <= tol, "fused vs unfused: {d_fused} > {tol}");
 }
 
-/// A model made of the types qrepack multiplies but candle-core does not (issue 26) loads and
+/// A model made of the types qrepack multiplies but candle-core does not (IQ1-IQ3, TQ, MXFP4, NVFP4, Q1_0, Q2_0) loads and
 /// runs with qrepack's products: the fused and unfused decoders agree, the logits are finite and
 /// not degenerate. (Every product is checked against ggml in qrepack's tests/lowbit_types.rs.)
 #[test]

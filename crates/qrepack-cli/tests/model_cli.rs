@@ -242,7 +242,7 @@ fn inspect_verify_bench_on_a_small_model() {
 /// `bench MODEL --vs ggml` against a stand-in peer: a script that answers like
 /// `ggml_mm_bench` (1 ms per product with repack, 2 ms without; q6_K fails as an unknown type).
 #[cfg(unix)]
-/// A file of the types of issue 26 (ggml's own 16x512 weights, from qrepack's fixtures):
+/// A file of the grid, ternary, FP4 and 1-2-bit types (ggml's own 16x512 weights, from qrepack's fixtures):
 /// `inspect` lists them as plain matrices and `verify` passes each against the f64 reference.
 #[test]
 fn inspect_and_verify_the_grid_ternary_and_fp4_types() {

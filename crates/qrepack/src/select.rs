@@ -279,7 +279,7 @@ kernel_table! {
         #[cfg(target_arch = "aarch64")] aarch64::Neon => neon::plain_rows::iq4_xs_rows,
         ; scalar::plain_kernels::<RowsIq4Xs>()
     }
-    // Portable only so far (issue 26): the grid, ternary and FP4 types, Q1_0 and Q2_0.
+    // Portable only so far: the grid, ternary and FP4 types, Q1_0 and Q2_0.
     Plain<RowsIq2Xxs> { ; scalar::plain_kernels::<RowsIq2Xxs>() }
     Plain<RowsIq2Xs> { ; scalar::plain_kernels::<RowsIq2Xs>() }
     Plain<RowsIq2S> { ; scalar::plain_kernels::<RowsIq2S>() }

@@ -325,7 +325,7 @@ fn plain_layout_has_simd_kernels_for_every_type() {
     } else {
         None
     };
-    // Issue 26, phase 1 brought these types in with portable kernels only; their SIMD
+    // These types came with portable kernels only; their SIMD
     // kernels are the next step.
     let portable_only = [
         GgmlType::IQ2_XXS,

@@ -1,4 +1,4 @@
-//! The weight types of issue 26 (IQ1_S/M, IQ2_XXS/XS/S, IQ3_XXS/S, TQ1_0/TQ2_0, MXFP4, NVFP4,
+//! The low-bit weight types (IQ1_S/M, IQ2_XXS/XS/S, IQ3_XXS/S, TQ1_0/TQ2_0, MXFP4, NVFP4,
 //! Q1_0, Q2_0) against ggml 1.12.2 itself:
 //!
 //! * the lookup tables (`quant::grids`) against the bytes of ggml's own tables
