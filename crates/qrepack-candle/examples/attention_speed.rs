@@ -54,6 +54,7 @@ fn main() {
             cache: &cache,
             scale: 1.0 / (heads.head_dim as f32).sqrt(),
             window: None,
+            sinks: None,
         }
         .run(out)
         .expect("shapes fit");

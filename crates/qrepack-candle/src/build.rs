@@ -13,7 +13,7 @@ use crate::config::{router_name, Config, MoeConfig};
 use crate::decoder::{Block, Ffn, GateUp, Linear, Qkv, Weight};
 use crate::linear::{QExpertsLinear, QLinear};
 use crate::llama::{Backend, LoadOptions};
-use crate::moe::{Experts, MoeFfn};
+use crate::moe::{ExpertBiases, Experts, MoeFfn};
 use crate::weights::ggml_bytes;
 
 /// The GGUF type as candle's, for [`Backend::CandleQMatMul`].
@@ -171,7 +171,23 @@ impl Builder<'_> {
             n_used: moe.n_expert_used,
             norm_weights: moe.norm_weights,
             weights_scale: moe.weights_scale as f32,
+            gating: moe.gating,
+            biases: ExpertBiases {
+                gate: self.expert_bias(il, "gate")?,
+                up: self.expert_bias(il, "up")?,
+                down: self.expert_bias(il, "down")?,
+            },
         })
+    }
+
+    /// Layer `il`'s per-expert biases of `part` (`blk.N.ffn_{part}_exps.bias`, one row per
+    /// expert), when the model has them.
+    fn expert_bias(&self, il: usize, part: &str) -> Result<Option<Vec<f32>>> {
+        let name = format!("blk.{il}.ffn_{part}_exps.bias");
+        match self.model.tensor(&name) {
+            None => Ok(None),
+            Some(_) => vector(self.model, &name).map(Some),
+        }
     }
 
     /// The stacked matrix `stack` (the layers `names` side by side, outputs concatenated) as
@@ -249,7 +265,8 @@ pub(crate) fn check_block(b: &Block, c: &Config, layer: usize) -> Result<()> {
         && b.k_norm.as_ref().is_none_or(|w| w.len() == k_norm_w)
         && [&b.post_attn_norm, &b.post_ffn_norm]
             .iter()
-            .all(|w| w.as_ref().is_none_or(|w| w.len() == c.n_embd));
+            .all(|w| w.as_ref().is_none_or(|w| w.len() == c.n_embd))
+        && b.sinks.as_ref().is_none_or(|s| s.len() == c.n_head);
     if !ok {
         bail!(
             "block {layer}'s tensors do not fit a model {} wide with {} heads of {} ({} key/value \
@@ -293,7 +310,14 @@ pub(crate) fn check_block(b: &Block, c: &Config, layer: usize) -> Result<()> {
                 && m.down.n_expert() == e
                 && m.down.rows() == c.n_embd
                 && m.down.cols() == ff
-                && (1..=e).contains(&m.n_used);
+                && (1..=e).contains(&m.n_used)
+                && [
+                    (&m.biases.gate, ff),
+                    (&m.biases.up, ff),
+                    (&m.biases.down, c.n_embd),
+                ]
+                .iter()
+                .all(|(b, w)| b.as_ref().is_none_or(|b| b.len() == e * w));
             if !ok {
                 bail!(
                     "block {layer}'s experts do not fit a model {} wide with {e} experts of {ff} \

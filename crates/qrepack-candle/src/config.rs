@@ -21,16 +21,22 @@
 //!   attention and the feed-forward output (before their residual adds), GeGLU, sliding-window
 //!   attention on five layers of every six with their own RoPE base (10000), and an output head
 //!   tied to the embedding.
+//! * `gpt-oss`: q/k/v and output biases, NeoX RoPE extended by YaRN, attention sinks (a
+//!   logit per head in every softmax), sliding-window attention on every other layer (the
+//!   even ones), the feed-forward norm stored as `post_attention_norm`, and a mixture of
+//!   experts with router and expert biases, whose top-k logits are softmaxed among
+//!   themselves ([`Gating::SoftmaxOfChosen`]) and whose experts use the clamped SwiGLU
+//!   ([`Gate::SwiGluOai`]).
 
 use candle_core::{bail, Result};
 use qrepack::Model;
 
-use crate::ops::Gate;
+use crate::ops::{Gate, Yarn};
 use crate::weights::{metadata, metadata_f64, metadata_usize};
 
 /// The architectures [`Config::from_model`] accepts (`general.architecture`).
 pub const ARCHITECTURES: &[&str] = &[
-    "llama", "mistral", "qwen2", "qwen3", "qwen3moe", "olmoe", "gemma3",
+    "llama", "mistral", "qwen2", "qwen3", "qwen3moe", "olmoe", "gemma3", "gpt-oss",
 ];
 
 /// Gemma 3's layer pattern: every sixth layer attends globally, the others through the sliding
@@ -40,11 +46,23 @@ const GEMMA3_SWA_PATTERN: usize = 6;
 /// RoPE base of Gemma 3's sliding-window layers (fixed by the model, not in the metadata).
 const GEMMA3_LOCAL_ROPE_BASE: f64 = 10_000.0;
 
-/// The mixture-of-experts feed-forward layers (llama.cpp `build_moe_ffn` with softmax gating):
-/// per row, the router's logits `ffn_gate_inp x` over the experts, their softmax, the
-/// `n_expert_used` largest, and the sum of those experts' SwiGLU outputs
-/// `down_e(silu(gate_e x) * up_e x)` weighted by their probabilities (renormalized to sum 1
-/// when [`MoeConfig::norm_weights`], then times [`MoeConfig::weights_scale`]).
+/// gpt-oss's layer pattern: layer `il` is local when `il % 2 < 1` (llama.cpp's default for it).
+const GPT_OSS_SWA_PATTERN: usize = 2;
+
+/// How a mixture of experts turns the router's logits into the chosen experts' weights.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Gating {
+    /// The softmax over every expert, read at the chosen ones (Qwen3-MoE, Mixtral, OLMoE).
+    Softmax,
+    /// The softmax over the chosen experts' logits alone (gpt-oss).
+    SoftmaxOfChosen,
+}
+
+/// The mixture-of-experts feed-forward layers (llama.cpp `build_moe_ffn`): per row, the
+/// router's logits `ffn_gate_inp x` over the experts, the `n_expert_used` largest, their
+/// weights by [`MoeConfig::gating`] (renormalized to sum 1 when [`MoeConfig::norm_weights`],
+/// then times [`MoeConfig::weights_scale`]), and the sum of those experts' gated outputs
+/// `down_e(act(gate_e x) * up_e x)` weighted by them.
 #[derive(Clone, Debug, PartialEq)]
 pub struct MoeConfig {
     /// Experts per layer (`<arch>.expert_count`).
@@ -57,6 +75,8 @@ pub struct MoeConfig {
     pub norm_weights: bool,
     /// Factor on the weights (`<arch>.expert_weights_scale`; 1 when absent or 0).
     pub weights_scale: f64,
+    /// How the weights come from the router's logits.
+    pub gating: Gating,
 }
 
 /// The hyper-parameters of a Llama-family model, read from GGUF metadata.
@@ -79,8 +99,10 @@ pub struct Config {
     /// RoPE base frequency (of the global layers when some layers are local).
     pub rope_base: f64,
     /// Divisor of every RoPE frequency of the global layers (linear RoPE scaling,
-    /// `rope.scaling.factor`; 1 for none).
+    /// `rope.scaling.factor`; 1 for none and for YaRN).
     pub rope_scale: f64,
+    /// YaRN context extension of the RoPE (`rope.scaling.type = yarn`).
+    pub yarn: Option<Yarn>,
     /// RoPE rotates the halves of each head (GPT-NeoX, Qwen, Gemma) instead of neighbouring
     /// pairs (Llama, as its GGUF files store q and k).
     pub rope_neox: bool,
@@ -109,11 +131,22 @@ pub struct Config {
     /// Factor on the attention scores.
     pub attention_scale: f64,
     /// Sliding window of the local layers, in positions (`None`: every layer is global). The
-    /// local layers are Gemma 3's: all but every sixth ([`Config::is_local_layer`]); a query at
+    /// local layers follow [`Config::swa_pattern`] ([`Config::is_local_layer`]); a query at
     /// position `p` sees the keys at `p - window + 1 ..= p`, as llama.cpp masks them.
     pub sliding_window: Option<usize>,
+    /// Of every `swa_pattern` layers, all but the last are local (Gemma 3: 6; gpt-oss: 2; 0:
+    /// every layer local).
+    pub swa_pattern: usize,
     /// RoPE base of the local layers.
     pub rope_base_local: f64,
+    /// Linear RoPE scaling of the local layers (Gemma 3: none; others: the global layers').
+    /// YaRN, when the model has it, extends both kinds of layers.
+    pub rope_scale_local: f64,
+    /// The local layers rotate with a RoPE of their own ([`Config::rope_base_local`],
+    /// [`Config::rope_scale_local`]; Gemma 3) rather than the global layers'.
+    pub local_rope_differs: bool,
+    /// Per query head, a logit that joins every attention softmax (`attn_sinks`, gpt-oss).
+    pub attn_sinks: bool,
     /// Final logit soft-capping: `c * tanh(logit / c)`.
     pub final_softcap: Option<f64>,
 }
@@ -167,6 +200,7 @@ impl Config {
                 Err(e) => return Err(e),
             },
         };
+        let (rope_scale, yarn) = rope_scaling(model, &arch)?;
         let mut config = Config {
             n_layer,
             n_embd,
@@ -175,7 +209,8 @@ impl Config {
             head_dim,
             rms_eps: metadata_f64(model, &key("attention.layer_norm_rms_epsilon"))?,
             rope_base,
-            rope_scale: rope_scale(model, &arch)?,
+            rope_scale,
+            yarn,
             rope_neox: false,
             rope_freq_factors: model.tensor("rope_freqs.weight").is_some(),
             context_length: metadata_usize(model, &key("context_length")).unwrap_or(4096),
@@ -189,7 +224,11 @@ impl Config {
             embedding_scale: None,
             attention_scale: 1.0 / (head_dim as f64).sqrt(),
             sliding_window: None,
+            swa_pattern: GEMMA3_SWA_PATTERN,
             rope_base_local: rope_base,
+            rope_scale_local: rope_scale,
+            local_rope_differs: false,
+            attn_sinks: false,
             final_softcap: None,
             architecture: arch.clone(),
         };
@@ -206,15 +245,26 @@ impl Config {
                 config.qk_norm_whole = true;
             }
             "gemma3" => gemma3(model, &mut config)?,
+            "gpt-oss" => gpt_oss(model, &mut config)?,
             _ => unreachable!("checked against ARCHITECTURES"),
         }
         Ok(config)
     }
 
-    /// Whether layer `il` attends through the sliding window (with the local RoPE base): with a
-    /// window, every layer but each sixth (`(il + 1) % 6 == 0` is global), Gemma 3's pattern.
+    /// Whether layer `il` attends through the sliding window: with a window, every layer but
+    /// the last of each [`Config::swa_pattern`] (llama.cpp's `set_swa_pattern`).
     pub fn is_local_layer(&self, il: usize) -> bool {
-        self.sliding_window.is_some() && il % GEMMA3_SWA_PATTERN < GEMMA3_SWA_PATTERN - 1
+        let p = self.swa_pattern;
+        self.sliding_window.is_some() && (p == 0 || il % p < p - 1)
+    }
+
+    /// The name (within `blk.N.`) of the RMS norm before the feed-forward layer.
+    pub fn ffn_norm_tensor(&self) -> &'static str {
+        if self.architecture == "gpt-oss" {
+            "post_attention_norm"
+        } else {
+            "ffn_norm"
+        }
     }
 }
 
@@ -227,7 +277,7 @@ pub(crate) fn router_name(il: usize) -> String {
 /// (an error when the metadata do not say how many experts), and any other file whose layers
 /// have a router (Mixtral's `llama` files); `None` for a dense model.
 fn moe(model: &Model, arch: &str, n_layer: usize) -> Result<Option<MoeConfig>> {
-    let always = matches!(arch, "qwen3moe" | "olmoe");
+    let always = matches!(arch, "qwen3moe" | "olmoe" | "gpt-oss");
     let Some(first) = (0..n_layer).find(|&il| model.tensor(&router_name(il)).is_some()) else {
         if always {
             bail!(
@@ -252,7 +302,7 @@ fn moe(model: &Model, arch: &str, n_layer: usize) -> Result<Option<MoeConfig>> {
             .or_else(|_| metadata_usize(model, &key("feed_forward_length")))?,
     };
     // llama.cpp renormalizes for qwen3moe and llama (Mixtral) whatever the file says, and
-    // never for olmoe; a scale of 0 means none
+    // never for olmoe and gpt-oss; a scale of 0 means none
     let weights_scale = metadata_f64(model, &key("expert_weights_scale"))
         .ok()
         .filter(|&s| s != 0.0)
@@ -261,27 +311,50 @@ fn moe(model: &Model, arch: &str, n_layer: usize) -> Result<Option<MoeConfig>> {
         n_expert,
         n_expert_used,
         n_ff_expert,
-        norm_weights: arch != "olmoe",
+        norm_weights: !matches!(arch, "olmoe" | "gpt-oss"),
         weights_scale,
+        gating: if arch == "gpt-oss" {
+            Gating::SoftmaxOfChosen
+        } else {
+            Gating::Softmax
+        },
     }))
 }
 
-/// Linear RoPE scaling: the factor that divides the frequencies; an error for the scalings the
-/// decoder does not implement (YaRN, LongRoPE).
-fn rope_scale(model: &Model, arch: &str) -> Result<f64> {
-    let kind = metadata(model, &format!("{arch}.rope.scaling.type")).and_then(|v| v.as_str());
+/// The RoPE scaling: the linear factor that divides the frequencies, or YaRN (with a linear
+/// factor of 1); an error for the scalings the decoder does not implement (LongRoPE).
+fn rope_scaling(model: &Model, arch: &str) -> Result<(f64, Option<Yarn>)> {
+    let key = |k: &str| format!("{arch}.{k}");
+    let kind = metadata(model, &key("rope.scaling.type")).and_then(|v| v.as_str());
     match kind {
-        None | Some("none") | Some("linear") => {}
-        Some(other) => bail!("RoPE scaling '{other}' is not supported (none and linear are)"),
+        None | Some("none") | Some("linear") | Some("yarn") => {}
+        Some(other) => {
+            bail!("RoPE scaling '{other}' is not supported (none, linear and yarn are)")
+        }
     }
     if kind == Some("none") {
-        return Ok(1.0);
+        return Ok((1.0, None));
     }
     // llama.cpp reads `rope.scaling.factor`, then the older `rope.scale_linear`
-    let factor = metadata_f64(model, &format!("{arch}.rope.scaling.factor"))
-        .or_else(|_| metadata_f64(model, &format!("{arch}.rope.scale_linear")))
+    let factor = metadata_f64(model, &key("rope.scaling.factor"))
+        .or_else(|_| metadata_f64(model, &key("rope.scale_linear")))
         .unwrap_or(1.0);
-    Ok(if factor > 0.0 { factor } else { 1.0 })
+    let factor = if factor > 0.0 { factor } else { 1.0 };
+    if kind != Some("yarn") {
+        return Ok((factor, None));
+    }
+    let original = match metadata(model, &key("rope.scaling.original_context_length")) {
+        Some(_) => metadata_usize(model, &key("rope.scaling.original_context_length"))?,
+        None => metadata_usize(model, &key("context_length")).unwrap_or(4096),
+    };
+    if original == 0 {
+        bail!("a YaRN original context of 0 positions");
+    }
+    let attn_factor = metadata_f64(model, &key("rope.scaling.attn_factor")).unwrap_or(1.0);
+    Ok((
+        1.0,
+        Some(Yarn::new(factor as f32, original, attn_factor as f32)),
+    ))
 }
 
 /// Gemma 3's departures from the Llama block (llama.cpp `llm_build_gemma3`; its converter
@@ -305,8 +378,35 @@ fn gemma3(model: &Model, c: &mut Config) -> Result<()> {
     }
     c.sliding_window = Some(window);
     c.rope_base_local = GEMMA3_LOCAL_ROPE_BASE;
+    c.rope_scale_local = 1.0;
+    c.local_rope_differs = true;
     c.final_softcap = metadata_f64(model, "gemma3.final_logit_softcapping")
         .ok()
         .filter(|&s| s > 0.0);
+    Ok(())
+}
+
+/// gpt-oss's departures from the Llama block (llama.cpp `llama_model_openai_moe`): see the
+/// module's documentation. The mixture of experts (gating, no renormalization) is set by
+/// [`moe`].
+fn gpt_oss(model: &Model, c: &mut Config) -> Result<()> {
+    c.rope_neox = true;
+    c.gate = Gate::SwiGluOai;
+    c.attn_sinks = true;
+    let window = metadata_usize(model, "gpt-oss.attention.sliding_window")?;
+    if window == 0 {
+        bail!("gpt-oss.attention.sliding_window is 0");
+    }
+    c.sliding_window = Some(window);
+    let pattern = "gpt-oss.attention.sliding_window_pattern";
+    c.swa_pattern = match metadata(model, pattern) {
+        Some(_) => metadata_usize(model, pattern)?,
+        None => GPT_OSS_SWA_PATTERN,
+    };
+    // the local layers may have a base of their own, scaled as the global layers are
+    if let Ok(base) = metadata_f64(model, "gpt-oss.rope.freq_base_swa") {
+        c.local_rope_differs = base != c.rope_base;
+        c.rope_base_local = base;
+    }
     Ok(())
 }

@@ -116,6 +116,8 @@ pub(crate) struct Block {
     pub post_ffn_norm: Option<Vec<f32>>,
     /// Sliding attention window of this layer (`None`: every earlier position).
     pub window: Option<usize>,
+    /// Per query head, the logit of the attention sink (gpt-oss).
+    pub sinks: Option<Vec<f32>>,
     /// Which of the model's RoPEs rotates this layer's q and k (Gemma 3's local layers have a
     /// base frequency of their own).
     pub rope: usize,
@@ -259,6 +261,7 @@ impl Block {
                     cache,
                     scale: d.attn_scale,
                     window: self.window,
+                    sinks: self.sinks.as_deref(),
                 };
                 a.run(&mut attn[b * seq * q_w..][..seq * q_w])
                     .map_err(candle_core::Error::msg)?;

@@ -240,11 +240,12 @@ impl Llama {
                 k_norm: optional(config.qk_norm, &n("attn_k_norm"))?,
                 wo: b.linear(&n("attn_output"))?,
                 post_attn_norm: optional(config.post_norms, &n("post_attention_norm"))?,
-                ffn_norm: vector(&model, &n("ffn_norm"))?,
+                ffn_norm: vector(&model, &n(config.ffn_norm_tensor()))?,
                 ffn,
                 post_ffn_norm: optional(config.post_norms, &n("post_ffw_norm"))?,
                 window: if local { config.sliding_window } else { None },
-                rope: usize::from(local),
+                sinks: optional(config.attn_sinks, &n("attn_sinks"))?,
+                rope: usize::from(local && config.local_rope_differs),
                 caches: Vec::new(),
                 empty_cache: KvCache::new(options.kv_cache, config.n_kv_head, config.head_dim),
             };
@@ -534,8 +535,8 @@ impl Llama {
     }
 }
 
-/// The model's RoPEs: the global layers' (with the `rope_freqs.weight` divisors and linear
-/// scaling), then the local layers' when some layers attend through a sliding window.
+/// The model's RoPEs: the global layers' (with the `rope_freqs.weight` divisors, linear
+/// scaling or YaRN), then the local layers' when they have one of their own.
 fn ropes(model: &Model, c: &Config) -> Result<Vec<Rope>> {
     let style = if c.rope_neox {
         RopeStyle::Halves
@@ -558,14 +559,16 @@ fn ropes(model: &Model, c: &Config) -> Result<Vec<Rope>> {
     };
     // linear scaling multiplies each angle by 1 / factor: one more divisor per frequency
     factors.iter_mut().for_each(|f| *f *= c.rope_scale as f32);
-    let mut ropes = vec![Rope::new(
-        style,
-        c.head_dim,
-        c.rope_base as f32,
-        Some(&factors),
-    )];
-    if c.sliding_window.is_some() {
-        ropes.push(Rope::new(style, c.head_dim, c.rope_base_local as f32, None));
+    let extend = |rope: Rope, base: f64| match &c.yarn {
+        Some(y) => rope.with_yarn(base as f32, y),
+        None => rope,
+    };
+    let global = Rope::new(style, c.head_dim, c.rope_base as f32, Some(&factors));
+    let mut ropes = vec![extend(global, c.rope_base)];
+    if c.sliding_window.is_some() && c.local_rope_differs {
+        let scale = vec![c.rope_scale_local as f32; half];
+        let local = Rope::new(style, c.head_dim, c.rope_base_local as f32, Some(&scale));
+        ropes.push(extend(local, c.rope_base_local));
     }
     Ok(ropes)
 }

@@ -1,16 +1,19 @@
-//! The mixture-of-experts feed-forward layer (Qwen3-MoE, OLMoE, Mixtral), as llama.cpp's
-//! `build_moe_ffn` computes it with softmax gating, on raw f32 buffers.
+//! The mixture-of-experts feed-forward layer (Qwen3-MoE, OLMoE, Mixtral, gpt-oss), as
+//! llama.cpp's `build_moe_ffn` computes it, on raw f32 buffers.
 //!
 //! For the `rows` normed rows of a pass:
 //!
-//! 1. the router, one product `ffn_gate_inp x` for every row: a logit per expert;
-//! 2. per row, the softmax over all experts and the `k` most probable (the first on ties);
-//!    their probabilities, divided by their sum (clamped below at 2^-14, as llama.cpp) when
-//!    the model renormalizes, then scaled;
+//! 1. the router, one product `ffn_gate_inp x` (plus its bias) for every row: a logit per
+//!    expert;
+//! 2. per row, the `k` largest logits (the first on ties) and their weights
+//!    ([`Gating`]): the softmax over all experts read at them, or the softmax over them alone;
+//!    divided by their sum (clamped below at 2^-14, as llama.cpp) when the model
+//!    renormalizes, then scaled;
 //! 3. gate and up of the chosen experts for every row at once
 //!    ([`QExperts::matmul_id`](qrepack::QExperts::matmul_id) with the row shared by its `k`
-//!    experts: each expert multiplies all the rows routed to it in one product), the gated
-//!    activation, and down (one input row per chosen expert);
+//!    experts: each expert multiplies all the rows routed to it in one product), each chosen
+//!    expert's bias when it has one, the gated activation, and down (one input row per
+//!    chosen expert, plus its bias);
 //! 4. per row, the `k` outputs times their weights, summed in the order of the choice.
 //!
 //! Every buffer lives in [`MoeScratch`], sized once per batch shape like the dense path's.
@@ -18,6 +21,7 @@
 use candle_core::{bail, Result};
 use rayon::prelude::*;
 
+use crate::config::Gating;
 use crate::decoder::{sized, Linear};
 use crate::linear::QExpertsLinear;
 use crate::ops::{self, Gate};
@@ -141,6 +145,19 @@ pub(crate) struct MoeFfn {
     pub norm_weights: bool,
     /// Factor on the weights.
     pub weights_scale: f32,
+    /// How the weights come from the logits.
+    pub gating: Gating,
+    /// Per-expert biases of gate, up and down (`n_expert` rows of each one's output width;
+    /// gpt-oss).
+    pub biases: ExpertBiases,
+}
+
+/// The biases of a mixture's experts, one row per expert, when the model has them.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct ExpertBiases {
+    pub gate: Option<Vec<f32>>,
+    pub up: Option<Vec<f32>>,
+    pub down: Option<Vec<f32>>,
 }
 
 /// The buffers of the mixture of experts for one batch shape.
@@ -191,8 +208,7 @@ impl MoeFfn {
             route(
                 &s.logits,
                 n_expert,
-                self.norm_weights,
-                self.weights_scale,
+                (self.gating, self.norm_weights, self.weights_scale),
                 sized(&mut s.ids, rows * k),
                 sized(&mut s.weights, rows * k),
             );
@@ -205,6 +221,8 @@ impl MoeFfn {
             self.up.forward_id(h, 1, &s.ids, k, sized(&mut s.up, n))
         })?;
         timed(prof, Phase::Elementwise, || {
+            add_expert_bias(&mut s.gate, ff, &s.ids, self.biases.gate.as_deref());
+            add_expert_bias(&mut s.up, ff, &s.ids, self.biases.up.as_deref());
             let a = sized(&mut s.act, rows * k * ff);
             ops::gated_split(act, &s.gate, &s.up, a, ff);
             Ok(())
@@ -214,19 +232,31 @@ impl MoeFfn {
                 .forward_id(&s.act, k, &s.ids, k, sized(&mut s.down, rows * k * n_embd))
         })?;
         timed(prof, Phase::Elementwise, || {
+            add_expert_bias(&mut s.down, n_embd, &s.ids, self.biases.down.as_deref());
             weighted_sum(&s.down, &s.weights, k, &mut out[..rows * n_embd]);
             Ok(())
         })
     }
 }
 
+/// Adds to each chosen expert's output row (`width` wide, one per entry of `ids`) that
+/// expert's bias row, when there are biases.
+fn add_expert_bias(y: &mut [f32], width: usize, ids: &[i32], bias: Option<&[f32]>) {
+    let Some(bias) = bias else { return };
+    for (row, &id) in y.chunks_exact_mut(width).zip(ids) {
+        // the ids come from `route`, within the experts the load checked the biases against
+        let b = &bias[id as usize * width..][..width];
+        row.iter_mut().zip(b).for_each(|(y, b)| *y += b);
+    }
+}
+
 /// Per row of `logits` (`n_expert` wide): the `ids.len() / rows` most probable experts, most
-/// probable first, into `ids`, and their weights into `weights`.
+/// probable first, into `ids`, and their weights into `weights` by `(gating, renormalize,
+/// scale)`.
 pub(crate) fn route(
     logits: &[f32],
     n_expert: usize,
-    norm: bool,
-    scale: f32,
+    (gating, norm, scale): (Gating, bool, f32),
     ids: &mut [i32],
     weights: &mut [f32],
 ) {
@@ -235,7 +265,9 @@ pub(crate) fn route(
     if rows == 0 || k == 0 {
         return;
     }
-    let one = |(l, (id, w)): (&[f32], (&mut [i32], &mut [f32]))| route_row(l, norm, scale, id, w);
+    let one = |(l, (id, w)): (&[f32], (&mut [i32], &mut [f32]))| {
+        route_row(l, (gating, norm, scale), id, w)
+    };
     if rows < PARALLEL_ROWS {
         logits
             .chunks_exact(n_expert)
@@ -256,7 +288,12 @@ pub(crate) fn route(
 /// One row of [`route`]. The softmax is monotonic, so the top `k` are taken on the logits: a
 /// sorted list of `k` kept by insertion, where only a strictly larger logit displaces an
 /// earlier expert (ties go to the lower index; NaN logits rank below every number).
-fn route_row(logits: &[f32], norm: bool, scale: f32, ids: &mut [i32], weights: &mut [f32]) {
+fn route_row(
+    logits: &[f32],
+    (gating, norm, scale): (Gating, bool, f32),
+    ids: &mut [i32],
+    weights: &mut [f32],
+) {
     let k = ids.len();
     ids.fill(-1);
     for (e, &v) in logits.iter().enumerate() {
@@ -270,8 +307,13 @@ fn route_row(logits: &[f32], norm: bool, scale: f32, ids: &mut [i32], weights: &
         ids[p] = e as i32;
         weights[p] = v;
     }
-    let max = logits.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-    let sum: f32 = logits.iter().map(|&v| (v - max).exp()).sum();
+    // the softmax over every expert, or over the chosen ones (their logits, in `weights`)
+    let over = match gating {
+        Gating::Softmax => logits,
+        Gating::SoftmaxOfChosen => &*weights,
+    };
+    let max = over.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+    let sum: f32 = over.iter().map(|&v| (v - max).exp()).sum();
     for (w, &id) in weights.iter_mut().zip(ids.iter()) {
         // every place is filled when k <= n_expert, which the model checks at load
         *w = usize::try_from(id).map_or(0.0, |e| (logits[e] - max).exp() / sum);
@@ -325,9 +367,14 @@ mod tests {
         let logits: Vec<f32> = (0..rows * n_expert)
             .map(|i| ((i * 7919 % 1009) as f32 / 1009.0 - 0.5) * 6.0)
             .collect();
-        for norm in [true, false] {
+        let cases = [
+            (Gating::Softmax, true),
+            (Gating::Softmax, false),
+            (Gating::SoftmaxOfChosen, false),
+        ];
+        for (gating, norm) in cases {
             let (mut ids, mut w) = (vec![0; rows * k], vec![0.0; rows * k]);
-            route(&logits, n_expert, norm, 0.5, &mut ids, &mut w);
+            route(&logits, n_expert, (gating, norm, 0.5), &mut ids, &mut w);
             for r in 0..rows {
                 let l: Vec<f64> = logits[r * n_expert..][..n_expert]
                     .iter()
@@ -338,7 +385,15 @@ mod tests {
                 let mut order: Vec<usize> = (0..n_expert).collect();
                 order.sort_by(|&a, &b| l[b].total_cmp(&l[a]).then(a.cmp(&b)));
                 let top = &order[..k];
-                let p: Vec<f64> = top.iter().map(|&e| (l[e] - max).exp() / sum).collect();
+                let p: Vec<f64> = match gating {
+                    Gating::Softmax => top.iter().map(|&e| (l[e] - max).exp() / sum).collect(),
+                    Gating::SoftmaxOfChosen => {
+                        let top_sum: f64 = top.iter().map(|&e| (l[e] - l[top[0]]).exp()).sum();
+                        top.iter()
+                            .map(|&e| (l[e] - l[top[0]]).exp() / top_sum)
+                            .collect()
+                    }
+                };
                 let total: f64 = if norm { p.iter().sum() } else { 1.0 };
                 for j in 0..k {
                     assert_eq!(ids[r * k + j], top[j] as i32, "row {r}");
@@ -353,10 +408,11 @@ mod tests {
     #[test]
     fn routing_ties_and_nan() {
         let (mut ids, mut w) = (vec![0; 2], vec![0.0; 2]);
-        route(&[1.0, 3.0, 3.0, 2.0], 4, true, 1.0, &mut ids, &mut w);
+        let softmax = (Gating::Softmax, true, 1.0);
+        route(&[1.0, 3.0, 3.0, 2.0], 4, softmax, &mut ids, &mut w);
         assert_eq!(ids, [1, 2]);
         assert!((w[0] - 0.5).abs() < 1e-6 && (w[1] - 0.5).abs() < 1e-6);
-        route(&[f32::NAN, 1.0, f32::NAN], 3, true, 1.0, &mut ids, &mut w);
+        route(&[f32::NAN, 1.0, f32::NAN], 3, softmax, &mut ids, &mut w);
         assert_eq!(ids[0], 1);
         assert!((0..3).contains(&ids[1]));
     }

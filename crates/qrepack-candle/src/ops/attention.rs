@@ -76,6 +76,10 @@ pub struct Attention<'a> {
     pub scale: f32,
     /// Sliding window: row at position `p` sees only positions `> p - window` (`None`: all).
     pub window: Option<usize>,
+    /// Per query head, a logit that joins each softmax without a value of its own (gpt-oss's
+    /// attention sinks): it takes a share of the weight, and the positions share the rest.
+    /// Not scaled by [`Attention::scale`].
+    pub sinks: Option<&'a [f32]>,
 }
 
 /// Query rows per task of a prompt: enough rows that the products over the keys and values
@@ -136,6 +140,11 @@ impl Attention<'_> {
         }
         if self.window == Some(0) {
             return Err("a sliding window of 0 positions sees nothing".into());
+        }
+        if let Some(s) = self.sinks {
+            if s.len() != h.n_head {
+                return Err(format!("{} sinks for {} query heads", s.len(), h.n_head));
+            }
         }
         Ok(())
     }
@@ -264,9 +273,10 @@ impl Attention<'_> {
             let (_, first, m) = heads_of(u);
             for j in 0..m {
                 let at = |c: usize| (u * chunks + c) * part_len + j;
+                let sink = self.sinks.map(|s| s[first + j]);
                 let max = (0..chunks)
                     .map(|c| stats[at(c)].0)
-                    .fold(f32::NEG_INFINITY, f32::max);
+                    .fold(sink.unwrap_or(f32::NEG_INFINITY), f32::max);
                 let dst = &mut out[(first + j) * d..][..d];
                 dst.fill(0.0);
                 let mut total = 0.0f32;
@@ -278,6 +288,9 @@ impl Attention<'_> {
                     for (o, s) in dst.iter_mut().zip(src) {
                         *o += f * s;
                     }
+                }
+                if let Some(z) = sink {
+                    total += exp(z - max);
                 }
                 let inv = if total > 0.0 { 1.0 / total } else { 0.0 };
                 dst.iter_mut().for_each(|o| *o *= inv);
@@ -330,14 +343,24 @@ impl Attention<'_> {
             // One row: the group's query heads are `group` vectors `d` apart that see the
             // same positions, so each product takes them all at once.
             let vis = self.visible(r0);
-            self.pass(&kv, group, (q_row0, d), (group_col, d), out, scores, |_| {
-                vis
-            });
+            let sink = |i: usize| self.sinks.map(|s| s[g * group + i]);
+            self.pass(
+                &kv,
+                group,
+                (q_row0, d),
+                (group_col, d),
+                out,
+                scores,
+                |_| vis,
+                sink,
+            );
         } else {
             for j in 0..group {
                 let q = (q_row0 + j * d, self.queries.stride);
                 let o = (group_col + j * d, width);
-                self.pass(&kv, rows, q, o, out, scores, |r| self.visible(r0 + r));
+                let sink = |_| self.sinks.map(|s| s[g * group + j]);
+                let visible = |r| self.visible(r0 + r);
+                self.pass(&kv, rows, q, o, out, scores, visible, sink);
             }
         }
     }
@@ -345,7 +368,7 @@ impl Attention<'_> {
     /// `m` query vectors (the first at `q.0` of the queries, the next `q.1` further on)
     /// against the gathered keys and values: scores (`Q K^T`), each vector's softmax over the
     /// positions `visible(i)` gives it, weighted values (`P V`) into `out` from `o.0`, `o.1`
-    /// apart.
+    /// apart. Vector `i`'s softmax takes in `sink(i)` when there is one.
     #[allow(clippy::too_many_arguments)]
     fn pass(
         &self,
@@ -356,6 +379,7 @@ impl Attention<'_> {
         out: &mut [f32],
         scratch: &mut Vec<f32>,
         visible: impl Fn(usize) -> (usize, usize),
+        sink: impl Fn(usize) -> Option<f32>,
     ) {
         let d = self.heads.head_dim;
         let lo = (0..m).map(|i| visible(i).0).min().unwrap_or(0);
@@ -400,7 +424,7 @@ impl Attention<'_> {
         }
         for (i, s) in scratch.chunks_exact_mut(span).enumerate() {
             let (a, b) = visible(i);
-            softmax_in_place(s, a - lo, b - lo);
+            softmax_in_place(s, a - lo, b - lo, sink(i));
         }
         // SAFETY: the weights are the `m x span` scores; the values of positions `lo..hi`
         // and the output vectors `o.0 + i * o.1 .. + d` are inside their slices (the
@@ -494,13 +518,24 @@ fn exp_from_max(s: &mut [f32]) -> (f32, f32) {
     (max, sum)
 }
 
-/// Softmax of `s[a..b]` in place; the rest of `s` becomes 0 (positions the row does not see).
-fn softmax_in_place(s: &mut [f32], a: usize, b: usize) {
+/// Softmax of `s[a..b]` in place, with `sink` as one more logit in the sum when given; the
+/// rest of `s` becomes 0 (positions the row does not see).
+fn softmax_in_place(s: &mut [f32], a: usize, b: usize, sink: Option<f32>) {
     let (head, rest) = s.split_at_mut(a);
     let (seen, tail) = rest.split_at_mut(b - a);
     head.fill(0.0);
     tail.fill(0.0);
-    let (_, sum) = exp_from_max(seen);
+    let (max, mut sum) = exp_from_max(seen);
+    match sink {
+        // a sink above every score: rescale to it, so that nothing overflows
+        Some(z) if z > max => {
+            let f = exp(max - z);
+            seen.iter_mut().for_each(|v| *v *= f);
+            sum = sum * f + 1.0;
+        }
+        Some(z) => sum += exp(z - max),
+        None => {}
+    }
     let inv = if sum > 0.0 { 1.0 / sum } else { 0.0 };
     for v in seen.iter_mut() {
         *v *= inv;
@@ -534,9 +569,13 @@ mod tests {
                             * a.scale as f64
                     })
                     .collect();
-                let m = scores.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+                let sink = a.sinks.map(|s| s[head] as f64);
+                let m = scores
+                    .iter()
+                    .copied()
+                    .fold(sink.unwrap_or(f64::NEG_INFINITY), f64::max);
                 let w: Vec<f64> = scores.iter().map(|s| (s - m).exp()).collect();
-                let total: f64 = w.iter().sum();
+                let total: f64 = w.iter().sum::<f64>() + sink.map_or(0.0, |z| (z - m).exp());
                 for (p, w) in (lo..hi).zip(&w) {
                     let v = &values[p * stride + g * d..][..d];
                     for i in 0..d {
@@ -568,6 +607,18 @@ mod tests {
     }
 
     fn check(heads: Heads, seq: usize, first_pos: usize, window: Option<usize>, threads: usize) {
+        check_sinks(heads, seq, first_pos, window, threads, false)
+    }
+
+    /// [`check`], with random sinks in [-4, 8] when `with_sinks` (above the scores at times).
+    fn check_sinks(
+        heads: Heads,
+        seq: usize,
+        first_pos: usize,
+        window: Option<usize>,
+        threads: usize,
+        with_sinks: bool,
+    ) {
         let kv = first_pos + seq;
         let width = heads.n_head * heads.head_dim;
         // queries inside a fused q/k/v row, as the decoder passes them
@@ -575,6 +626,10 @@ mod tests {
         let qkv = values(seq * stride, 1 + seq as u64);
         let keys = values(kv * heads.n_kv_head * heads.head_dim, 2 + kv as u64);
         let vals = values(kv * heads.n_kv_head * heads.head_dim, 3);
+        let sinks: Vec<f32> = values(heads.n_head, 4)
+            .iter()
+            .map(|v| 2.0 + 6.0 * v)
+            .collect();
         for ty in [KvType::F16, KvType::F32] {
             let cache = cache_of(ty, heads, &keys, &vals);
             let a = Attention {
@@ -590,6 +645,7 @@ mod tests {
                 // large scores test the softmax's range
                 scale: 3.0 / (heads.head_dim as f32).sqrt(),
                 window,
+                sinks: with_sinks.then_some(&sinks[..]),
             };
             let mut out = vec![f32::NAN; seq * width];
             let pool = rayon::ThreadPoolBuilder::new()
@@ -601,7 +657,8 @@ mod tests {
             for (i, (got, want)) in out.iter().zip(&want).enumerate() {
                 assert!(
                     (*got as f64 - want).abs() < 2e-5,
-                    "{ty:?} {heads:?} seq {seq} pos {first_pos} window {window:?}: [{i}] {got} vs {want}"
+                    "{ty:?} {heads:?} seq {seq} pos {first_pos} window {window:?} sinks \
+                     {with_sinks}: [{i}] {got} vs {want}"
                 );
             }
         }
@@ -659,6 +716,28 @@ mod tests {
         check(heads, 33, 100, Some(1), 2);
     }
 
+    /// Sinks on every path: prompts, single rows on one thread and split over several, with a
+    /// window, and grouped heads.
+    #[test]
+    fn sinks_join_the_softmax() {
+        for (n_head, n_kv_head, head_dim) in [(4, 4, 64), (8, 2, 64), (16, 1, 128), (6, 2, 80)] {
+            let heads = Heads {
+                n_head,
+                n_kv_head,
+                head_dim,
+            };
+            for (seq, pos, window, threads) in [
+                (1, 0, None, 1),
+                (9, 0, None, 2),
+                (33, 40, Some(8), 2),
+                (1, 700, None, 2),
+                (1, 300, Some(128), 3),
+            ] {
+                check_sinks(heads, seq, pos, window, threads, true);
+            }
+        }
+    }
+
     #[test]
     fn shape_errors() {
         let heads = Heads {
@@ -680,6 +759,7 @@ mod tests {
             cache: &cache,
             scale: 1.0,
             window: None,
+            sinks: None,
         };
         assert!(a.run(&mut [0.0; 32]).unwrap_err().contains("cannot share"));
         let two = Heads {

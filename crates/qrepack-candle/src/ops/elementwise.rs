@@ -119,12 +119,80 @@ pub enum RopeStyle {
     Halves,
 }
 
+/// YaRN context extension (`rope.scaling.type = yarn`), as ggml's `rope_ext` applies it with
+/// llama.cpp's defaults: each frequency is interpolated (divided by `factor`), extrapolated
+/// (left alone) or a blend of the two, by where its wavelength falls against the original
+/// context; and the cosines and sines are scaled by `magnitude`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Yarn {
+    /// How much longer the extended context is than the original (`rope.scaling.factor`).
+    pub factor: f32,
+    /// The context the model was trained with before the extension
+    /// (`rope.scaling.original_context_length`).
+    pub original_context: usize,
+    /// Pairs turning at least this many times over the original context keep their
+    /// frequency (llama.cpp's `yarn_beta_fast`, 32).
+    pub beta_fast: f32,
+    /// Pairs turning at most this many times are fully interpolated (`yarn_beta_slow`, 1).
+    pub beta_slow: f32,
+    /// Blend of interpolation and extrapolation (llama.cpp's `yarn_ext_factor`: 1 for YaRN).
+    pub ext_factor: f32,
+    /// Factor on the cosines and sines: `rope.scaling.attn_factor` times `1 + 0.1 ln(factor)`
+    /// (llama.cpp's net magnitude once its own correction is undone).
+    pub magnitude: f32,
+}
+
+impl Yarn {
+    /// YaRN with llama.cpp's defaults for the given factor, original context and
+    /// `rope.scaling.attn_factor`.
+    pub fn new(factor: f32, original_context: usize, attn_factor: f32) -> Yarn {
+        let growth = if factor > 1.0 {
+            1.0 + 0.1 * factor.ln()
+        } else {
+            1.0
+        };
+        Yarn {
+            factor,
+            original_context,
+            beta_fast: 32.0,
+            beta_slow: 1.0,
+            ext_factor: 1.0,
+            magnitude: attn_factor * growth,
+        }
+    }
+
+    /// The pair index below which frequencies are kept and the one above which they are fully
+    /// interpolated: where a pair turns `beta` times over the original context, rounded
+    /// outwards and kept within the pairs (ggml's correction dimensions).
+    fn ramp_ends(&self, head_dim: usize, base: f32) -> (f32, f32) {
+        let d = head_dim as f32;
+        let at = |turns: f32| {
+            d * (self.original_context as f32 / (turns * 2.0 * std::f32::consts::PI)).ln()
+                / (2.0 * base.ln())
+        };
+        let low = at(self.beta_fast).floor().max(0.0);
+        let high = at(self.beta_slow).ceil().min(d - 1.0);
+        (low, high)
+    }
+
+    /// The multiplier of pair `i`'s frequency: `1 / factor` (interpolated) blended towards 1
+    /// (extrapolated) for the fast pairs.
+    fn frequency_factor(&self, i: usize, (low, high): (f32, f32)) -> f32 {
+        let y = (i as f32 - low) / (high - low).max(0.001);
+        let keep = (1.0 - y.clamp(0.0, 1.0)) * self.ext_factor;
+        let interp = 1.0 / self.factor;
+        interp * (1.0 - keep) + keep
+    }
+}
+
 /// Rotary position embedding of one head width: the frequencies, and the cosines and sines of
 /// the positions of one forward pass.
 #[derive(Clone, Debug)]
 pub struct Rope {
     style: RopeStyle,
     inv_freq: Vec<f32>,
+    /// Factor on the cosines and sines (YaRN's magnitude; 1 otherwise).
+    magnitude: f32,
     /// `[position of the pass][head_dim / 2]` each.
     cos: Vec<f32>,
     sin: Vec<f32>,
@@ -145,9 +213,21 @@ impl Rope {
         Rope {
             style,
             inv_freq,
+            magnitude: 1.0,
             cos: Vec::new(),
             sin: Vec::new(),
         }
+    }
+
+    /// This RoPE (of base frequency `base`) extended by YaRN: each pair's frequency blended
+    /// between itself and `1 / factor` of itself, the rotations scaled by its magnitude.
+    pub fn with_yarn(mut self, base: f32, yarn: &Yarn) -> Rope {
+        let ends = yarn.ramp_ends(2 * self.inv_freq.len(), base);
+        for (i, f) in self.inv_freq.iter_mut().enumerate() {
+            *f *= yarn.frequency_factor(i, ends);
+        }
+        self.magnitude = yarn.magnitude;
+        self
     }
 
     /// Prepares the angles of positions `first..first + count`.
@@ -159,8 +239,8 @@ impl Rope {
             let pos = (first + p) as f32;
             for (i, f) in self.inv_freq.iter().enumerate() {
                 let angle = pos * f;
-                self.cos[p * half + i] = angle.cos();
-                self.sin[p * half + i] = angle.sin();
+                self.cos[p * half + i] = angle.cos() * self.magnitude;
+                self.sin[p * half + i] = angle.sin() * self.magnitude;
             }
         }
     }
@@ -225,7 +305,15 @@ pub enum Gate {
     SwiGlu,
     /// `gelu_tanh(gate) * up` (Gemma).
     GeGlu,
+    /// gpt-oss's clamped SwiGLU: `g * sigmoid(1.702 g) * (u + 1)` with the gate capped at 7
+    /// and the up projection clamped to [-7, 7] (llama.cpp's `swiglu_oai`).
+    SwiGluOai,
 }
+
+/// The slope of [`Gate::SwiGluOai`]'s sigmoid.
+const OAI_ALPHA: f32 = 1.702;
+/// The bound of [`Gate::SwiGluOai`]'s inputs.
+const OAI_LIMIT: f32 = 7.0;
 
 /// `out[r][i] = act(gate[r][i]) * up[r][i]`, where row `r` of `gate` and `up` start at
 /// `r * stride + gate_off` and `r * stride + up_off` and `out` has rows of `width`.
@@ -270,6 +358,13 @@ fn gated_row(gate: Gate, g: &[f32], u: &[f32], out: &mut [f32]) {
         Gate::GeGlu => {
             for ((o, g), u) in out.iter_mut().zip(g).zip(u) {
                 *o = gelu_tanh(*g) * u;
+            }
+        }
+        Gate::SwiGluOai => {
+            for ((o, g), u) in out.iter_mut().zip(g).zip(u) {
+                let g = g.min(OAI_LIMIT);
+                let u = u.clamp(-OAI_LIMIT, OAI_LIMIT);
+                *o = g / (1.0 + super::math::exp(-OAI_ALPHA * g)) * (u + 1.0);
             }
         }
     }
@@ -377,6 +472,61 @@ mod tests {
         }
     }
 
+    /// YaRN against the definition in f64: the correction range from where each pair turns
+    /// 32 and 1 times over the original context, the linear ramp between, the magnitude.
+    #[test]
+    fn yarn_matches_f64() {
+        let (d, base, factor, orig) = (64usize, 150_000.0f64, 32.0f64, 4096usize);
+        let yarn = Yarn::new(factor as f32, orig, 1.0);
+        let mut rope =
+            Rope::new(RopeStyle::Halves, d, base as f32, None).with_yarn(base as f32, &yarn);
+        let (rows, pos0) = (5, 3000);
+        rope.set_positions(pos0, rows);
+        let x = values(rows * d, 9);
+        let mut y = x.clone();
+        rope.apply(&mut y, d, 0, 1);
+        let turns_at = |beta: f64| {
+            d as f64 * (orig as f64 / (beta * 2.0 * std::f64::consts::PI)).ln() / (2.0 * base.ln())
+        };
+        let low = turns_at(32.0).floor().max(0.0);
+        let high = turns_at(1.0).ceil().min(d as f64 - 1.0);
+        let magnitude = 1.0 + 0.1 * factor.ln();
+        let mut blended = 0;
+        for r in 0..rows {
+            for i in 0..d / 2 {
+                let keep = 1.0 - ((i as f64 - low) / (high - low)).clamp(0.0, 1.0);
+                blended += usize::from(keep > 0.0 && keep < 1.0);
+                let extrap = (pos0 + r) as f64 * base.powf(-((2 * i) as f64) / d as f64);
+                let theta = extrap / factor * (1.0 - keep) + extrap * keep;
+                let (x0, x1) = (x[r * d + i] as f64, x[r * d + i + d / 2] as f64);
+                let w0 = (x0 * theta.cos() - x1 * theta.sin()) * magnitude;
+                let w1 = (x0 * theta.sin() + x1 * theta.cos()) * magnitude;
+                // f32 angles of positions ~3000: a few ulps of 3000 radians
+                assert!((y[r * d + i] as f64 - w0).abs() < 2e-3, "pair {i}");
+                assert!((y[r * d + i + d / 2] as f64 - w1).abs() < 2e-3, "pair {i}");
+            }
+        }
+        assert!(blended > 0, "no pair fell inside the ramp");
+    }
+
+    /// The clamped SwiGLU beyond its limits: the gate capped at 7, the up value clamped.
+    #[test]
+    fn swiglu_oai_clamps() {
+        let g = [-20.0f32, -1.0, 0.0, 3.0, 7.0, 30.0];
+        let u = [30.0f32, -30.0, 2.0, -0.5, 6.9, 8.0];
+        let mut out = [0.0f32; 6];
+        gated_split(Gate::SwiGluOai, &g, &u, &mut out, 6);
+        for i in 0..6 {
+            let gc = (g[i] as f64).min(7.0);
+            let uc = (u[i] as f64).clamp(-7.0, 7.0);
+            let want = gc / (1.0 + (-1.702 * gc).exp()) * (uc + 1.0);
+            assert!(
+                (out[i] as f64 - want).abs() < 1e-5 * want.abs().max(1.0),
+                "{i}"
+            );
+        }
+    }
+
     #[test]
     fn head_norms_match_f64() {
         for (rows, heads, d) in [(3, 2, 32), (40, 8, 128)] {
@@ -411,7 +561,7 @@ mod tests {
     fn gated_activations_match_f64() {
         let (rows, ff) = (33, 100);
         let src = values(rows * 2 * ff, 4);
-        for gate in [Gate::SwiGlu, Gate::GeGlu] {
+        for gate in [Gate::SwiGlu, Gate::GeGlu, Gate::SwiGluOai] {
             let mut out = vec![0.0; rows * ff];
             gated(gate, &src, 2 * ff, (0, ff), &mut out, ff);
             for r in 0..rows {
@@ -426,6 +576,13 @@ mod tests {
                                     + ((2.0 / std::f64::consts::PI).sqrt()
                                         * (g + 0.044715 * g * g * g))
                                         .tanh())
+                        }
+                        Gate::SwiGluOai => {
+                            let g = g.min(7.0);
+                            let u = u.clamp(-7.0, 7.0);
+                            let want = g / (1.0 + (-1.702 * g).exp()) * (u + 1.0);
+                            assert!((out[r * ff + i] as f64 - want).abs() < 1e-5);
+                            continue;
                         }
                     };
                     assert!((out[r * ff + i] as f64 - act * u).abs() < 1e-5, "{gate:?}");
@@ -447,7 +604,7 @@ mod tests {
             .chunks_exact(2 * ff)
             .flat_map(|r| r[ff..].to_vec())
             .collect();
-        for gate in [Gate::SwiGlu, Gate::GeGlu] {
+        for gate in [Gate::SwiGlu, Gate::GeGlu, Gate::SwiGluOai] {
             let mut want = vec![0.0; rows * ff];
             gated(gate, &src, 2 * ff, (0, ff), &mut want, ff);
             let mut got = vec![0.0; rows * ff];

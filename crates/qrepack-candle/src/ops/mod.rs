@@ -14,6 +14,6 @@ mod math;
 pub use attention::{Attention, Heads, Rows};
 pub use elementwise::{
     add_bias, add_in_place, gated, gated_split, rms_norm, rms_norm_heads, rms_norm_in_place, Gate,
-    Rope, RopeStyle,
+    Rope, RopeStyle, Yarn,
 };
 pub use kv_cache::{KvCache, KvType, PAGE};

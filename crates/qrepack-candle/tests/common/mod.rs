@@ -52,6 +52,11 @@ pub struct Tiny {
     pub n_expert_used: usize,
     pub n_ff_expert: usize,
     pub router: GgmlType,
+    /// gpt-oss: attention sinks, the output projection's bias, the router's and experts'
+    /// biases.
+    pub sinks_and_biases: bool,
+    /// YaRN RoPE scaling: the factor and the original context.
+    pub yarn: Option<(f32, usize)>,
 }
 
 impl Tiny {
@@ -83,6 +88,39 @@ impl Tiny {
             n_expert_used: 0,
             n_ff_expert: 0,
             router: GgmlType::F32,
+            sinks_and_biases: false,
+            yarn: None,
+        }
+    }
+
+    /// gpt-oss: four layers (the even ones local, a window of 3), eight experts of which two
+    /// are used, MXFP4 experts, YaRN with a factor of 32 over an original context of 64 (so
+    /// that the ramp falls inside the head's pairs), sinks and biases.
+    #[allow(dead_code)] // tests/arch.rs asks for it
+    pub fn gpt_oss() -> Tiny {
+        Tiny {
+            arch: "gpt-oss",
+            n_layer: 4,
+            n_embd: 128,
+            n_head: 4,
+            n_kv_head: 2,
+            head_dim: Some(64),
+            n_ff: 0,
+            vocab: 320,
+            attn: GgmlType::Q8_0,
+            ffn: GgmlType::MXFP4,
+            down: GgmlType::MXFP4,
+            embd: GgmlType::Q8_0,
+            output: Some(GgmlType::Q8_0),
+            qkv_bias: true,
+            sliding_window: Some(3),
+            rope_base: 150_000.0,
+            n_expert: 8,
+            n_expert_used: 2,
+            n_ff_expert: 64,
+            sinks_and_biases: true,
+            yarn: Some((32.0, 64)),
+            ..Tiny::llama()
         }
     }
 
@@ -156,6 +194,12 @@ impl Tiny {
                 u(self.n_ff_expert),
             );
         }
+        if let Some((factor, original)) = self.yarn {
+            let rope = |k: &str| format!("{a}.rope.scaling.{k}");
+            kv(&mut w, &rope("type"), GgufValue::String("yarn".into()));
+            kv(&mut w, &rope("factor"), GgufValue::F32(factor));
+            kv(&mut w, &rope("original_context_length"), u(original));
+        }
         if let Some(c) = self.softcap {
             kv(
                 &mut w,
@@ -209,14 +253,17 @@ impl Tiny {
         };
 
         let mut vec_rng = SplitMix64::new(seed ^ 0xABCD);
-        let mut vector = |w: &mut GgufWriter, name: &str, n: usize, base: f32, spread: f32| {
+        // f32 values `base +- spread`, of the given dims (the first the fastest)
+        let mut values = |w: &mut GgufWriter, name: &str, dims: &[u64], base: f32, spread: f32| {
+            let n = dims.iter().product::<u64>() as usize;
             let x: Vec<f32> = (0..n)
                 .map(|_| base + spread * vec_rng.uniform_pm1())
                 .collect();
             let bytes: Vec<u8> = x.iter().flat_map(|v| v.to_le_bytes()).collect();
-            w.add_tensor_owned(name, &[n as u64], GgmlType::F32.id(), bytes)
+            w.add_tensor_owned(name, dims, GgmlType::F32.id(), bytes)
                 .unwrap();
         };
+
         // the embedding: entries of size ~1
         matrices(
             &mut w,
@@ -229,7 +276,7 @@ impl Tiny {
         for i in 0..self.n_layer {
             let n = |s: &str| format!("blk.{i}.{s}");
             let e = self.n_embd;
-            vector(&mut w, &n("attn_norm.weight"), e, 1.0, 0.2);
+            values(&mut w, &n("attn_norm.weight"), &[(e) as u64], 1.0, 0.2);
             matrices(
                 &mut w,
                 &n("attn_q.weight"),
@@ -255,9 +302,27 @@ impl Tiny {
                 None,
             );
             if self.qkv_bias {
-                vector(&mut w, &n("attn_q.bias"), self.n_head * hd, 0.0, 0.5);
-                vector(&mut w, &n("attn_k.bias"), self.n_kv_head * hd, 0.0, 0.5);
-                vector(&mut w, &n("attn_v.bias"), self.n_kv_head * hd, 0.0, 0.5);
+                values(
+                    &mut w,
+                    &n("attn_q.bias"),
+                    &[(self.n_head * hd) as u64],
+                    0.0,
+                    0.5,
+                );
+                values(
+                    &mut w,
+                    &n("attn_k.bias"),
+                    &[(self.n_kv_head * hd) as u64],
+                    0.0,
+                    0.5,
+                );
+                values(
+                    &mut w,
+                    &n("attn_v.bias"),
+                    &[(self.n_kv_head * hd) as u64],
+                    0.0,
+                    0.5,
+                );
             }
             matrices(
                 &mut w,
@@ -267,23 +332,52 @@ impl Tiny {
                 self.n_head * hd,
                 None,
             );
+            if self.sinks_and_biases {
+                values(&mut w, &n("attn_output.bias"), &[(e) as u64], 0.0, 0.5);
+                values(
+                    &mut w,
+                    &n("attn_sinks.weight"),
+                    &[(self.n_head) as u64],
+                    1.0,
+                    2.0,
+                );
+            }
             if self.qk_norm {
                 let (q, k) = if self.qk_norm_whole {
                     (self.n_head * hd, self.n_kv_head * hd)
                 } else {
                     (hd, hd)
                 };
-                vector(&mut w, &n("attn_q_norm.weight"), q, 1.0, 0.5);
-                vector(&mut w, &n("attn_k_norm.weight"), k, 1.0, 0.5);
+                values(&mut w, &n("attn_q_norm.weight"), &[(q) as u64], 1.0, 0.5);
+                values(&mut w, &n("attn_k_norm.weight"), &[(k) as u64], 1.0, 0.5);
             }
             if self.post_norms {
-                vector(&mut w, &n("post_attention_norm.weight"), e, 1.0, 0.5);
-                vector(&mut w, &n("post_ffw_norm.weight"), e, 1.0, 0.5);
+                values(
+                    &mut w,
+                    &n("post_attention_norm.weight"),
+                    &[(e) as u64],
+                    1.0,
+                    0.5,
+                );
+                values(&mut w, &n("post_ffw_norm.weight"), &[(e) as u64], 1.0, 0.5);
             }
-            vector(&mut w, &n("ffn_norm.weight"), e, 1.0, 0.2);
+            // gpt-oss stores the norm before the feed-forward layer under another name
+            let ffn_norm = if a == "gpt-oss" {
+                "post_attention_norm.weight"
+            } else {
+                "ffn_norm.weight"
+            };
+            values(&mut w, &n(ffn_norm), &[(e) as u64], 1.0, 0.2);
             if self.n_expert > 0 {
                 let (x, ff) = (self.n_expert, self.n_ff_expert);
                 matrices(&mut w, &n("ffn_gate_inp.weight"), self.router, x, e, None);
+                if self.sinks_and_biases {
+                    values(&mut w, &n("ffn_gate_inp.bias"), &[(x) as u64], 0.0, 1.0);
+                    let (x, ff, e) = (x as u64, ff as u64, e as u64);
+                    values(&mut w, &n("ffn_gate_exps.bias"), &[ff, x], 0.0, 0.5);
+                    values(&mut w, &n("ffn_up_exps.bias"), &[ff, x], 0.0, 0.5);
+                    values(&mut w, &n("ffn_down_exps.bias"), &[e, x], 0.0, 0.5);
+                }
                 matrices(&mut w, &n("ffn_gate_exps.weight"), self.ffn, ff, e, Some(x));
                 matrices(&mut w, &n("ffn_up_exps.weight"), self.ffn, ff, e, Some(x));
                 matrices(
@@ -300,9 +394,15 @@ impl Tiny {
                 matrices(&mut w, &n("ffn_down.weight"), self.down, e, self.n_ff, None);
             }
         }
-        vector(&mut w, "output_norm.weight", self.n_embd, 1.0, 0.2);
+        values(
+            &mut w,
+            "output_norm.weight",
+            &[(self.n_embd) as u64],
+            1.0,
+            0.2,
+        );
         if self.rope_freqs {
-            vector(&mut w, "rope_freqs.weight", hd / 2, 4.5, 3.5);
+            values(&mut w, "rope_freqs.weight", &[(hd / 2) as u64], 4.5, 3.5);
         }
         if let Some(ty) = self.output {
             matrices(&mut w, "output.weight", ty, self.vocab, self.n_embd, None);

@@ -1,5 +1,6 @@
 //! The reference forward pass: written here in f64, straight from the definitions (llama.cpp's
-//! `src/models/{llama,qwen3,gemma3,qwen3moe,olmoe}.cpp` and `build_moe_ffn`), on the
+//! `src/models/{llama,qwen3,gemma3,qwen3moe,olmoe,openai-moe}.cpp`, `build_moe_ffn`, and
+//! ggml's `rope_yarn`), on the
 //! dequantized weights, with no KV cache: every position recomputed from the whole prefix.
 #![allow(dead_code)] // not every test file that includes `common` asks for all of it
 
@@ -32,20 +33,44 @@ pub fn rms_norm(x: &[f64], w: &[f64], eps: f64) -> Vec<f64> {
 }
 
 /// Rotates one head at position `pos`: pair `i` by `pos * base^(-2i/d) / factor_i`, pairs
-/// `(2i, 2i+1)` (Llama) or `(i, i + d/2)` (NeoX).
-pub fn rope(head: &mut [f64], pos: usize, base: f64, factors: Option<&[f64]>, neox: bool) {
+/// `(2i, 2i+1)` (Llama) or `(i, i + d/2)` (NeoX); with YaRN `(factor, original context)`,
+/// the angle is blended between that and `1 / factor` of it (all of it for the pairs that
+/// turn 32 times or more over the original context, none for those that turn once or less,
+/// linearly between), and the rotation scaled by `1 + 0.1 ln(factor)`.
+pub fn rope(
+    head: &mut [f64],
+    pos: usize,
+    base: f64,
+    factors: Option<&[f64]>,
+    neox: bool,
+    yarn: Option<(f64, usize)>,
+) {
     let d = head.len();
+    // the pair index where a pair turns `turns` times over the original context
+    let pair_at = |orig: usize, turns: f64| {
+        d as f64 * (orig as f64 / (turns * 2.0 * std::f64::consts::PI)).ln() / (2.0 * base.ln())
+    };
     for i in 0..d / 2 {
         let f = factors.map_or(1.0, |f| f[i]);
-        let theta = pos as f64 * base.powf(-((2 * i) as f64) / d as f64) / f;
+        let extrap = pos as f64 * base.powf(-((2 * i) as f64) / d as f64) / f;
+        let (theta, magnitude) = match yarn {
+            None => (extrap, 1.0),
+            Some((factor, orig)) => {
+                let low = pair_at(orig, 32.0).floor().max(0.0);
+                let high = pair_at(orig, 1.0).ceil().min(d as f64 - 1.0);
+                let keep = 1.0 - ((i as f64 - low) / (high - low).max(0.001)).clamp(0.0, 1.0);
+                let theta = extrap / factor * (1.0 - keep) + extrap * keep;
+                (theta, 1.0 + 0.1 * factor.ln())
+            }
+        };
         let (a, b) = if neox {
             (i, i + d / 2)
         } else {
             (2 * i, 2 * i + 1)
         };
         let (x0, x1) = (head[a], head[b]);
-        head[a] = x0 * theta.cos() - x1 * theta.sin();
-        head[b] = x0 * theta.sin() + x1 * theta.cos();
+        head[a] = (x0 * theta.cos() - x1 * theta.sin()) * magnitude;
+        head[b] = (x0 * theta.sin() + x1 * theta.cos()) * magnitude;
     }
 }
 
@@ -72,13 +97,29 @@ pub fn reference(t: &Tiny, m: &Model, ids: &[u32]) -> Vec<Vec<f64>> {
     reference_full(t, m, ids).logits
 }
 
-/// The mixture-of-experts layer `il` on one normed row `h`: softmax over the router logits, the
-/// `n_expert_used` most probable experts (renormalized unless OLMoE), each expert's SwiGLU
-/// feed-forward output weighted. Also the routing margin of the row.
+/// gpt-oss's clamped SwiGLU.
+pub fn swiglu_oai(g: f64, u: f64) -> f64 {
+    let g = g.min(7.0);
+    g / (1.0 + (-1.702 * g).exp()) * (u.clamp(-7.0, 7.0) + 1.0)
+}
+
+/// `y += b` when the model has the bias `name`.
+fn add_bias(m: &Model, name: &str, y: &mut [f64]) {
+    if m.tensor(name).is_some() {
+        y.iter_mut().zip(f64s(m, name)).for_each(|(y, b)| *y += b);
+    }
+}
+
+/// The mixture-of-experts layer `il` on one normed row `h`: the router logits (plus their
+/// bias), the `n_expert_used` largest; their weights the softmax over all experts
+/// (renormalized unless OLMoE) or, for gpt-oss, over the chosen ones; each expert's gated
+/// feed-forward output (plus its biases) weighted. Also the routing margin of the row.
 fn moe(t: &Tiny, m: &Model, il: usize, h: &[f64]) -> (Vec<f64>, f64) {
     let w = |s: &str| f64s(m, &format!("blk.{il}.{s}.weight"));
     let (n, k, ff, e) = (t.n_expert, t.n_expert_used, t.n_ff_expert, t.n_embd);
-    let logits = matvec(&w("ffn_gate_inp"), h);
+    let oai = t.arch == "gpt-oss";
+    let mut logits = matvec(&w("ffn_gate_inp"), h);
+    add_bias(m, &format!("blk.{il}.ffn_gate_inp.bias"), &mut logits);
     let max = logits.iter().copied().fold(f64::MIN, f64::max);
     let sum: f64 = logits.iter().map(|l| (l - max).exp()).sum();
     let probs: Vec<f64> = logits.iter().map(|l| (l - max).exp() / sum).collect();
@@ -90,19 +131,51 @@ fn moe(t: &Tiny, m: &Model, il: usize, h: &[f64]) -> (Vec<f64>, f64) {
         f64::INFINITY
     };
     let chosen = &order[..k];
-    let total: f64 = if t.arch == "olmoe" {
+    let top_sum: f64 = chosen.iter().map(|&x| (logits[x] - max).exp()).sum();
+    let total: f64 = if t.arch == "olmoe" || oai {
         1.0
     } else {
         chosen.iter().map(|&x| probs[x]).sum()
     };
     let (gate, up, down) = (w("ffn_gate_exps"), w("ffn_up_exps"), w("ffn_down_exps"));
+    let bias = |part: &str, x: usize, width: usize| {
+        let name = format!("blk.{il}.ffn_{part}_exps.bias");
+        m.tensor(&name)
+            .map(|_| f64s(m, &name)[x * width..][..width].to_vec())
+    };
+    let plus = |mut v: Vec<f64>, b: Option<Vec<f64>>| {
+        if let Some(b) = b {
+            v.iter_mut().zip(b).for_each(|(v, b)| *v += b);
+        }
+        v
+    };
     let mut y = vec![0.0; e];
     for &x in chosen {
-        let g = matvec(&gate[x * ff * e..][..ff * e], h);
-        let u = matvec(&up[x * ff * e..][..ff * e], h);
-        let act: Vec<f64> = g.iter().zip(&u).map(|(g, u)| silu(*g) * u).collect();
-        let d = matvec(&down[x * e * ff..][..e * ff], &act);
-        let weight = probs[x] / total;
+        let g = plus(
+            matvec(&gate[x * ff * e..][..ff * e], h),
+            bias("gate", x, ff),
+        );
+        let u = plus(matvec(&up[x * ff * e..][..ff * e], h), bias("up", x, ff));
+        let act: Vec<f64> = g
+            .iter()
+            .zip(&u)
+            .map(|(g, u)| {
+                if oai {
+                    swiglu_oai(*g, *u)
+                } else {
+                    silu(*g) * u
+                }
+            })
+            .collect();
+        let d = plus(
+            matvec(&down[x * e * ff..][..e * ff], &act),
+            bias("down", x, e),
+        );
+        let weight = if oai {
+            (logits[x] - max).exp() / top_sum
+        } else {
+            probs[x] / total
+        };
         y.iter_mut().zip(&d).for_each(|(y, d)| *y += weight * d);
     }
     (y, margin)
@@ -111,6 +184,8 @@ fn moe(t: &Tiny, m: &Model, il: usize, h: &[f64]) -> (Vec<f64>, f64) {
 /// [`reference`] with the routing margin.
 pub fn reference_full(t: &Tiny, m: &Model, ids: &[u32]) -> Reference {
     let gemma = t.arch == "gemma3";
+    let oai = t.arch == "gpt-oss";
+    let yarn = t.yarn.map(|(f, o)| (f as f64, o));
     let neox = t.arch != "llama";
     let (e, hd, eps) = (t.n_embd, t.head_dim(), t.eps as f64);
     let (nh, nkv) = (t.n_head, t.n_kv_head);
@@ -127,16 +202,25 @@ pub fn reference_full(t: &Tiny, m: &Model, ids: &[u32]) -> Reference {
         .collect();
     for il in 0..t.n_layer {
         let w = |s: &str| f64s(m, &format!("blk.{il}.{s}.weight"));
-        // Gemma 3: layer il is global when (il + 1) % 6 == 0
-        let local = gemma && (il + 1) % 6 != 0;
+        let name = |s: &str| format!("blk.{il}.{s}");
+        // Gemma 3: layer il is global when (il + 1) % 6 == 0; gpt-oss: when il is odd
+        let local = (gemma && (il + 1) % 6 != 0) || (oai && il % 2 == 0);
         let window = if local { t.sliding_window } else { None };
-        let base = if local { 10_000.0 } else { t.rope_base as f64 };
+        let base = if local && gemma {
+            10_000.0
+        } else {
+            t.rope_base as f64
+        };
+        let sinks = t.sinks_and_biases.then(|| w("attn_sinks"));
         let (wq, wk, wv, wo) = (w("attn_q"), w("attn_k"), w("attn_v"), w("attn_output"));
         let dense = (t.n_expert == 0).then(|| (w("ffn_gate"), w("ffn_up"), w("ffn_down")));
         let (mut qs, mut ks, mut vs) = (Vec::new(), Vec::new(), Vec::new());
         for (p, xp) in x.iter().enumerate() {
             let h = rms_norm(xp, &w("attn_norm"), eps);
-            let (mut q, mut k, v) = (matvec(&wq, &h), matvec(&wk, &h), matvec(&wv, &h));
+            let (mut q, mut k, mut v) = (matvec(&wq, &h), matvec(&wk, &h), matvec(&wv, &h));
+            add_bias(m, &name("attn_q.bias"), &mut q);
+            add_bias(m, &name("attn_k.bias"), &mut k);
+            add_bias(m, &name("attn_v.bias"), &mut v);
             for (vec, norm, n) in [(&mut q, "attn_q_norm", nh), (&mut k, "attn_k_norm", nkv)] {
                 let nw = t.qk_norm.then(|| w(norm));
                 if t.qk_norm_whole {
@@ -149,7 +233,7 @@ pub fn reference_full(t: &Tiny, m: &Model, ids: &[u32]) -> Reference {
                         let normed = rms_norm(head, nw, eps);
                         head.copy_from_slice(&normed);
                     }
-                    rope(head, p, base, factors.as_deref(), neox);
+                    rope(head, p, base, factors.as_deref(), neox, yarn);
                 }
             }
             qs.push(q);
@@ -168,9 +252,14 @@ pub fn reference_full(t: &Tiny, m: &Model, ids: &[u32]) -> Reference {
                         q.iter().zip(k).map(|(a, b)| a * b).sum::<f64>() / (hd as f64).sqrt()
                     })
                     .collect();
-                let max = scores.iter().copied().fold(f64::MIN, f64::max);
+                // a sink is one more logit in the softmax, with no value
+                let sink = sinks.as_ref().map(|s| s[h]);
+                let max = scores
+                    .iter()
+                    .copied()
+                    .fold(sink.unwrap_or(f64::MIN), f64::max);
                 let ex: Vec<f64> = scores.iter().map(|s| (s - max).exp()).collect();
-                let sum: f64 = ex.iter().sum();
+                let sum: f64 = ex.iter().sum::<f64>() + sink.map_or(0.0, |z| (z - max).exp());
                 for (j, wgt) in (lo..=p).zip(&ex) {
                     let v = &vs[j][g * hd..][..hd];
                     for (o, v) in attn[h * hd..][..hd].iter_mut().zip(v) {
@@ -179,11 +268,20 @@ pub fn reference_full(t: &Tiny, m: &Model, ids: &[u32]) -> Reference {
                 }
             }
             let mut o = matvec(&wo, &attn);
+            add_bias(m, &name("attn_output.bias"), &mut o);
             if t.post_norms {
                 o = rms_norm(&o, &w("post_attention_norm"), eps);
             }
             xp.iter_mut().zip(&o).for_each(|(a, b)| *a += b);
-            let h = rms_norm(xp, &w("ffn_norm"), eps);
+            let h = rms_norm(
+                xp,
+                &w(if oai {
+                    "post_attention_norm"
+                } else {
+                    "ffn_norm"
+                }),
+                eps,
+            );
             let mut y = match &dense {
                 Some((gate, up, down)) => {
                     let (g, u) = (matvec(gate, &h), matvec(up, &h));
