@@ -347,3 +347,87 @@ fn real_gemma3_predicts_text() {
         assert!(nll < 2.1, "{text:?}: mean NLL {nll}");
     }
 }
+
+/// gpt-oss against llama.cpp itself, on the f32 tiny file: llama.cpp's logits after the
+/// prompt and after each of its 16 greedy tokens (`tests/fixtures/llama_cpp_gpt_oss_f32.txt`,
+/// made by `scripts/llama_logits_fixture.py` from the file [`write_tiny_files`] writes), fed
+/// the same tokens. llama.cpp's own f32 path sits about 4e-3 of the logits' rms from an f64
+/// reference on these files (measured on the Qwen3 one, which the decoder matches to 1e-6),
+/// so the bound is 1e-2 of the rms; a missing sink, a wrong YaRN ramp or gating moves the
+/// logits by tenths of it.
+#[test]
+fn gpt_oss_matches_llama_cpp() {
+    let text = include_str!("fixtures/llama_cpp_gpt_oss_f32.txt");
+    let mut prompt = Vec::new();
+    let mut steps: Vec<(u32, Vec<f32>)> = Vec::new();
+    for line in text.lines().filter(|l| !l.starts_with('#')) {
+        let mut words = line.split_whitespace();
+        match words.next() {
+            Some("prompt") => prompt = words.map(|w| w.parse::<u32>().unwrap()).collect(),
+            Some("step") => {
+                let token = words.nth(2).unwrap().parse().unwrap();
+                assert_eq!(words.next(), Some("logits"));
+                steps.push((token, words.map(|w| w.parse().unwrap()).collect()));
+            }
+            other => panic!("unexpected fixture line {other:?}"),
+        }
+    }
+    assert_eq!(prompt, PROMPT);
+    assert_eq!(steps.len(), 16);
+    let t = common::compare::exact(Tiny::gpt_oss());
+    let mut llama = load(&t.gguf(14), Backend::Qrepack, true);
+    let dev = Device::Cpu;
+    let logits = |llama: &mut Llama, ids: &[u32], pos: usize| -> Vec<f32> {
+        let x = Tensor::new(ids, &dev).unwrap().unsqueeze(0).unwrap();
+        llama
+            .forward(&x, pos)
+            .unwrap()
+            .squeeze(0)
+            .unwrap()
+            .to_vec1()
+            .unwrap()
+    };
+    let mut got = vec![logits(&mut llama, &prompt, 0)];
+    for (i, (token, _)) in steps[..steps.len() - 1].iter().enumerate() {
+        got.push(logits(&mut llama, &[*token], prompt.len() + i));
+    }
+    let want: Vec<Vec<f32>> = steps.iter().map(|(_, l)| l.clone()).collect();
+    assert!(got.iter().all(|r| r.len() == t.vocab));
+    let (d, scale) = (max_diff(&got, &want), rms(&want));
+    eprintln!("gpt-oss: rms logit {scale:.3}, max |qrepack - llama.cpp| {d:.2e}");
+    assert!(d <= 1e-2 * scale, "{d} > 1e-2 * {scale}");
+    // and the greedy tokens llama.cpp chose
+    for (row, (token, _)) in got.iter().zip(&steps) {
+        let best = (0..row.len())
+            .max_by(|&a, &b| row[a].total_cmp(&row[b]))
+            .unwrap();
+        assert_eq!(best as u32, *token);
+    }
+}
+
+/// Writes the tiny files of these tests to `QREPACK_TINY_DIR`, so that llama.cpp can run the
+/// same bytes (`scripts/teacher_forced.py FILE --tokens ... --top 320`), the check for the
+/// architectures candle has no model of (gpt-oss):
+///
+/// ```text
+/// QREPACK_TINY_DIR=/tmp/tiny cargo test --release -p qrepack-candle --test arch \
+///     write_tiny_files -- --ignored
+/// ```
+#[test]
+#[ignore = "needs QREPACK_TINY_DIR (see the test's documentation)"]
+fn write_tiny_files() {
+    let dir = std::env::var("QREPACK_TINY_DIR").expect("set QREPACK_TINY_DIR to a folder");
+    std::fs::create_dir_all(&dir).unwrap();
+    for (name, t, seed) in [
+        ("llama3", llama3(), 11),
+        ("qwen3", qwen3(), 12),
+        ("gemma3", gemma3(), 13),
+        ("qwen3.f32", common::compare::exact(qwen3()), 12),
+        ("gpt-oss.mxfp4", Tiny::gpt_oss(), 23),
+        ("gpt-oss.f32", common::compare::exact(Tiny::gpt_oss()), 14),
+    ] {
+        let path = std::path::Path::new(&dir).join(format!("tiny-{name}.gguf"));
+        std::fs::write(&path, t.gguf(seed)).unwrap();
+        eprintln!("{}", path.display());
+    }
+}
