@@ -3,9 +3,9 @@
 //! SentencePiece-style BPE (`llama`: tokens and `tokenizer.ggml.scores`; Llama 2, Gemma).
 //!
 //! Text is split at the special (control and user-defined) tokens. For `gpt2`, each other
-//! piece is pre-tokenized with GPT-2's pattern (digits first split one by one for the
-//! `smollm`, `starcoder` and similar pre-tokenizers, as llama.cpp does), mapped byte by byte to
-//! GPT-2's printable characters, and merged pair by pair in merge-rank order. For `llama`,
+//! piece is pre-tokenized by the expressions `tokenizer.ggml.pre` names ([`PreTokenizer`]:
+//! Llama 3's, Qwen2's, GPT-4o's, GPT-2's, ... as llama.cpp applies them), mapped byte by
+//! byte to GPT-2's printable characters, and merged pair by pair in merge-rank order. For `llama`,
 //! spaces become `▁` (with one in front when `tokenizer.ggml.add_space_prefix`), the
 //! characters are merged pair by pair, highest-scoring token first, and characters that are no
 //! token fall back to their UTF-8 bytes (`<0x41>` tokens).
@@ -16,6 +16,10 @@ use std::hash::BuildHasher;
 use candle_core::{bail, Result};
 use hashbrown::{DefaultHashBuilder, HashTable};
 use qrepack::gguf::GgufFile;
+
+mod pre;
+
+pub use pre::PreTokenizer;
 
 /// The token texts, one after the other in one string, and an index from text to id: a
 /// vocabulary of 150,000 to 260,000 tokens held in a few megabytes, without an allocation per
@@ -100,8 +104,8 @@ pub struct Tokenizer {
     specials: Vec<(String, u32)>,
     /// Ids whose text is printed verbatim (not byte-mapped) when decoding.
     special_ids: Vec<bool>,
-    /// Split digits one by one before the GPT-2 pattern.
-    split_digits: bool,
+    /// How a byte-level BPE vocabulary cuts text into pieces (`None` for SentencePiece).
+    pre: Option<PreTokenizer>,
     /// The token scores of a SentencePiece-style vocabulary (`None`: GPT-2 byte-level BPE).
     spm_scores: Option<Vec<f32>>,
     /// SentencePiece: a `▁` in front of the text.
@@ -196,14 +200,15 @@ impl Tokenizer {
             .map(|(i, t)| (t.to_string(), i as u32))
             .collect();
         specials.sort_by_key(|(t, _)| std::cmp::Reverse(t.len()));
-        let pre = g
-            .get("tokenizer.ggml.pre")
-            .and_then(|v| v.as_str())
-            .unwrap_or("default");
-        let split_digits = matches!(
-            pre,
-            "smollm" | "starcoder" | "refact" | "command-r" | "codeshell" | "exaone" | "minerva"
-        );
+        let pre = if spm {
+            None
+        } else {
+            let name = g
+                .get("tokenizer.ggml.pre")
+                .and_then(|v| v.as_str())
+                .unwrap_or("default");
+            Some(PreTokenizer::new(name)?)
+        };
         let id = |key: &str| {
             g.get(key)
                 .and_then(|v| v.as_u64())
@@ -227,7 +232,7 @@ impl Tokenizer {
             merges,
             specials,
             special_ids,
-            split_digits,
+            pre,
             spm_scores,
             // llama.cpp's default for SentencePiece vocabularies is true
             add_space_prefix: g
@@ -302,7 +307,11 @@ impl Tokenizer {
             self.spm(&escaped, scores, out);
             return;
         }
-        for piece in pre_tokenize(text, self.split_digits) {
+        let pieces = match &self.pre {
+            Some(pre) => pre.split(text),
+            None => vec![text],
+        };
+        for piece in pieces {
             let mapped: String = piece
                 .bytes()
                 .map(|b| self.byte_to_char[b as usize])
@@ -412,97 +421,9 @@ impl Tokenizer {
     }
 }
 
-/// Splits `text` with GPT-2's pattern
-/// `'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+`,
-/// after isolating every digit when `split_digits`.
-pub fn pre_tokenize(text: &str, split_digits: bool) -> Vec<&str> {
-    let mut out = Vec::new();
-    if split_digits {
-        let mut start = 0;
-        for (i, c) in text.char_indices() {
-            if c.is_numeric() {
-                gpt2_split(&text[start..i], &mut out);
-                out.push(&text[i..i + c.len_utf8()]);
-                start = i + c.len_utf8();
-            }
-        }
-        gpt2_split(&text[start..], &mut out);
-    } else {
-        gpt2_split(text, &mut out);
-    }
-    out
-}
-
-fn gpt2_split<'a>(text: &'a str, out: &mut Vec<&'a str>) {
-    let chars: Vec<(usize, char)> = text.char_indices().collect();
-    let n = chars.len();
-    let at = |i: usize| chars.get(i).map(|&(_, c)| c);
-    let offset = |i: usize| chars.get(i).map_or(text.len(), |&(o, _)| o);
-    let letter = |c: char| c.is_alphabetic();
-    let number = |c: char| c.is_numeric();
-    let other = |c: char| !c.is_whitespace() && !c.is_alphabetic() && !c.is_numeric();
-    let mut i = 0;
-    while i < n {
-        let c = chars[i].1;
-        let run = |from: usize, class: &dyn Fn(char) -> bool| {
-            let mut j = from;
-            while at(j).is_some_and(class) {
-                j += 1;
-            }
-            j
-        };
-        // contractions
-        if c == '\'' {
-            let rest = &text[offset(i)..];
-            if let Some(len) = ["'s", "'t", "'re", "'ve", "'m", "'ll", "'d"]
-                .iter()
-                .find(|s| rest.starts_with(**s))
-                .map(|s| s.chars().count())
-            {
-                out.push(&text[offset(i)..offset(i + len)]);
-                i += len;
-                continue;
-            }
-        }
-        // ` ?\p{L}+`, ` ?\p{N}+`, ` ?[^\s\p{L}\p{N}]+`
-        let body = if c == ' ' { i + 1 } else { i };
-        let classes: [&dyn Fn(char) -> bool; 3] = [&letter, &number, &other];
-        if let Some(class) = classes.iter().find(|f| at(body).is_some_and(f)) {
-            let end = run(body, *class);
-            out.push(&text[offset(i)..offset(end)]);
-            i = end;
-            continue;
-        }
-        // `\s+(?!\S)|\s+`
-        let end = run(i, &|c: char| c.is_whitespace());
-        let end = if end < n && end - i > 1 {
-            end - 1
-        } else {
-            end.max(i + 1)
-        };
-        out.push(&text[offset(i)..offset(end)]);
-        i = end;
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn gpt2_pattern() {
-        assert_eq!(
-            pre_tokenize("Hello world, it's  2024!\n\nOk", false),
-            vec!["Hello", " world", ",", " it", "'s", " ", " 2024", "!", "\n", "\n", "Ok"]
-        );
-        assert_eq!(
-            pre_tokenize("ab 123x", true),
-            vec!["ab", " ", "1", "2", "3", "x"]
-        );
-        assert_eq!(pre_tokenize("a   ", false), vec!["a", "   "]);
-        assert_eq!(pre_tokenize("x\n\n", false), vec!["x", "\n\n"]);
-        assert_eq!(pre_tokenize(" \tb", false), vec![" ", "\t", "b"]);
-    }
 
     /// A hand-made SentencePiece vocabulary: merges by score, leftmost on ties, spaces as
     /// `▁`, byte fallback for characters that are no token, and the way back.
