@@ -8,10 +8,11 @@
 //! Options:
 //!
 //! * `--tokens 504,3575,282`: the prompt as token ids; or `--prompt TEXT`, tokenized with the
-//!   GGUF file's tokenizer (GPT-2 style BPE or SentencePiece; `--chat` wraps it in the ChatML
-//!   template of models that have `<|im_start|>`, or Gemma's `<start_of_turn>` template);
+//!   GGUF file's tokenizer (GPT-2 style BPE or SentencePiece; `--chat` wraps it in the chat
+//!   template of the model's family, [`ChatTemplate`]: ChatML, Gemma, Llama 3, gpt-oss's
+//!   harmony);
 //! * `--steps N` tokens to generate (default 32); text mode stops early at the end-of-sequence
-//!   token (or Gemma's `<end_of_turn>`), `--json` always runs N steps;
+//!   token or the template's end of turn, `--json` always runs N steps;
 //! * `--top K` and `--json`: on stdout the prompt's token ids, `{"prompt": [2, 818, ...]}`,
 //!   then one JSON object per step,
 //!   `{"step": 0, "token": 7042, "top": [[7042, 17.74], [260, 15.23], ...]}` (K ids with their
@@ -39,6 +40,7 @@ use qrepack::model::{Checksums, LayoutPolicy, OpenOptions};
 use qrepack::Model;
 use qrepack_candle::llama::stacks_for;
 use qrepack_candle::ops::KvType;
+use qrepack_candle::ChatTemplate;
 use qrepack_candle::{Backend, Llama, LoadOptions, Tokenizer};
 
 const USAGE: &str = "usage: generate MODEL.gguf (--tokens 1,2,3 | --prompt TEXT [--chat]) \
@@ -237,12 +239,9 @@ fn run(a: Args) -> Result<(), String> {
             let tok = tokenizer
                 .as_ref()
                 .ok_or("this GGUF file has no tokenizer we read: give the prompt as --tokens")?;
-            let text = if a.chat && tok.token_id("<|im_start|>").is_some() {
-                format!("<|im_start|>user\n{text}<|im_end|>\n<|im_start|>assistant\n")
-            } else if a.chat && tok.token_id("<start_of_turn>").is_some() {
-                format!("<start_of_turn>user\n{text}<end_of_turn>\n<start_of_turn>model\n")
-            } else {
-                text.clone()
+            let text = match ChatTemplate::detect(tok).filter(|_| a.chat) {
+                Some(template) => template.prompt(text),
+                None => text.clone(),
             };
             tok.encode(&text)
         }
@@ -259,8 +258,10 @@ fn run(a: Args) -> Result<(), String> {
         return Err(format!("token id {bad} is outside the vocabulary"));
     }
     let eos = tokenizer.as_ref().and_then(Tokenizer::eos);
-    // Gemma ends a chat turn with <end_of_turn>, not with its end-of-sequence token
-    let end_of_turn = tokenizer.as_ref().and_then(|t| t.token_id("<end_of_turn>"));
+    // chat models end a turn with a token of their template, not with end-of-sequence
+    let end_of_turn = tokenizer.as_ref().and_then(|t| {
+        ChatTemplate::detect(t).and_then(|template| t.token_id(template.end_of_turn()))
+    });
     eprintln!(
         "{}: {} layers, {} x {} heads ({} kv), loaded in {load_s:.2} s; prompt {} tokens{}",
         a.model,

@@ -28,6 +28,7 @@
 //! kernels on theirs (`CANDLE_NUM_THREADS`, then `RAYON_NUM_THREADS`).
 
 mod build;
+pub mod chat;
 pub mod config;
 mod decoder;
 pub mod linear;
@@ -40,6 +41,7 @@ pub mod stock;
 pub mod tokenizer;
 pub mod weights;
 
+pub use chat::ChatTemplate;
 pub use linear::{QExpertsLinear, QLinear};
 pub use llama::{Backend, Config, Llama, LoadOptions};
 pub use profile::{Phase, PhaseTimes};

@@ -10,7 +10,7 @@ mod common;
 
 use common::Tiny;
 use qrepack::gguf::{GgufFile, GgufValue, GgufValueType, GgufWriter};
-use qrepack_candle::Tokenizer;
+use qrepack_candle::{ChatTemplate, Tokenizer};
 
 /// The pre-tokenizer names the fixture covers.
 pub const PRE_NAMES: [&str; 7] = [
@@ -87,6 +87,11 @@ const MERGES: [&str; 33] = [
 
 /// The tiny Llama file of [`Tiny::llama`] with the vocabulary above under `pre`.
 fn bpe_file(pre: &str) -> Vec<u8> {
+    bpe_file_with(pre, &[])
+}
+
+/// [`bpe_file`] with `specials` as control tokens after the merged ones.
+fn bpe_file_with(pre: &str, specials: &[&str]) -> Vec<u8> {
     let t = Tiny {
         vocab: 320,
         ..Tiny::llama()
@@ -97,6 +102,18 @@ fn bpe_file(pre: &str) -> Vec<u8> {
         let (a, b) = m.split_once(' ').unwrap();
         tokens.push(format!("{a}{b}"));
     }
+    let first_special = tokens.len();
+    tokens.extend(specials.iter().map(|s| s.to_string()));
+    // 1 = normal, 3 = control (llama.cpp's token types)
+    let types: Vec<GgufValue> = (0..t.vocab)
+        .map(|i| {
+            GgufValue::I32(if (first_special..tokens.len()).contains(&i) {
+                3
+            } else {
+                1
+            })
+        })
+        .collect();
     while tokens.len() < t.vocab {
         tokens.push(format!("<unused{}>", tokens.len()));
     }
@@ -117,6 +134,11 @@ fn bpe_file(pre: &str) -> Vec<u8> {
     }
     w.add_kv("tokenizer.ggml.pre", GgufValue::String(pre.into()))
         .unwrap();
+    w.add_kv(
+        "tokenizer.ggml.token_type",
+        GgufValue::Array(GgufValueType::I32, types),
+    )
+    .unwrap();
     w.add_kv("tokenizer.ggml.add_bos_token", GgufValue::Bool(false))
         .unwrap();
     for t in g.tensors() {
@@ -153,6 +175,54 @@ fn byte_level_bpe_matches_llama_cpp() {
     assert_eq!(checked, PRE_NAMES.len() * TEXTS.len());
     // the names cut the texts differently: more than one id list per text
     assert!(distinct.len() > TEXTS.len() + 5, "{}", distinct.len());
+}
+
+/// Each family's chat template is found by its special tokens, and its prompt encodes them as
+/// single tokens around the message.
+#[test]
+fn chat_templates_by_special_tokens() {
+    let cases: [(&[&str], ChatTemplate, &[&str]); 4] = [
+        (
+            &["<|im_start|>", "<|im_end|>"],
+            ChatTemplate::ChatMl,
+            &["<|im_start|>", "<|im_end|>", "<|im_start|>"],
+        ),
+        (
+            &["<start_of_turn>", "<end_of_turn>"],
+            ChatTemplate::Gemma,
+            &["<start_of_turn>", "<end_of_turn>", "<start_of_turn>"],
+        ),
+        (
+            &["<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>"],
+            ChatTemplate::Llama3,
+            &[
+                "<|start_header_id|>",
+                "<|end_header_id|>",
+                "<|eot_id|>",
+                "<|start_header_id|>",
+                "<|end_header_id|>",
+            ],
+        ),
+        (
+            &["<|start|>", "<|message|>", "<|end|>", "<|return|>"],
+            ChatTemplate::Harmony,
+            &["<|start|>", "<|message|>", "<|end|>", "<|start|>"],
+        ),
+    ];
+    for (specials, want, order) in cases {
+        let g = GgufFile::from_bytes(bpe_file_with("llama-bpe", specials)).unwrap();
+        let tok = Tokenizer::from_gguf(&g).unwrap();
+        let template = ChatTemplate::detect(&tok).expect("a template");
+        assert_eq!(template, want);
+        let ids = tok.encode(&template.prompt("Hello"));
+        let special: Vec<u32> = ids.iter().copied().filter(|&i| i >= 289).collect();
+        let expected: Vec<u32> = order.iter().map(|s| tok.token_id(s).unwrap()).collect();
+        assert_eq!(special, expected, "{want:?}");
+        assert!(tok.decode(&ids).contains("Hello"));
+        assert!(tok.token_id(template.end_of_turn()).is_some());
+    }
+    let plain = Tokenizer::from_gguf(&GgufFile::from_bytes(bpe_file("gpt-2")).unwrap()).unwrap();
+    assert_eq!(ChatTemplate::detect(&plain), None);
 }
 
 /// Writes the vocabulary under each name to `QREPACK_TINY_DIR/tiny-bpe-NAME.gguf`, for
