@@ -100,11 +100,12 @@ pub(crate) struct PackedEngine<L: ChooseKernels> {
 }
 
 impl<L: ChooseKernels> PackedEngine<L> {
-    /// Packs `data` (ggml row layout of `L::WEIGHT_TYPE`, already length-checked).
+    /// Packs `parts` (ggml row layout of `L::WEIGHT_TYPE`: the matrix's rows, one part
+    /// after the other, each holding whole groups of `L::ROWS` rows).
     pub(crate) fn new(
         rows: usize,
         cols: usize,
-        data: &[u8],
+        parts: &[&[u8]],
         cpu: &CpuFeatures,
         release: Option<&Release<'_>>,
     ) -> Result<Self, Error> {
@@ -112,43 +113,56 @@ impl<L: ChooseKernels> PackedEngine<L> {
         debug_assert_eq!(ty.block_size(), L::Act::BLOCK);
         let nb = cols / ty.block_size();
         let expected = ty.matrix_bytes(rows, cols)?;
-        if data.len() != expected {
+        let total: usize = parts.iter().map(|p| p.len()).sum();
+        if total != expected {
             return Err(Error::Shape(format!(
-                "{rows} x {cols} {ty} needs {expected} bytes, got {}",
-                data.len()
+                "{rows} x {cols} {ty} needs {expected} bytes, got {total}"
             )));
         }
         let r = L::ROWS;
+        let row_bytes = ty.row_bytes(cols)?;
+        let group_bytes = row_bytes * r;
+        if let Some(p) = parts.iter().find(|p| !p.len().is_multiple_of(group_bytes)) {
+            return Err(Error::Shape(format!(
+                "a part of {} bytes is not whole groups of {r} rows of {row_bytes} bytes",
+                p.len()
+            )));
+        }
         let packed = if r == 1 {
             // The ggml rows as they are, but in their own (huge-page) storage like a packed
             // layout: a batch-1 product streams these bytes from memory just the same.
-            let count = data.len() / std::mem::size_of::<L::Packed>().max(1);
+            let count = total / std::mem::size_of::<L::Packed>().max(1);
             let mut plain = Storage::zeroed(count);
-            bytemuck::cast_slice_mut::<L::Packed, u8>(plain.blocks_mut()).copy_from_slice(data);
+            let mut rest = bytemuck::cast_slice_mut::<L::Packed, u8>(plain.blocks_mut());
+            for p in parts {
+                let (dst, tail) = rest.split_at_mut(p.len());
+                dst.copy_from_slice(p);
+                rest = tail;
+            }
             plain
         } else {
             let mut packed = Storage::zeroed(rows / r * nb);
             let out = packed.blocks_mut();
-            let row_bytes = ty.row_bytes(cols)?;
-            let group_bytes = row_bytes * r;
-            let mut group_rows: Vec<Vec<L::Weight>> = Vec::with_capacity(r);
+            let block_bytes = std::mem::size_of::<L::Weight>();
+            let mut column: Vec<L::Weight> = Vec::with_capacity(r);
             let mut released = 0;
-            for (gi, g) in data.chunks_exact(group_bytes).enumerate() {
-                group_rows.clear();
-                for row in g.chunks_exact(row_bytes) {
-                    group_rows.push(collect_blocks::<L::Weight>(row)?);
-                }
-                let mut column: Vec<L::Weight> = Vec::with_capacity(r);
+            let groups = parts.iter().flat_map(|p| p.chunks_exact(group_bytes));
+            for (gi, g) in groups.enumerate() {
+                // block `b` of each of the group's rows, read straight from the source bytes
+                // (unaligned reads: GGUF aligns tensors, not blocks)
                 for (b, slot) in out[gi * nb..(gi + 1) * nb].iter_mut().enumerate() {
                     column.clear();
-                    column.extend(group_rows.iter().map(|row| row[b]));
+                    column.extend((0..r).map(|row| {
+                        let at = row * row_bytes + b * block_bytes;
+                        bytemuck::pod_read_unaligned::<L::Weight>(&g[at..at + block_bytes])
+                    }));
                     *slot = L::pack(&column);
                 }
                 // Hand back the source bytes already packed, a few MiB at a time, so a large
                 // tensor is never resident twice.
                 let done = (gi + 1) * group_bytes;
                 if let Some(release) = release {
-                    if done - released >= RELEASE_STEP || done == data.len() {
+                    if done - released >= RELEASE_STEP || done == total {
                         release(released, done - released);
                         released = done;
                     }
@@ -585,14 +599,14 @@ pub(crate) fn build(
     layout: Layout,
     ty: GgmlType,
     (rows, cols): (usize, usize),
-    data: &[u8],
+    parts: &[&[u8]],
     cpu: &CpuFeatures,
     release: Option<&Release<'_>>,
 ) -> Result<Box<dyn Engine>, Error> {
     struct Build<'a, 'r> {
         rows: usize,
         cols: usize,
-        data: &'a [u8],
+        parts: &'a [&'a [u8]],
         cpu: &'a CpuFeatures,
         release: Option<&'a Release<'r>>,
     }
@@ -600,7 +614,7 @@ pub(crate) fn build(
         type Output = Result<Box<dyn Engine>, Error>;
         fn visit<L: ChooseKernels>(self) -> Self::Output {
             let engine =
-                PackedEngine::<L>::new(self.rows, self.cols, self.data, self.cpu, self.release)?;
+                PackedEngine::<L>::new(self.rows, self.cols, self.parts, self.cpu, self.release)?;
             Ok(Box::new(engine))
         }
     }
@@ -610,7 +624,7 @@ pub(crate) fn build(
         Build {
             rows,
             cols,
-            data,
+            parts,
             cpu,
             release,
         },

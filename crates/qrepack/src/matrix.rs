@@ -153,7 +153,32 @@ impl QMatrix {
         release: Option<&Release<'_>>,
     ) -> Result<QMatrix, Error> {
         check_matrix(ty, rows, cols, data)?;
-        let engine = driver::build(layout, ty, (rows, cols), data, cpu, release)?;
+        let engine = driver::build(layout, ty, (rows, cols), &[data], cpu, release)?;
+        Ok(QMatrix {
+            ty,
+            rows,
+            cols,
+            engine,
+            deferred: None,
+        })
+    }
+
+    /// [`QMatrix::with_layout`] for a matrix whose ggml rows lie in several places (the
+    /// tensors of a stack), one part after the other, each holding whole groups of the
+    /// layout's interleaved rows: packed from where they lie, without gathering them first.
+    pub(crate) fn build_parts(
+        ty: GgmlType,
+        (rows, cols): (usize, usize),
+        parts: &[&[u8]],
+        layout: Layout,
+        cpu: &CpuFeatures,
+    ) -> Result<QMatrix, Error> {
+        if rows == 0 || cols == 0 {
+            return Err(Error::Shape(format!(
+                "a matrix needs at least one row and one column, got {rows} x {cols}"
+            )));
+        }
+        let engine = driver::build(layout, ty, (rows, cols), parts, cpu, None)?;
         Ok(QMatrix {
             ty,
             rows,

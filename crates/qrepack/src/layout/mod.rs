@@ -353,6 +353,16 @@ impl FromStr for Layout {
 /// with `xor` (ggml's Q4_0 layouts store nibbles as `q ^ 8`, i.e. in signed form).
 pub(crate) fn interleave_quants(rows: &[&[u8]], chunk: usize, xor: u8, out: &mut [u8]) {
     let n = rows.len();
+    if chunk == 8 {
+        // the common chunk as whole words: this runs over every weight of a model at load
+        let mask = u64::from_ne_bytes([xor; 8]);
+        for (c, dst) in out.chunks_exact_mut(8).enumerate() {
+            let at = (c / n) * 8;
+            let src: [u8; 8] = rows[c % n][at..at + 8].try_into().expect("8 bytes");
+            dst.copy_from_slice(&(u64::from_ne_bytes(src) ^ mask).to_ne_bytes());
+        }
+        return;
+    }
     for (c, dst) in out.chunks_exact_mut(chunk).enumerate() {
         let src = &rows[c % n][(c / n) * chunk..(c / n) * chunk + chunk];
         for (d, s) in dst.iter_mut().zip(src) {

@@ -99,6 +99,7 @@ impl<const IL: usize> PackedLayout for Q6KArm<IL> {
 const ROWS: usize = 8;
 
 /// The 256 unsigned quants (0..64) of a Q6_K block, in weight order.
+#[cfg(test)]
 fn quants(b: &BlockQ6K) -> [u8; 256] {
     let mut u = [0u8; 256];
     for (w, q) in u.iter_mut().enumerate() {
@@ -150,6 +151,11 @@ impl PackedLayout for Q6K8x8X86 {
     type Packed = BlockQ6Kx8;
     type Act = Q8KInterleaved;
 
+    /// Position `n = 32h + l` of a row gathers the four weights `128h + 32s + l`: their low
+    /// nibbles are the two nibbles of `ql[64h + l]` (s = 0, 2) and of `ql[64h + 32 + l]`
+    /// (s = 1, 3), their high bits the four bit pairs of `qh[32h + l]`, so each packed byte is
+    /// a few shifts of those three bytes (no 6-bit quant is assembled on the way; this runs
+    /// over every weight of a model at load).
     fn pack(rows: &[BlockQ6K]) -> BlockQ6Kx8 {
         let mut out = BlockQ6Kx8::zeroed();
         for (r, b) in rows.iter().enumerate() {
@@ -157,14 +163,23 @@ impl PackedLayout for Q6K8x8X86 {
             for g in 0..16 {
                 out.scales[8 * g + r] = b.scales[g];
             }
-            let u = quants(b);
-            for n in 0..64 {
-                let (h, l) = (n / 32, n % 32);
-                let q = [0, 1, 2, 3].map(|s| u[128 * h + 32 * s + l]);
-                let idx = packed_index(r, n);
-                out.qa[idx] = q[0] | ((q[2] >> 4) << 6);
-                out.qb[idx] = q[1] | ((q[3] >> 4) << 6);
-                out.qc[idx] = (q[2] & 15) | ((q[3] & 15) << 4);
+            // positions n = 8j .. 8j + 8 of the row sit side by side in the packed block
+            for j in 0..8 {
+                let (h, l) = (j / 4, 8 * (j % 4));
+                let eight = |s: &[u8]| -> [u8; 8] { s[..8].try_into().expect("8 bytes") };
+                let lo02 = eight(&b.ql[64 * h + l..]);
+                let lo13 = eight(&b.ql[64 * h + 32 + l..]);
+                let hi = eight(&b.qh[32 * h + l..]);
+                let at = packed_index(r, 8 * j);
+                for k in 0..8 {
+                    // weights s = 0 and 1: low nibble, their high bit pair, then that of s + 2
+                    out.qa[at + k] =
+                        (lo02[k] & 15) | ((hi[k] & 3) << 4) | (((hi[k] >> 4) & 3) << 6);
+                    out.qb[at + k] =
+                        (lo13[k] & 15) | (((hi[k] >> 2) & 3) << 4) | (((hi[k] >> 6) & 3) << 6);
+                    // weights s = 2 and 3: their low nibbles
+                    out.qc[at + k] = (lo02[k] >> 4) | (lo13[k] & 0xf0);
+                }
             }
         }
         out

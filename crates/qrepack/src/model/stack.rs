@@ -126,8 +126,10 @@ pub(super) fn plan_stacks<'a>(
     Ok((plans, into))
 }
 
-/// Builds one stacked matrix from the parts' bytes in the file (one temporary copy of the
-/// stacked ggml rows, dropped once repacked), then releases the parts' mapped pages.
+/// Builds one stacked matrix from the parts' bytes in the file, then releases the parts'
+/// mapped pages. When every part holds whole groups of the layout's interleaved rows (the
+/// usual case: row counts are multiples of 8), the groups are packed from where they lie in
+/// the file; otherwise from one temporary copy of the stacked ggml rows.
 ///
 /// The copy is an anonymous mapping of its own rather than a heap allocation: unmapped when
 /// dropped, its pages go back to the system at once, where freed heap blocks of this size
@@ -139,6 +141,22 @@ pub(super) fn build_stack(
     policy: LayoutPolicy,
     cpu: &CpuFeatures,
 ) -> Result<QMatrix, Error> {
+    let layout = policy.choose(plan.ty, plan.rows, cpu);
+    let group = layout.rows_interleaved().max(1);
+    let whole_groups = plan.parts.iter().all(|t| {
+        t.dims
+            .get(1)
+            .is_some_and(|&r| usize::try_from(r).is_ok_and(|r| r.is_multiple_of(group)))
+    });
+    if whole_groups {
+        let parts: Vec<&[u8]> = plan.parts.iter().map(|t| gguf.tensor_bytes(t)).collect();
+        let m = QMatrix::build_parts(plan.ty, (plan.rows, plan.cols), &parts, layout, cpu)
+            .map_err(|e| Error::Format(format!("stack '{}': {e}", plan.name)))?;
+        for t in &plan.parts {
+            gguf.release_pages(t);
+        }
+        return Ok(m);
+    }
     let total: usize = plan.parts.iter().map(|t| gguf.tensor_bytes(t).len()).sum();
     let mut bytes = memmap2::MmapMut::map_anon(total.max(1))
         .map_err(|e| Error::Io(format!("stack '{}': {e}", plan.name)))?;
@@ -152,7 +170,6 @@ pub(super) fn build_stack(
         rest = tail;
     }
     let bytes = &*stacked;
-    let layout = policy.choose(plan.ty, plan.rows, cpu);
     let m = QMatrix::build_releasing(plan.ty, plan.rows, plan.cols, bytes, layout, cpu, None)
         .map_err(|e| Error::Format(format!("stack '{}': {e}", plan.name)))?;
     for t in &plan.parts {
