@@ -308,10 +308,10 @@ struct MatmulArgs {
     /// The 2-D weight tensor
     #[arg(long, value_name = "NAME")]
     tensor: String,
-    /// Activations: .npy, '<f4', C order, shape [n, cols] or [cols]
+    /// Activations: .npy, '<f4', C order, shape (n, cols) or (cols)
     #[arg(long, value_name = "X.npy")]
     input: PathBuf,
-    /// Where to write the result: .npy '<f4', shape [n, rows] or [rows]
+    /// Where to write the result: .npy '<f4', shape (n, rows) or (rows)
     #[arg(long, value_name = "Y.npy")]
     output: PathBuf,
     /// Force this layout (an error if it does not fit the tensor)

@@ -66,6 +66,9 @@ macro_rules! blocks {
         $(#[$m])*
         #[repr(C)]
         #[derive(Clone, Copy, Debug, PartialEq, Pod, Zeroable)]
+        // the fields carry ggml's names for its bytes; each struct's documentation says what
+        // they hold
+        #[allow(missing_docs)]
         pub struct $name { $(pub $field: $fty),* }
         const _: () = assert!(std::mem::size_of::<$name>() == $size);
     )*};

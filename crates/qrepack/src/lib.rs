@@ -16,6 +16,8 @@
 //! assert_eq!(m.to_ggml_bytes(), bytes);
 //! ```
 
+#![warn(missing_docs)]
+
 pub mod activation;
 pub mod blocks;
 mod column_bands;

@@ -23,35 +23,65 @@ pub const QK_K: usize = 256;
 #[allow(non_camel_case_types)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum GgmlType {
+    /// 32-bit IEEE floats.
     F32,
+    /// 16-bit IEEE floats.
     F16,
+    /// bfloat16: the top half of an f32.
     BF16,
+    /// 32 weights: an f16 scale and 4-bit quants (`d * (q - 8)`).
     Q4_0,
+    /// 32 weights: an f16 scale and minimum, 4-bit quants (`d * q + m`).
     Q4_1,
+    /// 32 weights: an f16 scale and 5-bit quants (`d * (q - 16)`).
     Q5_0,
+    /// 32 weights: an f16 scale and minimum, 5-bit quants.
     Q5_1,
+    /// 32 weights: an f16 scale and 8-bit quants.
     Q8_0,
+    /// 32 weights: 8-bit quants, an f16 scale and the f16 sum of the weights (activations).
     Q8_1,
+    /// 256 weights in 16 groups with 4-bit scales and minimums, 2-bit quants.
     Q2_K,
+    /// 256 weights in 16 groups with 6-bit scales, 3-bit quants.
     Q3_K,
+    /// 256 weights in 8 groups with 6-bit scales and minimums, 4-bit quants.
     Q4_K,
+    /// 256 weights in 8 groups with 6-bit scales and minimums, 5-bit quants.
     Q5_K,
+    /// 256 weights in 16 groups with 8-bit scales, 6-bit quants.
     Q6_K,
+    /// 256 weights: an f32 scale, 8-bit quants and group sums (activations of the K-quants).
     Q8_K,
+    /// 32 weights: an f16 scale and 4-bit indices into a non-linear table.
     IQ4_NL,
+    /// 256 weights in 8 groups with 6-bit scales, 4-bit indices into the non-linear table.
     IQ4_XS,
+    /// 256 weights: 2.06 bits each, 8-weight grid points with signs (importance-quantized).
     IQ2_XXS,
+    /// 256 weights: 2.31 bits each, 8-weight grid points with signs and 4-bit scales.
     IQ2_XS,
+    /// 256 weights: 3.06 bits each, 4-weight grid points with signs.
     IQ3_XXS,
+    /// 256 weights: 1.56 bits each, 8-weight ternary grid points.
     IQ1_S,
+    /// 256 weights: 3.44 bits each, 4-weight grid points with signs and scales.
     IQ3_S,
+    /// 256 weights: 2.5 bits each, 8-weight grid points with signs and scales.
     IQ2_S,
+    /// 256 weights: 1.75 bits each, 8-weight ternary grid points with 3-bit scales.
     IQ1_M,
+    /// 256 ternary weights packed five to a byte (1.69 bits each).
     TQ1_0,
+    /// 256 ternary weights at 2 bits each.
     TQ2_0,
+    /// 32 weights: a shared E8M0 exponent and 4-bit E2M1 floats (OCP microscaling).
     MXFP4,
+    /// 64 weights: E4M3 scales of 16 and 4-bit E2M1 floats.
     NVFP4,
+    /// Binary weights: a scale and one sign bit per weight.
     Q1_0,
+    /// 2-bit weights with a scale per block.
     Q2_0,
 }
 

@@ -14,18 +14,31 @@ use crate::types::GgmlType;
 /// The type tag of a metadata value (`enum gguf_type`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum GgufValueType {
+    /// `u8`.
     U8,
+    /// `i8`.
     I8,
+    /// `u16`.
     U16,
+    /// `i16`.
     I16,
+    /// `u32`.
     U32,
+    /// `i32`.
     I32,
+    /// `f32`.
     F32,
+    /// A boolean (one byte).
     Bool,
+    /// A UTF-8 string with its u64 length.
     String,
+    /// An array of one element type.
     Array,
+    /// `u64`.
     U64,
+    /// `i64`.
     I64,
+    /// `f64`.
     F64,
 }
 
@@ -112,18 +125,31 @@ impl fmt::Display for GgufValueType {
 /// One metadata value. Arrays carry their element type (so empty arrays keep it) and may nest.
 #[derive(Clone, Debug, PartialEq)]
 pub enum GgufValue {
+    /// A `u8`.
     U8(u8),
+    /// A `i8`.
     I8(i8),
+    /// A `u16`.
     U16(u16),
+    /// A `i16`.
     I16(i16),
+    /// A `u32`.
     U32(u32),
+    /// A `i32`.
     I32(i32),
+    /// A `f32`.
     F32(f32),
+    /// A boolean.
     Bool(bool),
+    /// A string.
     String(String),
+    /// An array: its element type and the elements.
     Array(GgufValueType, Vec<GgufValue>),
+    /// A `u64`.
     U64(u64),
+    /// A `i64`.
     I64(i64),
+    /// A `f64`.
     F64(f64),
 }
 

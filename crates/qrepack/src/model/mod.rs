@@ -146,15 +146,20 @@ impl fmt::Debug for OpenOptions {
 pub enum Became {
     /// A [`QMatrix`] in this layout; `note` says why it stayed plain, if it did.
     Matrix {
+        /// The layout of its weights.
         layout: Layout,
         /// Mapped in place from the file (no copy).
         zero_copy: bool,
+        /// Why it stayed plain, if it did.
         note: Option<String>,
     },
     /// A [`QExperts`] in this layout.
     Experts {
+        /// The layout of every expert's weights.
         layout: Layout,
+        /// Experts in the tensor.
         n_expert: usize,
+        /// Why it stayed plain, if it did.
         note: Option<String>,
     },
     /// Not converted (only the raw bytes): the reason.
