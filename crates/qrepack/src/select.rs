@@ -289,7 +289,10 @@ kernel_table! {
     Plain<RowsIq1M> { ; scalar::plain_kernels::<RowsIq1M>() }
     Plain<RowsTq1_0> { ; scalar::plain_kernels::<RowsTq1_0>() }
     Plain<RowsTq2_0> { ; scalar::plain_kernels::<RowsTq2_0>() }
-    Plain<RowsMxfp4> { ; scalar::plain_kernels::<RowsMxfp4>() }
+    Plain<RowsMxfp4> {
+        #[cfg(target_arch = "x86_64")] x86::Avx2 => avx2::lowbit::mxfp4_rows,
+        ; scalar::plain_kernels::<RowsMxfp4>()
+    }
     Plain<RowsNvfp4> { ; scalar::plain_kernels::<RowsNvfp4>() }
     Plain<RowsQ1_0> { ; scalar::plain_kernels::<RowsQ1_0>() }
     Plain<RowsQ2_0> { ; scalar::plain_kernels::<RowsQ2_0>() }

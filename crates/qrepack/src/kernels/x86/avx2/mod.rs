@@ -4,6 +4,7 @@
 //! are shared with the higher x86 sets, which compile them again with more features.
 
 pub(crate) mod k_quants;
+pub(crate) mod lowbit;
 pub(crate) mod nibble;
 pub(crate) mod plain_rows;
 pub(crate) mod plain_tiles;
@@ -13,3 +14,6 @@ pub(crate) mod q5_0;
 pub(crate) mod q6_k;
 pub(crate) mod quantize;
 pub(crate) mod vecdot;
+
+#[cfg(test)]
+mod row_tests;
