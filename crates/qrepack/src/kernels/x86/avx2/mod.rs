@@ -3,6 +3,7 @@
 //! types whose GEMM decodes each weight block once for four activation rows). Their `#[inline(always)]` bodies
 //! are shared with the higher x86 sets, which compile them again with more features.
 
+pub(crate) mod grid;
 pub(crate) mod k_quants;
 pub(crate) mod lowbit;
 pub(crate) mod nibble;

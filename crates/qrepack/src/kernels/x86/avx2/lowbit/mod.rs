@@ -20,6 +20,8 @@ use crate::blocks::{BlockMxfp4, BlockQ8_0};
 
 use super::plain_rows::block_rows;
 
+pub(super) use imp::{half, mul_signed_pairs};
+
 mod imp {
     use std::arch::x86_64::*;
 

@@ -688,7 +688,7 @@ pub(super) unsafe fn gemm_body<W: imp::RowBlock>(w: &[W], a: &[W::Act], out: &mu
 }
 
 pub(super) use block_rows;
-pub(super) use imp::{load16, load32, nibbles32, RowBlock};
+pub(super) use imp::{bit_mask32, load16, load32, load_bsums, nibbles32, sub, RowBlock};
 
 block_rows! {
     BlockQ2K, BlockQ8K => q2_k_gemv, q2_k_gemm, q2_k_rows, tiled super::plain_tiles::q2_k_tiled;
