@@ -34,10 +34,11 @@ mod imp {
     use super::super::plain_rows::{bit_mask32, load32, load_bsums, sub, RowBlock};
     use crate::blocks::{
         BlockIq1M, BlockIq1S, BlockIq2S, BlockIq2Xs, BlockIq2Xxs, BlockIq3S, BlockIq3Xxs, BlockQ8K,
+        F16Bits,
     };
     use crate::quant::grid::iq1_m_scale;
     use crate::quant::grids::{
-        IQ1S_GRID, IQ2S_GRID, IQ2XS_GRID, IQ2XXS_GRID, IQ3S_GRID, IQ3XXS_GRID, KSIGNS_IQ2XS,
+        IQ1S_GRID, IQ2S_GRID, IQ2XS_GRID, IQ2XXS_GRID, IQ3S_GRID, IQ3XXS_GRID,
     };
 
     /// The odd scale `2 s + 1` of a 3- or 4-bit scale field.
@@ -56,14 +57,49 @@ mod imp {
         u32::from_le_bytes(*sub::<u8, 4>(b, at))
     }
 
-    /// The 32 sign bits of four 7-bit sign codes (bits `7l..7l+7` of `aux`), through the table
-    /// that adds each code's parity bit.
+    /// The sign bytes of 32 7-bit sign codes (one per byte): each code with its parity as the
+    /// eighth bit (an even number of negated weights per 8), as `KSIGNS_IQ2XS` maps them,
+    /// group `g`'s four in word `g`. Decoded for the whole block at once: one table lookup
+    /// per code cost more than the group's products in a GEMV.
+    ///
+    /// # Safety
+    /// The CPU must support AVX2.
     #[inline(always)]
-    fn sign_codes(aux: u32) -> u32 {
-        (0..4).fold(0, |bits, l| {
-            let code = ((aux >> (7 * l)) & 127) as usize;
-            bits | (u32::from(KSIGNS_IQ2XS[code]) << (8 * l))
-        })
+    unsafe fn sign_words(codes: __m256i) -> [u32; 8] {
+        // SAFETY: register-only intrinsics of the caller's features.
+        unsafe {
+            // 0x80 where a nibble has an odd number of bits set.
+            let odd = _mm256_setr_epi8(
+                0, -128, -128, 0, -128, 0, 0, -128, -128, 0, 0, -128, 0, -128, -128, 0, //
+                0, -128, -128, 0, -128, 0, 0, -128, -128, 0, 0, -128, 0, -128, -128, 0,
+            );
+            let low = _mm256_and_si256(codes, _mm256_set1_epi8(0x0f));
+            let high = _mm256_and_si256(_mm256_srli_epi16::<4>(codes), _mm256_set1_epi8(0x0f));
+            let parity = _mm256_xor_si256(
+                _mm256_shuffle_epi8(odd, low),
+                _mm256_shuffle_epi8(odd, high),
+            );
+            std::mem::transmute::<__m256i, [u32; 8]>(_mm256_or_si256(codes, parity))
+        }
+    }
+
+    /// The four 7-bit sign codes of each of eight words (bits `7l..7l+7`), one per byte.
+    ///
+    /// # Safety
+    /// The CPU must support AVX2.
+    #[inline(always)]
+    unsafe fn split_codes(words: __m256i) -> __m256i {
+        // SAFETY: register-only intrinsics of the caller's features.
+        unsafe {
+            let c0 = _mm256_and_si256(words, _mm256_set1_epi32(0x7f));
+            let c1 = _mm256_and_si256(_mm256_slli_epi32::<1>(words), _mm256_set1_epi32(0x7f00));
+            let c2 = _mm256_and_si256(_mm256_slli_epi32::<2>(words), _mm256_set1_epi32(0x7f_0000));
+            let c3 = _mm256_and_si256(
+                _mm256_slli_epi32::<3>(words),
+                _mm256_set1_epi32(0x7f00_0000),
+            );
+            _mm256_or_si256(_mm256_or_si256(c0, c1), _mm256_or_si256(c2, c3))
+        }
     }
 
     /// Four 8-byte grid points as one vector, point `l` in bytes `8l..8l+8`.
@@ -82,9 +118,9 @@ mod imp {
     /// The CPU must support AVX.
     #[inline(always)]
     unsafe fn points32(p: [u32; 8]) -> __m256i {
-        let p = p.map(|v| v as i32);
+        let p = |k: usize| p[k] as i32;
         // SAFETY: register-only intrinsics of the caller's features.
-        unsafe { _mm256_setr_epi32(p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7]) }
+        unsafe { _mm256_setr_epi32(p(0), p(1), p(2), p(3), p(4), p(5), p(6), p(7)) }
     }
 
     /// Grid magnitudes with bit `i` of `signs` negating byte `i`.
@@ -111,208 +147,311 @@ mod imp {
         unsafe { _mm256_set_m128i(_mm_set1_epi16(s1), _mm_set1_epi16(s0)) }
     }
 
-    /// One block of signed grid groups: adds `d·d_a·Σ_g Σ sc·w·a` to `acc[r]`, where
-    /// `group(g)` gives group `g`'s signed weights and its `i16` scales (`madd` operand) and
-    /// `d` holds the weight scale (times the type's factor) in lane 0.
+    /// A grid type whose block is eight groups of 32 weights, each decoded to one vector of
+    /// bytes and the `i16` scales of its halves (`madd` operand).
+    ///
+    /// The decode is a trait rather than a closure: a closure does not inherit its caller's
+    /// target features, and when it is not inlined its intrinsics become calls.
+    trait GridBlock {
+        /// What the whole block decodes at once (sign words, scales).
+        type Prep;
+        /// The block's weight scale times the type's constant factor (a power of two), in
+        /// lane 0.
+        ///
+        /// # Safety
+        /// The CPU must support F16C.
+        unsafe fn scale(&self) -> __m128;
+        /// # Safety
+        /// The CPU must support AVX2.
+        unsafe fn prepare(&self) -> Self::Prep;
+        /// Group `g`'s bytes and scales.
+        ///
+        /// # Safety
+        /// The CPU must support AVX2.
+        unsafe fn group(&self, prep: &Self::Prep, g: usize) -> (__m256i, __m256i);
+    }
+
+    /// `d` times `factor` in lane 0.
+    ///
+    /// # Safety
+    /// The CPU must support F16C.
+    #[inline(always)]
+    unsafe fn block_scale(d: F16Bits, factor: f32) -> __m128 {
+        // SAFETY: register-only intrinsics of the caller's features.
+        unsafe { _mm_mul_ss(half(d), _mm_set_ss(factor)) }
+    }
+
+    /// Adds the block's scale times `d_a` times `isum[r]` to `acc[r]`.
     ///
     /// # Safety
     /// The CPU must support AVX2 and FMA.
     #[inline(always)]
-    unsafe fn signed_groups<const N: usize>(
+    unsafe fn scale_rows<const N: usize>(
+        d: __m128,
+        a: [&BlockQ8K; N],
+        isum: [__m256i; N],
+        acc: &mut [__m256; N],
+    ) {
+        // SAFETY: register-only intrinsics of the caller's features.
+        unsafe {
+            for r in 0..N {
+                let dr = _mm256_broadcastss_ps(_mm_mul_ss(d, _mm_set_ss(a[r].d)));
+                acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[r]), dr, acc[r]);
+            }
+        }
+    }
+
+    /// One block of signed grid groups: `d·d_a·Σ_g Σ sc·w·a`, each group multiplied with every
+    /// row before the next one is decoded.
+    ///
+    /// # Safety
+    /// The CPU must support AVX2, FMA and F16C.
+    #[inline(always)]
+    unsafe fn signed_groups<B: GridBlock, const N: usize>(
+        b: &B,
         a: [&BlockQ8K; N],
         acc: &mut [__m256; N],
-        d: __m128,
-        group: impl Fn(usize) -> (__m256i, __m256i),
     ) {
         // SAFETY: register-only intrinsics of the caller's features; loads go through
         // fixed-size references.
         unsafe {
+            let prep = b.prepare();
             let mut isum = [_mm256_setzero_si256(); N];
             for g in 0..8 {
-                let (w, sc) = group(g);
+                let (w, sc) = b.group(&prep, g);
                 for r in 0..N {
                     let av = load32(sub::<i8, 32>(&a[r].qs, 32 * g));
                     let p = _mm256_madd_epi16(mul_signed_pairs(w, av), sc);
                     isum[r] = _mm256_add_epi32(isum[r], p);
                 }
             }
-            for r in 0..N {
-                let dr = _mm256_broadcastss_ps(_mm_mul_ss(d, _mm_set_ss(a[r].d)));
-                acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[r]), dr, acc[r]);
-            }
+            scale_rows(b.scale(), a, isum, acc);
         }
     }
 
-    /// One block of IQ1 groups: adds `d·d_a·(Σ_g Σ sc·u·a + Σ_h coef_h·bsum_h)` to `acc[r]`,
-    /// where `group(g)` gives group `g`'s unsigned bytes `u` and `i16` scales, and `coef` the
-    /// `i16` factor of each 16-weight activation sum.
+    /// One block of IQ1 groups: `d·d_a·(Σ_g Σ sc·u·a + Σ_h coef_h·bsum_h)` with the unsigned
+    /// bytes `u` of the groups and the `i16` factor `coef` (the prepared value) of each
+    /// 16-weight activation sum.
     ///
     /// # Safety
-    /// The CPU must support AVX2 and FMA.
+    /// The CPU must support AVX2, FMA and F16C.
     #[inline(always)]
-    unsafe fn shifted_groups<const N: usize>(
+    unsafe fn shifted_groups<B: GridBlock<Prep = Iq1Prep>, const N: usize>(
+        b: &B,
         a: [&BlockQ8K; N],
         acc: &mut [__m256; N],
-        d: __m128,
-        coef: __m256i,
-        group: impl Fn(usize) -> (__m256i, __m256i),
     ) {
         // SAFETY: register-only intrinsics of the caller's features; loads go through
         // fixed-size references.
         unsafe {
+            let prep = b.prepare();
             let mut isum = [_mm256_setzero_si256(); N];
             for r in 0..N {
-                isum[r] = _mm256_madd_epi16(load_bsums(&a[r].bsums), coef);
+                isum[r] = _mm256_madd_epi16(load_bsums(&a[r].bsums), prep.coef);
             }
             for g in 0..8 {
-                let (u, sc) = group(g);
+                let (u, sc) = b.group(&prep, g);
                 for r in 0..N {
                     let av = load32(sub::<i8, 32>(&a[r].qs, 32 * g));
                     let p = _mm256_madd_epi16(_mm256_maddubs_epi16(u, av), sc);
                     isum[r] = _mm256_add_epi32(isum[r], p);
                 }
             }
-            for r in 0..N {
-                let dr = _mm256_broadcastss_ps(_mm_mul_ss(d, _mm_set_ss(a[r].d)));
-                acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[r]), dr, acc[r]);
+            scale_rows(b.scale(), a, isum, acc);
+        }
+    }
+
+    /// Row blocks of the grid types through `signed_groups` or `shifted_groups`.
+    macro_rules! grid_row_blocks {
+        ($($block:ty => $body:ident;)*) => {$(
+            impl RowBlock for $block {
+                type Act = BlockQ8K;
+                #[inline(always)]
+                unsafe fn accumulate<const N: usize>(
+                    &self,
+                    a: [&BlockQ8K; N],
+                    acc: &mut [__m256; N],
+                    _: &mut [f32; N],
+                ) {
+                    // SAFETY: the caller's features.
+                    unsafe { $body(self, a, acc) }
+                }
+            }
+        )*};
+    }
+
+    grid_row_blocks! {
+        BlockIq2Xxs => signed_groups;
+        BlockIq2Xs => signed_groups;
+        BlockIq2S => signed_groups;
+        BlockIq3Xxs => signed_groups;
+        BlockIq3S => signed_groups;
+        BlockIq1S => shifted_groups;
+        BlockIq1M => shifted_groups;
+    }
+
+    impl GridBlock for BlockIq2Xxs {
+        type Prep = [u32; 8];
+        #[inline(always)]
+        unsafe fn scale(&self) -> __m128 {
+            // SAFETY: the caller's features.
+            unsafe { block_scale(self.d, 0.125) }
+        }
+        #[inline(always)]
+        unsafe fn prepare(&self) -> [u32; 8] {
+            // SAFETY: register-only intrinsics of the caller's features; loads go through
+            // fixed-size references.
+            unsafe {
+                // Group `g`: four index bytes, then a word of four sign codes and the scale;
+                // the words are the odd dwords of `qs`.
+                let q0 = _mm256_castsi256_ps(load32(sub::<u8, 32>(&self.qs, 0)));
+                let q1 = _mm256_castsi256_ps(load32(sub::<u8, 32>(&self.qs, 32)));
+                let words = _mm256_castps_si256(_mm256_shuffle_ps::<0xdd>(q0, q1));
+                sign_words(split_codes(_mm256_permute4x64_epi64::<0xd8>(words)))
+            }
+        }
+        #[inline(always)]
+        unsafe fn group(&self, signs: &[u32; 8], g: usize) -> (__m256i, __m256i) {
+            let idx = sub::<u8, 4>(&self.qs, 8 * g);
+            let aux = le_u32(&self.qs, 8 * g + 4);
+            // SAFETY: register-only intrinsics of the caller's features.
+            unsafe {
+                let point = |l: usize| IQ2XXS_GRID[usize::from(idx[l])];
+                let grid = points64([point(0), point(1), point(2), point(3)]);
+                let sc = _mm256_set1_epi16(odd((aux >> 28) as u8));
+                (signed(grid, signs[g]), sc)
             }
         }
     }
 
-    /// `d` times the type's constant factor (a power of two), in lane 0.
-    ///
-    /// # Safety
-    /// The CPU must support F16C.
-    #[inline(always)]
-    unsafe fn block_scale(d: crate::blocks::F16Bits, factor: f32) -> __m128 {
-        // SAFETY: register-only intrinsics of the caller's features.
-        unsafe { _mm_mul_ss(half(d), _mm_set_ss(factor)) }
-    }
-
-    impl RowBlock for BlockIq2Xxs {
-        type Act = BlockQ8K;
+    impl GridBlock for BlockIq2Xs {
+        type Prep = [u32; 8];
         #[inline(always)]
-        unsafe fn accumulate<const N: usize>(
-            &self,
-            a: [&BlockQ8K; N],
-            acc: &mut [__m256; N],
-            _: &mut [f32; N],
-        ) {
+        unsafe fn scale(&self) -> __m128 {
+            // SAFETY: the caller's features.
+            unsafe { block_scale(self.d, 0.125) }
+        }
+        #[inline(always)]
+        unsafe fn prepare(&self) -> [u32; 8] {
             // SAFETY: register-only intrinsics of the caller's features; loads go through
             // fixed-size references.
             unsafe {
-                signed_groups(a, acc, block_scale(self.d, 0.125), |g| {
-                    let idx = sub::<u8, 4>(&self.qs, 8 * g);
-                    let aux = le_u32(&self.qs, 8 * g + 4);
-                    let grid = points64(idx.map(|i| IQ2XXS_GRID[usize::from(i)]));
-                    let sc = _mm256_set1_epi16(odd((aux >> 28) as u8));
-                    (signed(grid, sign_codes(aux)), sc)
-                })
+                // Each 16-bit entry: a 9-bit grid index and a 7-bit sign code. The codes as
+                // bytes in order (`packus` interleaves the 128-bit lanes of its operands).
+                let c0 = _mm256_srli_epi16::<9>(load32(sub::<u8, 32>(&self.qs, 0)));
+                let c1 = _mm256_srli_epi16::<9>(load32(sub::<u8, 32>(&self.qs, 32)));
+                sign_words(_mm256_permute4x64_epi64::<0xd8>(_mm256_packus_epi16(
+                    c0, c1,
+                )))
+            }
+        }
+        #[inline(always)]
+        unsafe fn group(&self, signs: &[u32; 8], g: usize) -> (__m256i, __m256i) {
+            let point = |l: usize| IQ2XS_GRID[usize::from(le_u16(&self.qs, 4 * g + l) & 511)];
+            let s = self.scales[g];
+            // SAFETY: register-only intrinsics of the caller's features.
+            unsafe {
+                let grid = points64([point(0), point(1), point(2), point(3)]);
+                let sc = scale_halves(odd(s & 0x0f), odd(s >> 4));
+                (signed(grid, signs[g]), sc)
             }
         }
     }
 
-    impl RowBlock for BlockIq2Xs {
-        type Act = BlockQ8K;
+    impl GridBlock for BlockIq2S {
+        type Prep = ();
         #[inline(always)]
-        unsafe fn accumulate<const N: usize>(
-            &self,
-            a: [&BlockQ8K; N],
-            acc: &mut [__m256; N],
-            _: &mut [f32; N],
-        ) {
-            // SAFETY: register-only intrinsics of the caller's features; loads go through
-            // fixed-size references.
+        unsafe fn scale(&self) -> __m128 {
+            // SAFETY: the caller's features.
+            unsafe { block_scale(self.d, 0.125) }
+        }
+        #[inline(always)]
+        unsafe fn prepare(&self) {}
+        #[inline(always)]
+        unsafe fn group(&self, _: &(), g: usize) -> (__m256i, __m256i) {
+            // Low 8 index bits in `qs[..32]`, the top 2 of point `l` in bits 2l, 2l + 1 of
+            // `qh[g]`; the 8 sign bits of each point stored in `qs[32..]`.
+            let low = sub::<u8, 4>(&self.qs, 4 * g);
+            let qh = usize::from(self.qh[g]);
+            let index = |l: usize| usize::from(low[l]) | (((qh >> (2 * l)) & 3) << 8);
+            let point = |l: usize| IQ2S_GRID[index(l)];
+            let points = [point(0), point(1), point(2), point(3)];
+            let s = self.scales[g];
+            // SAFETY: register-only intrinsics of the caller's features.
             unsafe {
-                signed_groups(a, acc, block_scale(self.d, 0.125), |g| {
-                    // Each 16-bit entry: a 9-bit grid index and a 7-bit sign code.
-                    let v: [u16; 4] = std::array::from_fn(|l| le_u16(&self.qs, 4 * g + l));
-                    let grid = points64(v.map(|v| IQ2XS_GRID[usize::from(v & 511)]));
-                    let codes = v
-                        .iter()
-                        .enumerate()
-                        .fold(0u32, |c, (l, &v)| c | (u32::from(v >> 9) << (7 * l)));
-                    let s = self.scales[g];
-                    let sc = scale_halves(odd(s & 0x0f), odd(s >> 4));
-                    (signed(grid, sign_codes(codes)), sc)
-                })
+                let sc = scale_halves(odd(s & 0x0f), odd(s >> 4));
+                (signed(points64(points), le_u32(&self.qs, 32 + 4 * g)), sc)
             }
         }
     }
 
-    impl RowBlock for BlockIq2S {
-        type Act = BlockQ8K;
+    impl GridBlock for BlockIq3Xxs {
+        type Prep = [u32; 8];
         #[inline(always)]
-        unsafe fn accumulate<const N: usize>(
-            &self,
-            a: [&BlockQ8K; N],
-            acc: &mut [__m256; N],
-            _: &mut [f32; N],
-        ) {
-            // SAFETY: register-only intrinsics of the caller's features; loads go through
-            // fixed-size references.
+        unsafe fn scale(&self) -> __m128 {
+            // SAFETY: the caller's features.
+            unsafe { block_scale(self.d, 0.25) }
+        }
+        #[inline(always)]
+        unsafe fn prepare(&self) -> [u32; 8] {
+            // SAFETY: register-only intrinsics of the caller's features; the load goes
+            // through a fixed-size reference.
+            unsafe { sign_words(split_codes(load32(sub::<u8, 32>(&self.qs, 64)))) }
+        }
+        #[inline(always)]
+        unsafe fn group(&self, signs: &[u32; 8], g: usize) -> (__m256i, __m256i) {
+            let idx = sub::<u8, 8>(&self.qs, 8 * g);
+            let aux = le_u32(&self.qs, 64 + 4 * g);
+            // SAFETY: register-only intrinsics of the caller's features.
             unsafe {
-                signed_groups(a, acc, block_scale(self.d, 0.125), |g| {
-                    // Low 8 index bits in `qs[..32]`, the top 2 of point `l` in bits 2l, 2l + 1
-                    // of `qh[g]`; the 8 sign bits of each point stored in `qs[32..]`.
-                    let low = sub::<u8, 4>(&self.qs, 4 * g);
-                    let qh = usize::from(self.qh[g]);
-                    let index = |l: usize| usize::from(low[l]) | (((qh >> (2 * l)) & 3) << 8);
-                    let grid = points64(std::array::from_fn(|l| IQ2S_GRID[index(l)]));
-                    let signs = le_u32(&self.qs, 32 + 4 * g);
-                    let s = self.scales[g];
-                    let sc = scale_halves(odd(s & 0x0f), odd(s >> 4));
-                    (signed(grid, signs), sc)
-                })
+                let point = |k: usize| IQ3XXS_GRID[usize::from(idx[k])];
+                let grid = points32([
+                    point(0),
+                    point(1),
+                    point(2),
+                    point(3),
+                    point(4),
+                    point(5),
+                    point(6),
+                    point(7),
+                ]);
+                let sc = _mm256_set1_epi16(odd((aux >> 28) as u8));
+                (signed(grid, signs[g]), sc)
             }
         }
     }
 
-    impl RowBlock for BlockIq3Xxs {
-        type Act = BlockQ8K;
+    impl GridBlock for BlockIq3S {
+        type Prep = ();
         #[inline(always)]
-        unsafe fn accumulate<const N: usize>(
-            &self,
-            a: [&BlockQ8K; N],
-            acc: &mut [__m256; N],
-            _: &mut [f32; N],
-        ) {
-            // SAFETY: register-only intrinsics of the caller's features; loads go through
-            // fixed-size references.
-            unsafe {
-                signed_groups(a, acc, block_scale(self.d, 0.25), |g| {
-                    let idx = sub::<u8, 8>(&self.qs, 8 * g);
-                    let aux = le_u32(&self.qs, 64 + 4 * g);
-                    let grid = points32(idx.map(|i| IQ3XXS_GRID[usize::from(i)]));
-                    let sc = _mm256_set1_epi16(odd((aux >> 28) as u8));
-                    (signed(grid, sign_codes(aux)), sc)
-                })
-            }
+        unsafe fn scale(&self) -> __m128 {
+            // SAFETY: the caller's features.
+            unsafe { block_scale(self.d, 1.0) }
         }
-    }
-
-    impl RowBlock for BlockIq3S {
-        type Act = BlockQ8K;
         #[inline(always)]
-        unsafe fn accumulate<const N: usize>(
-            &self,
-            a: [&BlockQ8K; N],
-            acc: &mut [__m256; N],
-            _: &mut [f32; N],
-        ) {
-            // SAFETY: register-only intrinsics of the caller's features; loads go through
-            // fixed-size references.
+        unsafe fn prepare(&self) {}
+        #[inline(always)]
+        unsafe fn group(&self, _: &(), g: usize) -> (__m256i, __m256i) {
+            // Point `k`'s 9th index bit is bit `k` of `qh[g]`.
+            let idx = sub::<u8, 8>(&self.qs, 8 * g);
+            let qh = usize::from(self.qh[g]);
+            let index = |k: usize| usize::from(idx[k]) | (((qh >> k) & 1) << 8);
+            let point = |k: usize| IQ3S_GRID[index(k)];
+            let points = [
+                point(0),
+                point(1),
+                point(2),
+                point(3),
+                point(4),
+                point(5),
+                point(6),
+                point(7),
+            ];
+            let s = (self.scales[g / 2] >> (4 * (g % 2))) & 0x0f;
+            // SAFETY: register-only intrinsics of the caller's features.
             unsafe {
-                signed_groups(a, acc, block_scale(self.d, 1.0), |g| {
-                    // Point `k`'s 9th index bit is bit `k` of `qh[g]`.
-                    let idx = sub::<u8, 8>(&self.qs, 8 * g);
-                    let qh = usize::from(self.qh[g]);
-                    let index = |k: usize| usize::from(idx[k]) | (((qh >> k) & 1) << 8);
-                    let grid = points32(std::array::from_fn(|k| IQ3S_GRID[index(k)]));
-                    let signs = le_u32(&self.signs, 4 * g);
-                    let s = (self.scales[g / 2] >> (4 * (g % 2))) & 0x0f;
-                    (signed(grid, signs), _mm256_set1_epi16(odd(s)))
-                })
+                let w = signed(points32(points), le_u32(&self.signs, 4 * g));
+                (w, _mm256_set1_epi16(odd(s)))
             }
         }
     }
@@ -338,73 +477,86 @@ mod imp {
         }
     }
 
-    impl RowBlock for BlockIq1S {
-        type Act = BlockQ8K;
+    /// What an IQ1 block decodes at once: the odd scale of each 16 weights and the factor of
+    /// each 16-weight activation sum (`-9` times that scale).
+    struct Iq1Prep {
+        ls: [i16; 16],
+        coef: __m256i,
+    }
+
+    /// # Safety
+    /// The CPU must support AVX.
+    #[inline(always)]
+    unsafe fn iq1_prep(ls: [i16; 16]) -> Iq1Prep {
+        let coef = ls.map(|s| -9 * s);
+        // SAFETY: 16 `i16` are 32 bytes; `loadu` has no alignment requirement.
+        let coef = unsafe { _mm256_loadu_si256(coef.as_ptr().cast()) };
+        Iq1Prep { ls, coef }
+    }
+
+    impl GridBlock for BlockIq1S {
+        type Prep = Iq1Prep;
         #[inline(always)]
-        unsafe fn accumulate<const N: usize>(
-            &self,
-            a: [&BlockQ8K; N],
-            acc: &mut [__m256; N],
-            _: &mut [f32; N],
-        ) {
-            // SAFETY: register-only intrinsics of the caller's features; loads go through
-            // fixed-size references.
+        unsafe fn scale(&self) -> __m128 {
+            // SAFETY: the caller's features.
+            unsafe { block_scale(self.d, 0.125) }
+        }
+        #[inline(always)]
+        unsafe fn prepare(&self) -> Iq1Prep {
+            // Per group: 3 high index bits per point, the 3-bit scale, the shift sign.
+            let ls: [i16; 16] =
+                std::array::from_fn(|h| odd(((le_u16(&self.qh, h / 2) >> 12) & 7) as u8));
+            // SAFETY: the caller's features.
+            unsafe { iq1_prep(ls) }
+        }
+        #[inline(always)]
+        unsafe fn group(&self, prep: &Iq1Prep, g: usize) -> (__m256i, __m256i) {
+            let h = usize::from(le_u16(&self.qh, g));
+            let index = |l: usize| usize::from(self.qs[4 * g + l]) | (((h >> (3 * l)) & 7) << 8);
+            let point = |l: usize| IQ1S_GRID[index(l)];
+            let points = [point(0), point(1), point(2), point(3)];
+            // SAFETY: register-only intrinsics of the caller's features.
             unsafe {
-                // Per group: 3 high index bits per point, the 3-bit scale, the shift sign.
-                let qh: [u16; 8] = std::array::from_fn(|g| le_u16(&self.qh, g));
-                let ls = qh.map(|h| odd(((h >> 12) & 7) as u8));
-                let coef: [i16; 16] = std::array::from_fn(|h| -9 * ls[h / 2]);
-                let coef = _mm256_loadu_si256(coef.as_ptr().cast());
-                shifted_groups(a, acc, block_scale(self.d, 0.125), coef, |g| {
-                    let h = usize::from(qh[g]);
-                    let index =
-                        |l: usize| usize::from(self.qs[4 * g + l]) | (((h >> (3 * l)) & 7) << 8);
-                    let grid = points64(std::array::from_fn(|l| IQ1S_GRID[index(l)]));
-                    let base = _mm256_set1_epi8(iq1_base(h & 0x8000 != 0));
-                    (iq1_bytes(grid, base), _mm256_set1_epi16(ls[g]))
-                })
+                let base = _mm256_set1_epi8(iq1_base(h & 0x8000 != 0));
+                let sc = _mm256_set1_epi16(prep.ls[2 * g]);
+                (iq1_bytes(points64(points), base), sc)
             }
         }
     }
 
-    impl RowBlock for BlockIq1M {
-        type Act = BlockQ8K;
+    impl GridBlock for BlockIq1M {
+        type Prep = Iq1Prep;
         #[inline(always)]
-        unsafe fn accumulate<const N: usize>(
-            &self,
-            a: [&BlockQ8K; N],
-            acc: &mut [__m256; N],
-            _: &mut [f32; N],
-        ) {
-            // SAFETY: register-only intrinsics of the caller's features; loads go through
-            // fixed-size references.
+        unsafe fn scale(&self) -> __m128 {
+            // SAFETY: the caller's features.
+            unsafe { block_scale(iq1_m_scale(self), 0.125) }
+        }
+        #[inline(always)]
+        unsafe fn prepare(&self) -> Iq1Prep {
+            // Scale of half `h` (16 weights) of group `g`: 3 bits at `6 g + 3 h` of the
+            // little-endian scale words.
+            let ls: [i16; 16] = std::array::from_fn(|k| {
+                let (g, h) = (k / 2, k % 2);
+                let word = le_u16(&self.scales, g / 2);
+                odd(((word >> (6 * (g % 2) + 3 * h)) & 7) as u8)
+            });
+            // SAFETY: the caller's features.
+            unsafe { iq1_prep(ls) }
+        }
+        #[inline(always)]
+        unsafe fn group(&self, prep: &Iq1Prep, g: usize) -> (__m256i, __m256i) {
+            // Point `l`'s nibble of `qh`: 3 high index bits and the shift sign, in the low
+            // nibble for even `l`, the high one for odd `l`.
+            let nibble = |l: usize| usize::from(self.qh[2 * g + l / 2] >> (4 * (l % 2))) & 0x0f;
+            let index = |l: usize| usize::from(self.qs[4 * g + l]) | ((nibble(l) & 7) << 8);
+            let point = |l: usize| IQ1S_GRID[index(l)];
+            let points = [point(0), point(1), point(2), point(3)];
+            let base = |l: usize| i64::from(iq1_base(nibble(l) & 8 != 0)) * 0x0101_0101_0101_0101;
+            // SAFETY: register-only intrinsics of the caller's features.
             unsafe {
-                // Scale of half `h` (16 weights) of group `g`: 3 bits at `6 g + 3 h` of the
-                // little-endian scale words.
-                let ls: [i16; 16] = std::array::from_fn(|k| {
-                    let (g, h) = (k / 2, k % 2);
-                    let word = le_u16(&self.scales, g / 2);
-                    odd(((word >> (6 * (g % 2) + 3 * h)) & 7) as u8)
-                });
-                let coef: [i16; 16] = ls.map(|s| -9 * s);
-                let coef = _mm256_loadu_si256(coef.as_ptr().cast());
-                let d = block_scale(iq1_m_scale(self), 0.125);
-                shifted_groups(a, acc, d, coef, |g| {
-                    // Point `l`'s byte of `qh`: 3 high index bits and the shift sign, in its
-                    // low nibble for even `l`, high nibble for odd `l`.
-                    let nibble =
-                        |l: usize| usize::from(self.qh[2 * g + l / 2] >> (4 * (l % 2))) & 0x0f;
-                    let index = |l: usize| usize::from(self.qs[4 * g + l]) | ((nibble(l) & 7) << 8);
-                    let grid = points64(std::array::from_fn(|l| IQ1S_GRID[index(l)]));
-                    let base: [i64; 4] = std::array::from_fn(|l| {
-                        i64::from(iq1_base(nibble(l) & 8 != 0)) * 0x0101_0101_0101_0101
-                    });
-                    let base = _mm256_set_epi64x(base[3], base[2], base[1], base[0]);
-                    (
-                        iq1_bytes(grid, base),
-                        scale_halves(ls[2 * g], ls[2 * g + 1]),
-                    )
-                })
+                let base = _mm256_set_epi64x(base(3), base(2), base(1), base(0));
+                let sc = scale_halves(prep.ls[2 * g], prep.ls[2 * g + 1]);
+                (iq1_bytes(points64(points), base), sc)
             }
         }
     }
