@@ -308,15 +308,30 @@ kernel_table! {
         #[cfg(target_arch = "x86_64")] x86::Avx2 => avx2::grid::iq1_m_rows,
         ; scalar::plain_kernels::<RowsIq1M>()
     }
-    Plain<RowsTq1_0> { ; scalar::plain_kernels::<RowsTq1_0>() }
-    Plain<RowsTq2_0> { ; scalar::plain_kernels::<RowsTq2_0>() }
+    Plain<RowsTq1_0> {
+        #[cfg(target_arch = "x86_64")] x86::Avx2 => avx2::lowbit::tq1_0_rows,
+        ; scalar::plain_kernels::<RowsTq1_0>()
+    }
+    Plain<RowsTq2_0> {
+        #[cfg(target_arch = "x86_64")] x86::Avx2 => avx2::lowbit::tq2_0_rows,
+        ; scalar::plain_kernels::<RowsTq2_0>()
+    }
     Plain<RowsMxfp4> {
         #[cfg(target_arch = "x86_64")] x86::Avx2 => avx2::lowbit::mxfp4_rows,
         ; scalar::plain_kernels::<RowsMxfp4>()
     }
-    Plain<RowsNvfp4> { ; scalar::plain_kernels::<RowsNvfp4>() }
-    Plain<RowsQ1_0> { ; scalar::plain_kernels::<RowsQ1_0>() }
-    Plain<RowsQ2_0> { ; scalar::plain_kernels::<RowsQ2_0>() }
+    Plain<RowsNvfp4> {
+        #[cfg(target_arch = "x86_64")] x86::Avx2 => avx2::lowbit::nvfp4_rows,
+        ; scalar::plain_kernels::<RowsNvfp4>()
+    }
+    Plain<RowsQ1_0> {
+        #[cfg(target_arch = "x86_64")] x86::Avx2 => avx2::lowbit::q1_0_rows,
+        ; scalar::plain_kernels::<RowsQ1_0>()
+    }
+    Plain<RowsQ2_0> {
+        #[cfg(target_arch = "x86_64")] x86::Avx2 => avx2::lowbit::q2_0_rows,
+        ; scalar::plain_kernels::<RowsQ2_0>()
+    }
 }
 
 /// One entry per activation format: `[generics] Format { #[cfg] Token => constructor, ... }`;

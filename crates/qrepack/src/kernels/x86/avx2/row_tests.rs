@@ -6,9 +6,12 @@
 //! Both the SIMD and the portable kernels compute every block's integer sums exactly, so they
 //! differ from the exact product only through `f32` rounding: per block the scale product, the
 //! integer-to-float conversions, the product with the sums and the sum of a type's two parts (at
-//! most four roundings), then one rounding per block in the accumulation chain, three in the
-//! horizontal sum of the lanes and one for a type's final constant. With `u = 2^-24` and
-//! `k = blocks + 8` rounding steps along the longest chain, the standard bound gives
+//! most four roundings), then one rounding per block in the accumulation chain (one per scale
+//! group for the types whose portable kernel adds every group of a block to the total, NVFP4's
+//! four, or sums a block's Q8_0 blocks before scaling, Q1_0's four and Q2_0's two: `steps` per
+//! block), three in the horizontal sum of the lanes and one for a type's final constant. With
+//! `u = 2^-24` and `k = steps · blocks + 8` rounding steps along the longest chain, the
+//! standard bound gives
 //! `|computed − exact| ≤ γ_k · L`, `γ_k = k u / (1 − k u)`, where `L = Σ_i |w_i|·|a_i|` over the
 //! exact weights and activations (every intermediate term is a partial sum of `w_i·a_i`, whose
 //! magnitude `L` bounds). The f64 reference is exact to far below that, so the checks are
@@ -70,10 +73,11 @@ fn exact_dot(ty: GgmlType, w: &[u8], a: &[f64]) -> (f64, f64) {
         .fold((0.0, 0.0), |(s, l), (x, y)| (s + x * y, l + (x * y).abs()))
 }
 
-/// Checks one output against the portable value and the exact one.
-fn check(what: &str, got: f32, scalar: f32, exact: (f64, f64), blocks: usize) {
+/// Checks one output against the portable value and the exact one, for `chain` roundings in
+/// the accumulation (`steps · blocks`).
+fn check(what: &str, got: f32, scalar: f32, exact: (f64, f64), chain: usize) {
     let (want, mag) = exact;
-    let g = gamma(blocks + 8);
+    let g = gamma(chain + 8);
     let tiny = 1e-30;
     let got = f64::from(got);
     let err = (got - want).abs();
@@ -95,9 +99,11 @@ fn check(what: &str, got: f32, scalar: f32, exact: (f64, f64), blocks: usize) {
 /// against `portable` and the exact product.
 ///
 /// `act_values` gives the activation blocks' exact values; `ty` is the weight type, whose
-/// exact dequantization gives the weights'.
+/// exact dequantization gives the weights'; `steps` the roundings per block of the
+/// accumulation (see the module's tolerance).
 pub(super) fn compare_rows<W: Pod, A: Pod>(
     ty: GgmlType,
+    steps: usize,
     kernels: Kernels<W, A, A>,
     portable: fn(&[W], &[A]) -> f32,
     weight: impl Fn(&mut Rng) -> W,
@@ -118,20 +124,20 @@ pub(super) fn compare_rows<W: Pod, A: Pod>(
         (kernels.gemv)(&w, arow(0), &mut out);
         for (r, &o) in out.iter().enumerate() {
             let what = format!("{ty} gemv blocks={nb} row {r}");
-            check(&what, o, portable(row(r), arow(0)), exact(r, 0), nb);
+            check(&what, o, portable(row(r), arow(0)), exact(r, 0), steps * nb);
         }
         for r in 0..ROWS {
             let mut out = [f32::NAN; 4];
             (kernels.gemm)(row(r), &a, &mut out);
             for (m, &o) in out.iter().enumerate() {
                 let what = format!("{ty} gemm blocks={nb} row {r} act {m}");
-                check(&what, o, portable(row(r), arow(m)), exact(r, m), nb);
+                check(&what, o, portable(row(r), arow(m)), exact(r, m), steps * nb);
             }
             let mut out = [f32::NAN; 3];
             (kernels.gemm)(row(r), &a[..3 * nb], &mut out);
             for (m, &o) in out.iter().enumerate() {
                 let what = format!("{ty} gemm of 3 blocks={nb} row {r} act {m}");
-                check(&what, o, portable(row(r), arow(m)), exact(r, m), nb);
+                check(&what, o, portable(row(r), arow(m)), exact(r, m), steps * nb);
             }
         }
     }
@@ -140,8 +146,8 @@ pub(super) fn compare_rows<W: Pod, A: Pod>(
 /// `QMatrix::matmul` of the plain layout on AVX2 against the same matrix on the portable
 /// kernels and against the exact product of the stored integers and the quantized activations,
 /// for 1 to 9 activation rows (GEMVs, quads and quads with GEMV rows left over) and rows of 1,
-/// 2, 3 and 9 blocks. `weight` makes the random blocks.
-pub(super) fn compare_matmul<W: Pod>(ty: GgmlType, weight: impl Fn(&mut Rng) -> W) {
+/// 2, 3 and 9 blocks. `weight` makes the random blocks; `steps` as for [`compare_rows`].
+pub(super) fn compare_matmul<W: Pod>(ty: GgmlType, steps: usize, weight: impl Fn(&mut Rng) -> W) {
     let cpu = CpuFeatures::get();
     if !cpu.has(KernelSet::Avx2) {
         return;
@@ -181,7 +187,7 @@ pub(super) fn compare_matmul<W: Pod>(ty: GgmlType, weight: impl Fn(&mut Rng) -> 
                     let w = &bytes[r * nb * ty.block_bytes()..(r + 1) * nb * ty.block_bytes()];
                     let what = format!("{ty} matmul cols={cols} n={n} act {m} row {r}");
                     let i = m * rows + r;
-                    check(&what, y[i], ys[i], exact_dot(ty, w, &a), nb);
+                    check(&what, y[i], ys[i], exact_dot(ty, w, &a), steps * nb);
                 }
             }
         }

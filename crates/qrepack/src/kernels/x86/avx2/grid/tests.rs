@@ -90,13 +90,14 @@ macro_rules! grid_tests {
             let Some(cpu) = avx2() else { return };
             compare_rows(
                 GgmlType::$ty,
+                1,
                 $rows(cpu),
                 vecdot::$dot,
                 $make,
                 random_q8_k,
                 q8_k_values,
             );
-            compare_matmul(GgmlType::$ty, $make);
+            compare_matmul(GgmlType::$ty, 1, $make);
         }
     )*};
 }

@@ -170,7 +170,7 @@ mod imp {
     /// # Safety
     /// The CPU must support AVX2.
     #[inline(always)]
-    unsafe fn crumbs(qs: &[u8; 64]) -> [__m256i; 8] {
+    pub(in crate::kernels::x86::avx2) unsafe fn crumbs(qs: &[u8; 64]) -> [__m256i; 8] {
         // SAFETY: register-only intrinsics of the caller's features; `load32` reads `qs`.
         unsafe {
             let three = _mm256_set1_epi8(3);
@@ -688,7 +688,7 @@ pub(super) unsafe fn gemm_body<W: imp::RowBlock>(w: &[W], a: &[W::Act], out: &mu
 }
 
 pub(super) use block_rows;
-pub(super) use imp::{bit_mask32, load16, load32, load_bsums, nibbles32, sub, RowBlock};
+pub(super) use imp::{bit_mask32, crumbs, load16, load32, load_bsums, nibbles32, sub, RowBlock};
 
 block_rows! {
     BlockQ2K, BlockQ8K => q2_k_gemv, q2_k_gemm, q2_k_rows, tiled super::plain_tiles::q2_k_tiled;
