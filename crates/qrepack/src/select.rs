@@ -280,19 +280,58 @@ kernel_table! {
         ; scalar::plain_kernels::<RowsIq4Xs>()
     }
     // Portable only so far: the grid, ternary and FP4 types, Q1_0 and Q2_0.
-    Plain<RowsIq2Xxs> { ; scalar::plain_kernels::<RowsIq2Xxs>() }
-    Plain<RowsIq2Xs> { ; scalar::plain_kernels::<RowsIq2Xs>() }
-    Plain<RowsIq2S> { ; scalar::plain_kernels::<RowsIq2S>() }
-    Plain<RowsIq3Xxs> { ; scalar::plain_kernels::<RowsIq3Xxs>() }
-    Plain<RowsIq3S> { ; scalar::plain_kernels::<RowsIq3S>() }
-    Plain<RowsIq1S> { ; scalar::plain_kernels::<RowsIq1S>() }
-    Plain<RowsIq1M> { ; scalar::plain_kernels::<RowsIq1M>() }
-    Plain<RowsTq1_0> { ; scalar::plain_kernels::<RowsTq1_0>() }
-    Plain<RowsTq2_0> { ; scalar::plain_kernels::<RowsTq2_0>() }
-    Plain<RowsMxfp4> { ; scalar::plain_kernels::<RowsMxfp4>() }
-    Plain<RowsNvfp4> { ; scalar::plain_kernels::<RowsNvfp4>() }
-    Plain<RowsQ1_0> { ; scalar::plain_kernels::<RowsQ1_0>() }
-    Plain<RowsQ2_0> { ; scalar::plain_kernels::<RowsQ2_0>() }
+    Plain<RowsIq2Xxs> {
+        #[cfg(target_arch = "x86_64")] x86::Avx2 => avx2::grid::iq2_xxs_rows,
+        ; scalar::plain_kernels::<RowsIq2Xxs>()
+    }
+    Plain<RowsIq2Xs> {
+        #[cfg(target_arch = "x86_64")] x86::Avx2 => avx2::grid::iq2_xs_rows,
+        ; scalar::plain_kernels::<RowsIq2Xs>()
+    }
+    Plain<RowsIq2S> {
+        #[cfg(target_arch = "x86_64")] x86::Avx2 => avx2::grid::iq2_s_rows,
+        ; scalar::plain_kernels::<RowsIq2S>()
+    }
+    Plain<RowsIq3Xxs> {
+        #[cfg(target_arch = "x86_64")] x86::Avx2 => avx2::grid::iq3_xxs_rows,
+        ; scalar::plain_kernels::<RowsIq3Xxs>()
+    }
+    Plain<RowsIq3S> {
+        #[cfg(target_arch = "x86_64")] x86::Avx2 => avx2::grid::iq3_s_rows,
+        ; scalar::plain_kernels::<RowsIq3S>()
+    }
+    Plain<RowsIq1S> {
+        #[cfg(target_arch = "x86_64")] x86::Avx2 => avx2::grid::iq1_s_rows,
+        ; scalar::plain_kernels::<RowsIq1S>()
+    }
+    Plain<RowsIq1M> {
+        #[cfg(target_arch = "x86_64")] x86::Avx2 => avx2::grid::iq1_m_rows,
+        ; scalar::plain_kernels::<RowsIq1M>()
+    }
+    Plain<RowsTq1_0> {
+        #[cfg(target_arch = "x86_64")] x86::Avx2 => avx2::lowbit::tq1_0_rows,
+        ; scalar::plain_kernels::<RowsTq1_0>()
+    }
+    Plain<RowsTq2_0> {
+        #[cfg(target_arch = "x86_64")] x86::Avx2 => avx2::lowbit::tq2_0_rows,
+        ; scalar::plain_kernels::<RowsTq2_0>()
+    }
+    Plain<RowsMxfp4> {
+        #[cfg(target_arch = "x86_64")] x86::Avx2 => avx2::lowbit::mxfp4_rows,
+        ; scalar::plain_kernels::<RowsMxfp4>()
+    }
+    Plain<RowsNvfp4> {
+        #[cfg(target_arch = "x86_64")] x86::Avx2 => avx2::lowbit::nvfp4_rows,
+        ; scalar::plain_kernels::<RowsNvfp4>()
+    }
+    Plain<RowsQ1_0> {
+        #[cfg(target_arch = "x86_64")] x86::Avx2 => avx2::lowbit::q1_0_rows,
+        ; scalar::plain_kernels::<RowsQ1_0>()
+    }
+    Plain<RowsQ2_0> {
+        #[cfg(target_arch = "x86_64")] x86::Avx2 => avx2::lowbit::q2_0_rows,
+        ; scalar::plain_kernels::<RowsQ2_0>()
+    }
 }
 
 /// One entry per activation format: `[generics] Format { #[cfg] Token => constructor, ... }`;

@@ -3,7 +3,9 @@
 //! types whose GEMM decodes each weight block once for four activation rows). Their `#[inline(always)]` bodies
 //! are shared with the higher x86 sets, which compile them again with more features.
 
+pub(crate) mod grid;
 pub(crate) mod k_quants;
+pub(crate) mod lowbit;
 pub(crate) mod nibble;
 pub(crate) mod plain_rows;
 pub(crate) mod plain_tiles;
@@ -13,3 +15,6 @@ pub(crate) mod q5_0;
 pub(crate) mod q6_k;
 pub(crate) mod quantize;
 pub(crate) mod vecdot;
+
+#[cfg(test)]
+mod row_tests;

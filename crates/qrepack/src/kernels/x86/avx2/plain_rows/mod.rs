@@ -39,7 +39,7 @@ mod imp {
 
     /// `N` elements of `s` from `at` (constant offsets after inlining: the check folds away).
     #[inline(always)]
-    fn sub<T, const N: usize>(s: &[T], at: usize) -> &[T; N] {
+    pub(in crate::kernels::x86::avx2) fn sub<T, const N: usize>(s: &[T], at: usize) -> &[T; N] {
         s[at..at + N]
             .try_into()
             .expect("in-bounds fixed-size chunk")
@@ -50,7 +50,7 @@ mod imp {
     /// # Safety
     /// The CPU must support SSE2.
     #[inline(always)]
-    unsafe fn load16<T: bytemuck::Pod>(p: &[T; 16]) -> __m128i {
+    pub(in crate::kernels::x86::avx2) unsafe fn load16<T: bytemuck::Pod>(p: &[T; 16]) -> __m128i {
         assert_eq!(std::mem::size_of::<T>(), 1);
         // SAFETY: `p` is 16 one-byte elements; `loadu` has no alignment requirement.
         unsafe { _mm_loadu_si128(p.as_ptr().cast()) }
@@ -61,7 +61,7 @@ mod imp {
     /// # Safety
     /// The CPU must support AVX.
     #[inline(always)]
-    unsafe fn load32<T: bytemuck::Pod>(p: &[T; 32]) -> __m256i {
+    pub(in crate::kernels::x86::avx2) unsafe fn load32<T: bytemuck::Pod>(p: &[T; 32]) -> __m256i {
         assert_eq!(std::mem::size_of::<T>(), 1);
         // SAFETY: `p` is 32 one-byte elements; `loadu` has no alignment requirement.
         unsafe { _mm256_loadu_si256(p.as_ptr().cast()) }
@@ -72,7 +72,7 @@ mod imp {
     /// # Safety
     /// The CPU must support AVX.
     #[inline(always)]
-    unsafe fn load_bsums(b: &[i16; 16]) -> __m256i {
+    pub(in crate::kernels::x86::avx2) unsafe fn load_bsums(b: &[i16; 16]) -> __m256i {
         // SAFETY: 16 `i16` are 32 bytes; `loadu` has no alignment requirement.
         unsafe { _mm256_loadu_si256(b.as_ptr().cast()) }
     }
@@ -107,7 +107,7 @@ mod imp {
     /// # Safety
     /// The CPU must support AVX2.
     #[inline(always)]
-    unsafe fn nibbles32(qs: &[u8; 16]) -> __m256i {
+    pub(in crate::kernels::x86::avx2) unsafe fn nibbles32(qs: &[u8; 16]) -> __m256i {
         // SAFETY: register-only intrinsics of the caller's features; `load16` reads `qs`.
         unsafe {
             let x = load16(qs);
@@ -121,7 +121,7 @@ mod imp {
     /// # Safety
     /// The CPU must support AVX2.
     #[inline(always)]
-    unsafe fn bit_mask32(bits: u32) -> __m256i {
+    pub(in crate::kernels::x86::avx2) unsafe fn bit_mask32(bits: u32) -> __m256i {
         // SAFETY: register-only intrinsics of the caller's features.
         unsafe {
             let v = _mm256_set1_epi32(bits as i32);
@@ -170,7 +170,7 @@ mod imp {
     /// # Safety
     /// The CPU must support AVX2.
     #[inline(always)]
-    unsafe fn crumbs(qs: &[u8; 64]) -> [__m256i; 8] {
+    pub(in crate::kernels::x86::avx2) unsafe fn crumbs(qs: &[u8; 64]) -> [__m256i; 8] {
         // SAFETY: register-only intrinsics of the caller's features; `load32` reads `qs`.
         unsafe {
             let three = _mm256_set1_epi8(3);
@@ -188,7 +188,7 @@ mod imp {
 
     /// One weight block type of the plain layout with the routine that adds its products with
     /// `N` activation blocks to `N` accumulators.
-    pub(super) trait RowBlock: Sized {
+    pub(in crate::kernels::x86::avx2) trait RowBlock: Sized {
         /// The activation block type (the weight type's `vec_dot_type`).
         type Act;
         /// Adds `block · a[r]` to `acc[r]` (lanes summed at the end) and `extra[r]`.
@@ -628,16 +628,24 @@ mod imp {
 /// the type has them.
 macro_rules! block_rows {
     ($($w:ty, $a:ty => $gemv:ident, $gemm:ident, $ctor:ident $(, tiled $tiled:path)?;)*) => {$(
-        target_entries! { "avx2,fma,f16c";
-            fn $gemv(w: &[$w], a: &[$a], out: &mut [f32]) => gemv_body::<$w>;
-            fn $gemm(w: &[$w], a: &[$a], out: &mut [f32]) => gemm_body::<$w>;
+        $crate::kernel_api::target_entries! { "avx2,fma,f16c";
+            fn $gemv(w: &[$w], a: &[$a], out: &mut [f32])
+                => $crate::kernels::x86::avx2::plain_rows::gemv_body::<$w>;
+            fn $gemm(w: &[$w], a: &[$a], out: &mut [f32])
+                => $crate::kernels::x86::avx2::plain_rows::gemm_body::<$w>;
         }
 
         #[doc = concat!("The AVX2 plain-layout kernels of `", stringify!($w), "` rows.")]
-        pub(crate) fn $ctor(token: Avx2) -> Kernels<$w, $a, $a> {
+        pub(crate) fn $ctor(
+            token: $crate::kernels::x86::Avx2,
+        ) -> $crate::kernel_api::Kernels<$w, $a, $a> {
             let _ = token;
             #[allow(unused_mut)]
-            let mut kernels = Kernels::pair(KernelSet::Avx2, $gemv, $gemm);
+            let mut kernels = $crate::kernel_api::Kernels::pair(
+                $crate::cpu::KernelSet::Avx2,
+                $gemv,
+                $gemm,
+            );
             $( kernels.tiled = Some($tiled(token)); )?
             kernels
         }
@@ -649,7 +657,7 @@ macro_rules! block_rows {
 /// # Safety
 /// The CPU must support AVX2, FMA and F16C.
 #[inline(always)]
-unsafe fn gemv_body<W: imp::RowBlock>(w: &[W], a: &[W::Act], out: &mut [f32]) {
+pub(super) unsafe fn gemv_body<W: imp::RowBlock>(w: &[W], a: &[W::Act], out: &mut [f32]) {
     for (o, row) in out.iter_mut().zip(w.chunks_exact(a.len().max(1))) {
         // SAFETY: the caller's features.
         *o = unsafe { imp::rows_dot::<W, 1>(row, [a])[0] };
@@ -662,7 +670,7 @@ unsafe fn gemv_body<W: imp::RowBlock>(w: &[W], a: &[W::Act], out: &mut [f32]) {
 /// # Safety
 /// The CPU must support AVX2, FMA and F16C.
 #[inline(always)]
-unsafe fn gemm_body<W: imp::RowBlock>(w: &[W], a: &[W::Act], out: &mut [f32]) {
+pub(super) unsafe fn gemm_body<W: imp::RowBlock>(w: &[W], a: &[W::Act], out: &mut [f32]) {
     let nb = w.len().max(1);
     if out.len() == 4 && a.len() == 4 * nb {
         let (r0, rest) = a.split_at(nb);
@@ -678,6 +686,9 @@ unsafe fn gemm_body<W: imp::RowBlock>(w: &[W], a: &[W::Act], out: &mut [f32]) {
         *o = unsafe { imp::rows_dot::<W, 1>(w, [row])[0] };
     }
 }
+
+pub(super) use block_rows;
+pub(super) use imp::{bit_mask32, crumbs, load16, load32, load_bsums, nibbles32, sub, RowBlock};
 
 block_rows! {
     BlockQ2K, BlockQ8K => q2_k_gemv, q2_k_gemm, q2_k_rows, tiled super::plain_tiles::q2_k_tiled;

@@ -1,0 +1,576 @@
+//! AVX2 (+FMA+F16C) kernels of the plain layout for the grid types (IQ2_XXS, IQ2_XS, IQ2_S,
+//! IQ3_XXS, IQ3_S, IQ1_S, IQ1_M) against Q8_K.
+//!
+//! They are row blocks of `plain_rows` (`RowBlock`): the GEMV serves one activation row per
+//! weight row, the GEMM decodes each weight block once for the four rows of a quad. A block is
+//! walked group by group (32 weights): the group's grid points are read from their tables into
+//! one vector, signed, and multiplied with each activation row before the next group is
+//! decoded, so that only one decoded group and one integer accumulator per row are live.
+//!
+//! # Exactness
+//!
+//! Every block's integer sum is exact and equal to that of the portable kernels
+//! (`crate::vecdot::grid`); only the order of the `f32` scaling and accumulation differs, and a
+//! type's constant factor (1/8, 1/4) is taken into the block's scale (a power of two: exact).
+//!
+//! * IQ2 and IQ3 weights are signed grid values (`|w| <= 62`): `maddubs(|a|, sign(w, a))`, in
+//!   which `|a|` read as unsigned is exact for `a = -128` (applying the grid signs to the
+//!   activations instead would turn `-(-128)` into `-128`). A pair is at most `2 * 128 * 62`, a
+//!   block's lane sum at most `8 * 2 * 15872 * 31 < 2^24`, so its conversion to `f32` is exact.
+//! * IQ1 weights are `ls·(q + δ/8)` with `q` in {-1, 0, 1} and `δ = ±1`; eight times that is
+//!   the integer `ls·(8 q + δ)`, which the kernels take as the unsigned byte `u = 8 q + δ + 9`
+//!   (`0..=18`) times the scale, less `9·ls` times the activation sums (Q8_K's `bsums`, 16
+//!   weights each). The block's scale carries the 1/8.
+
+use crate::blocks::{BlockIq1M, BlockIq1S, BlockIq2S, BlockIq2Xs, BlockIq2Xxs, BlockIq3S};
+use crate::blocks::{BlockIq3Xxs, BlockQ8K};
+
+use super::plain_rows::block_rows;
+
+mod imp {
+    use std::arch::x86_64::*;
+
+    use super::super::lowbit::{half, mul_signed_pairs};
+    use super::super::plain_rows::{bit_mask32, load32, load_bsums, sub, RowBlock};
+    use crate::blocks::{
+        BlockIq1M, BlockIq1S, BlockIq2S, BlockIq2Xs, BlockIq2Xxs, BlockIq3S, BlockIq3Xxs, BlockQ8K,
+        F16Bits,
+    };
+    use crate::quant::grid::iq1_m_scale;
+    use crate::quant::grids::{
+        IQ1S_GRID, IQ2S_GRID, IQ2XS_GRID, IQ2XXS_GRID, IQ3S_GRID, IQ3XXS_GRID,
+    };
+
+    /// The odd scale `2 s + 1` of a 3- or 4-bit scale field.
+    #[inline(always)]
+    fn odd(s: u8) -> i16 {
+        2 * i16::from(s) + 1
+    }
+
+    #[inline(always)]
+    fn le_u16(b: &[u8], i: usize) -> u16 {
+        u16::from_le_bytes(*sub::<u8, 2>(b, 2 * i))
+    }
+
+    #[inline(always)]
+    fn le_u32(b: &[u8], at: usize) -> u32 {
+        u32::from_le_bytes(*sub::<u8, 4>(b, at))
+    }
+
+    /// The sign bytes of 32 7-bit sign codes (one per byte): each code with its parity as the
+    /// eighth bit (an even number of negated weights per 8), as `KSIGNS_IQ2XS` maps them,
+    /// group `g`'s four in word `g`. Decoded for the whole block at once: one table lookup
+    /// per code cost more than the group's products in a GEMV.
+    ///
+    /// # Safety
+    /// The CPU must support AVX2.
+    #[inline(always)]
+    unsafe fn sign_words(codes: __m256i) -> [u32; 8] {
+        // SAFETY: register-only intrinsics of the caller's features.
+        unsafe {
+            // 0x80 where a nibble has an odd number of bits set.
+            let odd = _mm256_setr_epi8(
+                0, -128, -128, 0, -128, 0, 0, -128, -128, 0, 0, -128, 0, -128, -128, 0, //
+                0, -128, -128, 0, -128, 0, 0, -128, -128, 0, 0, -128, 0, -128, -128, 0,
+            );
+            let low = _mm256_and_si256(codes, _mm256_set1_epi8(0x0f));
+            let high = _mm256_and_si256(_mm256_srli_epi16::<4>(codes), _mm256_set1_epi8(0x0f));
+            let parity = _mm256_xor_si256(
+                _mm256_shuffle_epi8(odd, low),
+                _mm256_shuffle_epi8(odd, high),
+            );
+            std::mem::transmute::<__m256i, [u32; 8]>(_mm256_or_si256(codes, parity))
+        }
+    }
+
+    /// The four 7-bit sign codes of each of eight words (bits `7l..7l+7`), one per byte.
+    ///
+    /// # Safety
+    /// The CPU must support AVX2.
+    #[inline(always)]
+    unsafe fn split_codes(words: __m256i) -> __m256i {
+        // SAFETY: register-only intrinsics of the caller's features.
+        unsafe {
+            let c0 = _mm256_and_si256(words, _mm256_set1_epi32(0x7f));
+            let c1 = _mm256_and_si256(_mm256_slli_epi32::<1>(words), _mm256_set1_epi32(0x7f00));
+            let c2 = _mm256_and_si256(_mm256_slli_epi32::<2>(words), _mm256_set1_epi32(0x7f_0000));
+            let c3 = _mm256_and_si256(
+                _mm256_slli_epi32::<3>(words),
+                _mm256_set1_epi32(0x7f00_0000),
+            );
+            _mm256_or_si256(_mm256_or_si256(c0, c1), _mm256_or_si256(c2, c3))
+        }
+    }
+
+    /// Four 8-byte grid points as one vector, point `l` in bytes `8l..8l+8`.
+    ///
+    /// # Safety
+    /// The CPU must support AVX.
+    #[inline(always)]
+    unsafe fn points64(p: [u64; 4]) -> __m256i {
+        // SAFETY: register-only intrinsics of the caller's features.
+        unsafe { _mm256_set_epi64x(p[3] as i64, p[2] as i64, p[1] as i64, p[0] as i64) }
+    }
+
+    /// Eight 4-byte grid points as one vector, point `k` in bytes `4k..4k+4`.
+    ///
+    /// # Safety
+    /// The CPU must support AVX.
+    #[inline(always)]
+    unsafe fn points32(p: [u32; 8]) -> __m256i {
+        let p = |k: usize| p[k] as i32;
+        // SAFETY: register-only intrinsics of the caller's features.
+        unsafe { _mm256_setr_epi32(p(0), p(1), p(2), p(3), p(4), p(5), p(6), p(7)) }
+    }
+
+    /// Grid magnitudes with bit `i` of `signs` negating byte `i`.
+    ///
+    /// # Safety
+    /// The CPU must support AVX2.
+    #[inline(always)]
+    unsafe fn signed(grid: __m256i, signs: u32) -> __m256i {
+        // SAFETY: register-only intrinsics of the caller's features.
+        unsafe {
+            let m = bit_mask32(signs);
+            _mm256_sub_epi8(_mm256_xor_si256(grid, m), m)
+        }
+    }
+
+    /// The `madd` operand of a group with one scale per 16 weights: `s0` in the low 128-bit
+    /// lane (weights 0..16), `s1` in the high one.
+    ///
+    /// # Safety
+    /// The CPU must support AVX.
+    #[inline(always)]
+    unsafe fn scale_halves(s0: i16, s1: i16) -> __m256i {
+        // SAFETY: register-only intrinsics of the caller's features.
+        unsafe { _mm256_set_m128i(_mm_set1_epi16(s1), _mm_set1_epi16(s0)) }
+    }
+
+    /// A grid type whose block is eight groups of 32 weights, each decoded to one vector of
+    /// bytes and the `i16` scales of its halves (`madd` operand).
+    ///
+    /// The decode is a trait rather than a closure: a closure does not inherit its caller's
+    /// target features, and when it is not inlined its intrinsics become calls.
+    trait GridBlock {
+        /// What the whole block decodes at once (sign words, scales).
+        type Prep;
+        /// The block's weight scale times the type's constant factor (a power of two), in
+        /// lane 0.
+        ///
+        /// # Safety
+        /// The CPU must support F16C.
+        unsafe fn scale(&self) -> __m128;
+        /// # Safety
+        /// The CPU must support AVX2.
+        unsafe fn prepare(&self) -> Self::Prep;
+        /// Group `g`'s bytes and scales.
+        ///
+        /// # Safety
+        /// The CPU must support AVX2.
+        unsafe fn group(&self, prep: &Self::Prep, g: usize) -> (__m256i, __m256i);
+    }
+
+    /// `d` times `factor` in lane 0.
+    ///
+    /// # Safety
+    /// The CPU must support F16C.
+    #[inline(always)]
+    unsafe fn block_scale(d: F16Bits, factor: f32) -> __m128 {
+        // SAFETY: register-only intrinsics of the caller's features.
+        unsafe { _mm_mul_ss(half(d), _mm_set_ss(factor)) }
+    }
+
+    /// Adds the block's scale times `d_a` times `isum[r]` to `acc[r]`.
+    ///
+    /// # Safety
+    /// The CPU must support AVX2 and FMA.
+    #[inline(always)]
+    unsafe fn scale_rows<const N: usize>(
+        d: __m128,
+        a: [&BlockQ8K; N],
+        isum: [__m256i; N],
+        acc: &mut [__m256; N],
+    ) {
+        // SAFETY: register-only intrinsics of the caller's features.
+        unsafe {
+            for r in 0..N {
+                let dr = _mm256_broadcastss_ps(_mm_mul_ss(d, _mm_set_ss(a[r].d)));
+                acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[r]), dr, acc[r]);
+            }
+        }
+    }
+
+    /// One block of signed grid groups: `d·d_a·Σ_g Σ sc·w·a`, each group multiplied with every
+    /// row before the next one is decoded.
+    ///
+    /// # Safety
+    /// The CPU must support AVX2, FMA and F16C.
+    #[inline(always)]
+    unsafe fn signed_groups<B: GridBlock, const N: usize>(
+        b: &B,
+        a: [&BlockQ8K; N],
+        acc: &mut [__m256; N],
+    ) {
+        // SAFETY: register-only intrinsics of the caller's features; loads go through
+        // fixed-size references.
+        unsafe {
+            let prep = b.prepare();
+            let mut isum = [_mm256_setzero_si256(); N];
+            for g in 0..8 {
+                let (w, sc) = b.group(&prep, g);
+                for r in 0..N {
+                    let av = load32(sub::<i8, 32>(&a[r].qs, 32 * g));
+                    let p = _mm256_madd_epi16(mul_signed_pairs(w, av), sc);
+                    isum[r] = _mm256_add_epi32(isum[r], p);
+                }
+            }
+            scale_rows(b.scale(), a, isum, acc);
+        }
+    }
+
+    /// One block of IQ1 groups: `d·d_a·(Σ_g Σ sc·u·a + Σ_h coef_h·bsum_h)` with the unsigned
+    /// bytes `u` of the groups and the `i16` factor `coef` (the prepared value) of each
+    /// 16-weight activation sum.
+    ///
+    /// # Safety
+    /// The CPU must support AVX2, FMA and F16C.
+    #[inline(always)]
+    unsafe fn shifted_groups<B: GridBlock<Prep = Iq1Prep>, const N: usize>(
+        b: &B,
+        a: [&BlockQ8K; N],
+        acc: &mut [__m256; N],
+    ) {
+        // SAFETY: register-only intrinsics of the caller's features; loads go through
+        // fixed-size references.
+        unsafe {
+            let prep = b.prepare();
+            let mut isum = [_mm256_setzero_si256(); N];
+            for r in 0..N {
+                isum[r] = _mm256_madd_epi16(load_bsums(&a[r].bsums), prep.coef);
+            }
+            for g in 0..8 {
+                let (u, sc) = b.group(&prep, g);
+                for r in 0..N {
+                    let av = load32(sub::<i8, 32>(&a[r].qs, 32 * g));
+                    let p = _mm256_madd_epi16(_mm256_maddubs_epi16(u, av), sc);
+                    isum[r] = _mm256_add_epi32(isum[r], p);
+                }
+            }
+            scale_rows(b.scale(), a, isum, acc);
+        }
+    }
+
+    /// Row blocks of the grid types through `signed_groups` or `shifted_groups`.
+    macro_rules! grid_row_blocks {
+        ($($block:ty => $body:ident;)*) => {$(
+            impl RowBlock for $block {
+                type Act = BlockQ8K;
+                #[inline(always)]
+                unsafe fn accumulate<const N: usize>(
+                    &self,
+                    a: [&BlockQ8K; N],
+                    acc: &mut [__m256; N],
+                    _: &mut [f32; N],
+                ) {
+                    // SAFETY: the caller's features.
+                    unsafe { $body(self, a, acc) }
+                }
+            }
+        )*};
+    }
+
+    grid_row_blocks! {
+        BlockIq2Xxs => signed_groups;
+        BlockIq2Xs => signed_groups;
+        BlockIq2S => signed_groups;
+        BlockIq3Xxs => signed_groups;
+        BlockIq3S => signed_groups;
+        BlockIq1S => shifted_groups;
+        BlockIq1M => shifted_groups;
+    }
+
+    impl GridBlock for BlockIq2Xxs {
+        type Prep = [u32; 8];
+        #[inline(always)]
+        unsafe fn scale(&self) -> __m128 {
+            // SAFETY: the caller's features.
+            unsafe { block_scale(self.d, 0.125) }
+        }
+        #[inline(always)]
+        unsafe fn prepare(&self) -> [u32; 8] {
+            // SAFETY: register-only intrinsics of the caller's features; loads go through
+            // fixed-size references.
+            unsafe {
+                // Group `g`: four index bytes, then a word of four sign codes and the scale;
+                // the words are the odd dwords of `qs`.
+                let q0 = _mm256_castsi256_ps(load32(sub::<u8, 32>(&self.qs, 0)));
+                let q1 = _mm256_castsi256_ps(load32(sub::<u8, 32>(&self.qs, 32)));
+                let words = _mm256_castps_si256(_mm256_shuffle_ps::<0xdd>(q0, q1));
+                sign_words(split_codes(_mm256_permute4x64_epi64::<0xd8>(words)))
+            }
+        }
+        #[inline(always)]
+        unsafe fn group(&self, signs: &[u32; 8], g: usize) -> (__m256i, __m256i) {
+            let idx = sub::<u8, 4>(&self.qs, 8 * g);
+            let aux = le_u32(&self.qs, 8 * g + 4);
+            // SAFETY: register-only intrinsics of the caller's features.
+            unsafe {
+                let point = |l: usize| IQ2XXS_GRID[usize::from(idx[l])];
+                let grid = points64([point(0), point(1), point(2), point(3)]);
+                let sc = _mm256_set1_epi16(odd((aux >> 28) as u8));
+                (signed(grid, signs[g]), sc)
+            }
+        }
+    }
+
+    impl GridBlock for BlockIq2Xs {
+        type Prep = [u32; 8];
+        #[inline(always)]
+        unsafe fn scale(&self) -> __m128 {
+            // SAFETY: the caller's features.
+            unsafe { block_scale(self.d, 0.125) }
+        }
+        #[inline(always)]
+        unsafe fn prepare(&self) -> [u32; 8] {
+            // SAFETY: register-only intrinsics of the caller's features; loads go through
+            // fixed-size references.
+            unsafe {
+                // Each 16-bit entry: a 9-bit grid index and a 7-bit sign code. The codes as
+                // bytes in order (`packus` interleaves the 128-bit lanes of its operands).
+                let c0 = _mm256_srli_epi16::<9>(load32(sub::<u8, 32>(&self.qs, 0)));
+                let c1 = _mm256_srli_epi16::<9>(load32(sub::<u8, 32>(&self.qs, 32)));
+                sign_words(_mm256_permute4x64_epi64::<0xd8>(_mm256_packus_epi16(
+                    c0, c1,
+                )))
+            }
+        }
+        #[inline(always)]
+        unsafe fn group(&self, signs: &[u32; 8], g: usize) -> (__m256i, __m256i) {
+            let point = |l: usize| IQ2XS_GRID[usize::from(le_u16(&self.qs, 4 * g + l) & 511)];
+            let s = self.scales[g];
+            // SAFETY: register-only intrinsics of the caller's features.
+            unsafe {
+                let grid = points64([point(0), point(1), point(2), point(3)]);
+                let sc = scale_halves(odd(s & 0x0f), odd(s >> 4));
+                (signed(grid, signs[g]), sc)
+            }
+        }
+    }
+
+    impl GridBlock for BlockIq2S {
+        type Prep = ();
+        #[inline(always)]
+        unsafe fn scale(&self) -> __m128 {
+            // SAFETY: the caller's features.
+            unsafe { block_scale(self.d, 0.125) }
+        }
+        #[inline(always)]
+        unsafe fn prepare(&self) {}
+        #[inline(always)]
+        unsafe fn group(&self, _: &(), g: usize) -> (__m256i, __m256i) {
+            // Low 8 index bits in `qs[..32]`, the top 2 of point `l` in bits 2l, 2l + 1 of
+            // `qh[g]`; the 8 sign bits of each point stored in `qs[32..]`.
+            let low = sub::<u8, 4>(&self.qs, 4 * g);
+            let qh = usize::from(self.qh[g]);
+            let index = |l: usize| usize::from(low[l]) | (((qh >> (2 * l)) & 3) << 8);
+            let point = |l: usize| IQ2S_GRID[index(l)];
+            let points = [point(0), point(1), point(2), point(3)];
+            let s = self.scales[g];
+            // SAFETY: register-only intrinsics of the caller's features.
+            unsafe {
+                let sc = scale_halves(odd(s & 0x0f), odd(s >> 4));
+                (signed(points64(points), le_u32(&self.qs, 32 + 4 * g)), sc)
+            }
+        }
+    }
+
+    impl GridBlock for BlockIq3Xxs {
+        type Prep = [u32; 8];
+        #[inline(always)]
+        unsafe fn scale(&self) -> __m128 {
+            // SAFETY: the caller's features.
+            unsafe { block_scale(self.d, 0.25) }
+        }
+        #[inline(always)]
+        unsafe fn prepare(&self) -> [u32; 8] {
+            // SAFETY: register-only intrinsics of the caller's features; the load goes
+            // through a fixed-size reference.
+            unsafe { sign_words(split_codes(load32(sub::<u8, 32>(&self.qs, 64)))) }
+        }
+        #[inline(always)]
+        unsafe fn group(&self, signs: &[u32; 8], g: usize) -> (__m256i, __m256i) {
+            let idx = sub::<u8, 8>(&self.qs, 8 * g);
+            let aux = le_u32(&self.qs, 64 + 4 * g);
+            // SAFETY: register-only intrinsics of the caller's features.
+            unsafe {
+                let point = |k: usize| IQ3XXS_GRID[usize::from(idx[k])];
+                let grid = points32([
+                    point(0),
+                    point(1),
+                    point(2),
+                    point(3),
+                    point(4),
+                    point(5),
+                    point(6),
+                    point(7),
+                ]);
+                let sc = _mm256_set1_epi16(odd((aux >> 28) as u8));
+                (signed(grid, signs[g]), sc)
+            }
+        }
+    }
+
+    impl GridBlock for BlockIq3S {
+        type Prep = ();
+        #[inline(always)]
+        unsafe fn scale(&self) -> __m128 {
+            // SAFETY: the caller's features.
+            unsafe { block_scale(self.d, 1.0) }
+        }
+        #[inline(always)]
+        unsafe fn prepare(&self) {}
+        #[inline(always)]
+        unsafe fn group(&self, _: &(), g: usize) -> (__m256i, __m256i) {
+            // Point `k`'s 9th index bit is bit `k` of `qh[g]`.
+            let idx = sub::<u8, 8>(&self.qs, 8 * g);
+            let qh = usize::from(self.qh[g]);
+            let index = |k: usize| usize::from(idx[k]) | (((qh >> k) & 1) << 8);
+            let point = |k: usize| IQ3S_GRID[index(k)];
+            let points = [
+                point(0),
+                point(1),
+                point(2),
+                point(3),
+                point(4),
+                point(5),
+                point(6),
+                point(7),
+            ];
+            let s = (self.scales[g / 2] >> (4 * (g % 2))) & 0x0f;
+            // SAFETY: register-only intrinsics of the caller's features.
+            unsafe {
+                let w = signed(points32(points), le_u32(&self.signs, 4 * g));
+                (w, _mm256_set1_epi16(odd(s)))
+            }
+        }
+    }
+
+    /// Grid values `q` in {-1, 0, 1} (one byte each) as `u = 8 q + 9 + δ`, with `base` holding
+    /// `9 + δ` (8 or 10) per byte.
+    ///
+    /// # Safety
+    /// The CPU must support AVX2.
+    #[inline(always)]
+    unsafe fn iq1_bytes(grid: __m256i, base: __m256i) -> __m256i {
+        // SAFETY: register-only intrinsics of the caller's features.
+        unsafe { _mm256_add_epi8(_mm256_sign_epi8(_mm256_set1_epi8(8), grid), base) }
+    }
+
+    /// `9 + δ` for a shift sign: 8 when negative, else 10.
+    #[inline(always)]
+    fn iq1_base(negative: bool) -> i8 {
+        if negative {
+            8
+        } else {
+            10
+        }
+    }
+
+    /// What an IQ1 block decodes at once: the odd scale of each 16 weights and the factor of
+    /// each 16-weight activation sum (`-9` times that scale).
+    struct Iq1Prep {
+        ls: [i16; 16],
+        coef: __m256i,
+    }
+
+    /// # Safety
+    /// The CPU must support AVX.
+    #[inline(always)]
+    unsafe fn iq1_prep(ls: [i16; 16]) -> Iq1Prep {
+        let coef = ls.map(|s| -9 * s);
+        // SAFETY: 16 `i16` are 32 bytes; `loadu` has no alignment requirement.
+        let coef = unsafe { _mm256_loadu_si256(coef.as_ptr().cast()) };
+        Iq1Prep { ls, coef }
+    }
+
+    impl GridBlock for BlockIq1S {
+        type Prep = Iq1Prep;
+        #[inline(always)]
+        unsafe fn scale(&self) -> __m128 {
+            // SAFETY: the caller's features.
+            unsafe { block_scale(self.d, 0.125) }
+        }
+        #[inline(always)]
+        unsafe fn prepare(&self) -> Iq1Prep {
+            // Per group: 3 high index bits per point, the 3-bit scale, the shift sign.
+            let ls: [i16; 16] =
+                std::array::from_fn(|h| odd(((le_u16(&self.qh, h / 2) >> 12) & 7) as u8));
+            // SAFETY: the caller's features.
+            unsafe { iq1_prep(ls) }
+        }
+        #[inline(always)]
+        unsafe fn group(&self, prep: &Iq1Prep, g: usize) -> (__m256i, __m256i) {
+            let h = usize::from(le_u16(&self.qh, g));
+            let index = |l: usize| usize::from(self.qs[4 * g + l]) | (((h >> (3 * l)) & 7) << 8);
+            let point = |l: usize| IQ1S_GRID[index(l)];
+            let points = [point(0), point(1), point(2), point(3)];
+            // SAFETY: register-only intrinsics of the caller's features.
+            unsafe {
+                let base = _mm256_set1_epi8(iq1_base(h & 0x8000 != 0));
+                let sc = _mm256_set1_epi16(prep.ls[2 * g]);
+                (iq1_bytes(points64(points), base), sc)
+            }
+        }
+    }
+
+    impl GridBlock for BlockIq1M {
+        type Prep = Iq1Prep;
+        #[inline(always)]
+        unsafe fn scale(&self) -> __m128 {
+            // SAFETY: the caller's features.
+            unsafe { block_scale(iq1_m_scale(self), 0.125) }
+        }
+        #[inline(always)]
+        unsafe fn prepare(&self) -> Iq1Prep {
+            // Scale of half `h` (16 weights) of group `g`: 3 bits at `6 g + 3 h` of the
+            // little-endian scale words.
+            let ls: [i16; 16] = std::array::from_fn(|k| {
+                let (g, h) = (k / 2, k % 2);
+                let word = le_u16(&self.scales, g / 2);
+                odd(((word >> (6 * (g % 2) + 3 * h)) & 7) as u8)
+            });
+            // SAFETY: the caller's features.
+            unsafe { iq1_prep(ls) }
+        }
+        #[inline(always)]
+        unsafe fn group(&self, prep: &Iq1Prep, g: usize) -> (__m256i, __m256i) {
+            // Point `l`'s nibble of `qh`: 3 high index bits and the shift sign, in the low
+            // nibble for even `l`, the high one for odd `l`.
+            let nibble = |l: usize| usize::from(self.qh[2 * g + l / 2] >> (4 * (l % 2))) & 0x0f;
+            let index = |l: usize| usize::from(self.qs[4 * g + l]) | ((nibble(l) & 7) << 8);
+            let point = |l: usize| IQ1S_GRID[index(l)];
+            let points = [point(0), point(1), point(2), point(3)];
+            let base = |l: usize| i64::from(iq1_base(nibble(l) & 8 != 0)) * 0x0101_0101_0101_0101;
+            // SAFETY: register-only intrinsics of the caller's features.
+            unsafe {
+                let base = _mm256_set_epi64x(base(3), base(2), base(1), base(0));
+                let sc = scale_halves(prep.ls[2 * g], prep.ls[2 * g + 1]);
+                (iq1_bytes(points64(points), base), sc)
+            }
+        }
+    }
+}
+
+block_rows! {
+    BlockIq2Xxs, BlockQ8K => iq2_xxs_gemv, iq2_xxs_gemm, iq2_xxs_rows;
+    BlockIq2Xs, BlockQ8K => iq2_xs_gemv, iq2_xs_gemm, iq2_xs_rows;
+    BlockIq2S, BlockQ8K => iq2_s_gemv, iq2_s_gemm, iq2_s_rows;
+    BlockIq3Xxs, BlockQ8K => iq3_xxs_gemv, iq3_xxs_gemm, iq3_xxs_rows;
+    BlockIq3S, BlockQ8K => iq3_s_gemv, iq3_s_gemm, iq3_s_rows;
+    BlockIq1S, BlockQ8K => iq1_s_gemv, iq1_s_gemm, iq1_s_rows;
+    BlockIq1M, BlockQ8K => iq1_m_gemv, iq1_m_gemm, iq1_m_rows;
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,254 @@
+//! The kernels of this module against the portable `vec_dot`s and the exact product
+//! (`super::super::row_tests`, where the tolerance is derived), on random blocks (every quant
+//! bit pattern, `-128` activations included), and on blocks at the edge of the integer ranges.
+
+use super::*;
+use crate::blocks::F16Bits;
+use crate::rng::SplitMix64 as Rng;
+use crate::types::GgmlType;
+use crate::vecdot;
+
+use super::super::row_tests::{avx2, compare_matmul, compare_rows, random, scale};
+
+fn random_q8_0(rng: &mut Rng) -> BlockQ8_0 {
+    BlockQ8_0 {
+        d: F16Bits::from_f32(scale(rng)),
+        ..random(rng)
+    }
+}
+
+fn q8_0_values(a: &[BlockQ8_0]) -> Vec<f64> {
+    a.iter()
+        .flat_map(|b| b.qs.map(|q| f64::from(b.d.to_f32()) * f64::from(q)))
+        .collect()
+}
+
+fn random_q8_0s<const K: usize>(rng: &mut Rng) -> [BlockQ8_0; K] {
+    std::array::from_fn(|_| random_q8_0(rng))
+}
+
+fn q8_0s_values<const K: usize>(a: &[[BlockQ8_0; K]]) -> Vec<f64> {
+    q8_0_values(a.as_flattened())
+}
+
+fn random_q8_k(rng: &mut Rng) -> BlockQ8K {
+    let mut b: BlockQ8K = random(rng);
+    b.d = scale(rng);
+    for (s, g) in b.bsums.iter_mut().zip(b.qs.chunks_exact(16)) {
+        *s = g.iter().map(|&q| i16::from(q)).sum();
+    }
+    b
+}
+
+fn q8_k_values(a: &[BlockQ8K]) -> Vec<f64> {
+    a.iter()
+        .flat_map(|b| b.qs.map(|q| f64::from(b.d) * f64::from(q)))
+        .collect()
+}
+
+fn half(rng: &mut Rng) -> F16Bits {
+    F16Bits::from_f32(scale(rng))
+}
+
+fn random_tq1_0(rng: &mut Rng) -> BlockTq1_0 {
+    BlockTq1_0 {
+        d: half(rng),
+        ..random(rng)
+    }
+}
+
+fn random_tq2_0(rng: &mut Rng) -> BlockTq2_0 {
+    BlockTq2_0 {
+        d: half(rng),
+        ..random(rng)
+    }
+}
+
+fn random_q1_0(rng: &mut Rng) -> BlockQ1_0 {
+    BlockQ1_0 {
+        d: half(rng),
+        ..random(rng)
+    }
+}
+
+fn random_q2_0(rng: &mut Rng) -> BlockQ2_0 {
+    BlockQ2_0 {
+        d: half(rng),
+        ..random(rng)
+    }
+}
+
+/// NVFP4 blocks with every scale byte (zero, subnormal, `0x7f` and the ignored top bit
+/// included) and every quant code.
+fn random_nvfp4(rng: &mut Rng) -> BlockNvfp4 {
+    random(rng)
+}
+
+#[test]
+fn ternary_types_equal_portable_and_exact() {
+    let Some(cpu) = avx2() else { return };
+    compare_rows(
+        GgmlType::TQ2_0,
+        1,
+        tq2_0_rows(cpu),
+        vecdot::vec_dot_tq2_0_q8_k,
+        random_tq2_0,
+        random_q8_k,
+        q8_k_values,
+    );
+    compare_matmul(GgmlType::TQ2_0, 1, random_tq2_0);
+    compare_rows(
+        GgmlType::TQ1_0,
+        1,
+        tq1_0_rows(cpu),
+        vecdot::vec_dot_tq1_0_q8_k,
+        random_tq1_0,
+        random_q8_k,
+        q8_k_values,
+    );
+    compare_matmul(GgmlType::TQ1_0, 1, random_tq1_0);
+}
+
+#[test]
+fn nvfp4_equals_portable_and_exact() {
+    let Some(cpu) = avx2() else { return };
+    compare_rows(
+        GgmlType::NVFP4,
+        4,
+        nvfp4_rows(cpu),
+        vecdot::vec_dot_nvfp4_q8_0,
+        random_nvfp4,
+        random_q8_0s::<2>,
+        q8_0s_values::<2>,
+    );
+    compare_matmul(GgmlType::NVFP4, 4, random_nvfp4);
+}
+
+#[test]
+fn q1_0_and_q2_0_equal_portable_and_exact() {
+    let Some(cpu) = avx2() else { return };
+    compare_rows(
+        GgmlType::Q1_0,
+        4,
+        q1_0_rows(cpu),
+        vecdot::vec_dot_q1_0_q8_0,
+        random_q1_0,
+        random_q8_0s::<4>,
+        q8_0s_values::<4>,
+    );
+    compare_matmul(GgmlType::Q1_0, 4, random_q1_0);
+    compare_rows(
+        GgmlType::Q2_0,
+        2,
+        q2_0_rows(cpu),
+        vecdot::vec_dot_q2_0_q8_0,
+        random_q2_0,
+        random_q8_0s::<2>,
+        q8_0s_values::<2>,
+    );
+    compare_matmul(GgmlType::Q2_0, 2, random_q2_0);
+}
+
+/// Every scale byte of NVFP4 (as the portable decoder reads it), and the extreme quants of the
+/// 1- and 2-bit and ternary types against `-128`.
+#[test]
+fn lowbit_extremes_are_exact() {
+    let Some(cpu) = avx2() else { return };
+    let one = F16Bits::from_f32(1.0);
+    let a8 = BlockQ8_0 {
+        d: one,
+        qs: [-128; 32],
+    };
+    let mut out = [0.0f32; 1];
+    for byte in 0..=255u8 {
+        // Scale group 0 only, every quant 12 (code 7).
+        let w = BlockNvfp4 {
+            d: [byte, 0, 0, 0],
+            qs: [0x77; 32],
+        };
+        let want = 16.0 * crate::blocks::ue4m3_half_to_f32(byte) * 12.0 * -128.0;
+        (nvfp4_rows(cpu).gemv)(&[w], &[[a8; 2]], &mut out);
+        assert_eq!(out[0], want, "NVFP4 scale byte {byte:#04x}");
+        assert_eq!(vecdot::vec_dot_nvfp4_q8_0(&[w], &[[a8; 2]]), want);
+    }
+    for (bits, sign) in [(0x00u8, -1.0f32), (0xff, 1.0)] {
+        let w = BlockQ1_0 {
+            d: one,
+            qs: [bits; 16],
+        };
+        (q1_0_rows(cpu).gemv)(&[w], &[[a8; 4]], &mut out);
+        assert_eq!(out[0], 128.0 * sign * -128.0);
+    }
+    for (bits, q) in [(0x00u8, -1.0f32), (0xff, 2.0)] {
+        let w = BlockQ2_0 {
+            d: one,
+            qs: [bits; 16],
+        };
+        (q2_0_rows(cpu).gemv)(&[w], &[[a8; 2]], &mut out);
+        assert_eq!(out[0], 64.0 * q * -128.0);
+    }
+    let ak = BlockQ8K {
+        d: 1.0,
+        qs: [-128; 256],
+        bsums: [-128 * 16; 16],
+    };
+    let w = BlockTq2_0 {
+        qs: [0xff; 64],
+        d: one,
+    };
+    (tq2_0_rows(cpu).gemv)(&[w], &[ak], &mut out);
+    assert_eq!(out[0], 256.0 * 2.0 * -128.0);
+    // TQ1_0: byte 0 is every digit 0 (weight -1).
+    let w = BlockTq1_0 {
+        qs: [0; 48],
+        qh: [0; 4],
+        d: one,
+    };
+    (tq1_0_rows(cpu).gemv)(&[w], &[ak], &mut out);
+    assert_eq!(out[0], 256.0 * 128.0);
+}
+
+/// MXFP4 blocks with exponents 2^-20 .. 2^11: every code of the quants, finite products.
+fn random_mxfp4(rng: &mut Rng) -> BlockMxfp4 {
+    BlockMxfp4 {
+        e: 108 + (rng.next_u64() % 32) as u8,
+        ..random(rng)
+    }
+}
+
+#[test]
+fn mxfp4_equals_portable_and_exact() {
+    let Some(cpu) = avx2() else { return };
+    compare_rows(
+        GgmlType::MXFP4,
+        1,
+        mxfp4_rows(cpu),
+        vecdot::vec_dot_mxfp4_q8_0,
+        random_mxfp4,
+        random_q8_0,
+        q8_0_values,
+    );
+    compare_matmul(GgmlType::MXFP4, 1, random_mxfp4);
+}
+
+/// Every weight ±12 (codes 7 and 15) against `-128`: the largest pair sums of the products.
+#[test]
+fn mxfp4_extremes_are_exact() {
+    let Some(cpu) = avx2() else { return };
+    let a = BlockQ8_0 {
+        d: F16Bits::from_f32(1.0),
+        qs: [-128; 32],
+    };
+    for (code, value) in [(0x77u8, 12.0f32), (0xff, -12.0)] {
+        // e = 127: the halved scale 2^-1 times the doubled values.
+        let w = BlockMxfp4 {
+            e: 127,
+            qs: [code; 16],
+        };
+        let want = 32.0 * 0.5 * value * -128.0;
+        let mut out = [0.0f32; 1];
+        (mxfp4_rows(cpu).gemv)(&[w], &[a], &mut out);
+        assert_eq!(out[0], want);
+        assert_eq!(vecdot::vec_dot_mxfp4_q8_0(&[w], &[a]), want);
+    }
+}
