@@ -284,9 +284,9 @@ kernel_table! {
     // vec_dot) and batch 32, noisy (a shared machine): IQ2_XXS 1.14 (9.1, ggml 1.14) and 18;
     // IQ2_XS 1.60 (10.1, 1.08) and 21; IQ2_S 1.57 (9.7, 1.13) and 17; IQ3_XXS 1.36 (9.2,
     // 1.55) and 18; IQ3_S 1.88 (12.2, 1.75) and 20; IQ1_S 1.18 (8.1, 1.09) and 14; IQ1_M
-    // 1.97 (12.0, 1.04) and 20; TQ1_0 1.01 (4.6, 0.55) and 12; TQ2_0 0.22 (3.5, 0.33) and 6.4;
-    // MXFP4 0.80 (9.3, 0.75) and 18 (ggml 24); NVFP4 1.07 (13.6, 1.10) and 21; Q1_0 0.70
-    // (9.0, 0.53) and 18; Q2_0 0.91 (14.1, 8.7) and 21.
+    // 1.97 (12.0, 1.04) and 20; TQ1_0 0.67 (4.6, 0.55) and 8.9; TQ2_0 0.22 (3.5, 0.33) and 6.4;
+    // MXFP4 0.80 (9.3, 0.75) and 18 (ggml 24); NVFP4 0.98 (13.6, 1.10) and 20; Q1_0 0.65
+    // (9.0, 0.53) and 15; Q2_0 0.88 (14.1, 8.7) and 19.
     Plain<RowsIq2Xxs> {
         #[cfg(target_arch = "x86_64")] x86::Avx2 => avx2::grid::iq2_xxs_rows,
         ; scalar::plain_kernels::<RowsIq2Xxs>()
