@@ -31,7 +31,9 @@ mod imp {
     use std::arch::x86_64::*;
 
     use super::super::lowbit::{half, mul_signed_pairs};
-    use super::super::plain_rows::{bit_mask32, load32, load_bsums, sub, RowBlock};
+    use super::super::plain_rows::{
+        bit_mask32, group_scale_pairs, load32, load_bsums, sub, RowBlock,
+    };
     use crate::blocks::{
         BlockIq1M, BlockIq1S, BlockIq2S, BlockIq2Xs, BlockIq2Xxs, BlockIq3S, BlockIq3Xxs, BlockQ8K,
         F16Bits,
@@ -133,6 +135,31 @@ mod imp {
         unsafe {
             let m = bit_mask32(signs);
             _mm256_sub_epi8(_mm256_xor_si256(grid, m), m)
+        }
+    }
+
+    /// The odd scales `2 s + 1` of the 16 nibbles of 8 bytes (the low nibble of byte `g` for
+    /// weights `32 g..32 g + 16`, the high one for the next 16) as the `madd` operands of the
+    /// eight groups: one vector per block instead of two broadcasts and a lane insert per
+    /// group.
+    ///
+    /// # Safety
+    /// The CPU must support AVX2.
+    #[inline(always)]
+    unsafe fn nibble_scale_pairs(scales: &[u8; 8]) -> [__m256i; 8] {
+        // SAFETY: register-only intrinsics of the caller's features.
+        unsafe {
+            let x = _mm_cvtsi64_si128(i64::from_le_bytes(*scales));
+            let m4 = _mm_set1_epi8(0x0f);
+            let s = _mm_unpacklo_epi8(
+                _mm_and_si128(x, m4),
+                _mm_and_si128(_mm_srli_epi16::<4>(x), m4),
+            );
+            let s = _mm256_cvtepu8_epi16(s);
+            group_scale_pairs(_mm256_add_epi16(
+                _mm256_add_epi16(s, s),
+                _mm256_set1_epi16(1),
+            ))
         }
     }
 
@@ -325,14 +352,14 @@ mod imp {
     }
 
     impl GridBlock for BlockIq2Xs {
-        type Prep = [u32; 8];
+        type Prep = ([u32; 8], [__m256i; 8]);
         #[inline(always)]
         unsafe fn scale(&self) -> __m128 {
             // SAFETY: the caller's features.
             unsafe { block_scale(self.d, 0.125) }
         }
         #[inline(always)]
-        unsafe fn prepare(&self) -> [u32; 8] {
+        unsafe fn prepare(&self) -> ([u32; 8], [__m256i; 8]) {
             // SAFETY: register-only intrinsics of the caller's features; loads go through
             // fixed-size references.
             unsafe {
@@ -340,35 +367,35 @@ mod imp {
                 // bytes in order (`packus` interleaves the 128-bit lanes of its operands).
                 let c0 = _mm256_srli_epi16::<9>(load32(sub::<u8, 32>(&self.qs, 0)));
                 let c1 = _mm256_srli_epi16::<9>(load32(sub::<u8, 32>(&self.qs, 32)));
-                sign_words(_mm256_permute4x64_epi64::<0xd8>(_mm256_packus_epi16(
-                    c0, c1,
-                )))
+                let codes = _mm256_permute4x64_epi64::<0xd8>(_mm256_packus_epi16(c0, c1));
+                (sign_words(codes), nibble_scale_pairs(&self.scales))
             }
         }
         #[inline(always)]
-        unsafe fn group(&self, signs: &[u32; 8], g: usize) -> (__m256i, __m256i) {
+        unsafe fn group(&self, prep: &Self::Prep, g: usize) -> (__m256i, __m256i) {
             let point = |l: usize| IQ2XS_GRID[usize::from(le_u16(&self.qs, 4 * g + l) & 511)];
-            let s = self.scales[g];
             // SAFETY: register-only intrinsics of the caller's features.
             unsafe {
                 let grid = points64([point(0), point(1), point(2), point(3)]);
-                let sc = scale_halves(odd(s & 0x0f), odd(s >> 4));
-                (signed(grid, signs[g]), sc)
+                (signed(grid, prep.0[g]), prep.1[g])
             }
         }
     }
 
     impl GridBlock for BlockIq2S {
-        type Prep = ();
+        type Prep = [__m256i; 8];
         #[inline(always)]
         unsafe fn scale(&self) -> __m128 {
             // SAFETY: the caller's features.
             unsafe { block_scale(self.d, 0.125) }
         }
         #[inline(always)]
-        unsafe fn prepare(&self) {}
+        unsafe fn prepare(&self) -> [__m256i; 8] {
+            // SAFETY: the caller's features.
+            unsafe { nibble_scale_pairs(&self.scales) }
+        }
         #[inline(always)]
-        unsafe fn group(&self, _: &(), g: usize) -> (__m256i, __m256i) {
+        unsafe fn group(&self, scales: &[__m256i; 8], g: usize) -> (__m256i, __m256i) {
             // Low 8 index bits in `qs[..32]`, the top 2 of point `l` in bits 2l, 2l + 1 of
             // `qh[g]`; the 8 sign bits of each point stored in `qs[32..]`.
             let low = sub::<u8, 4>(&self.qs, 4 * g);
@@ -376,11 +403,10 @@ mod imp {
             let index = |l: usize| usize::from(low[l]) | (((qh >> (2 * l)) & 3) << 8);
             let point = |l: usize| IQ2S_GRID[index(l)];
             let points = [point(0), point(1), point(2), point(3)];
-            let s = self.scales[g];
             // SAFETY: register-only intrinsics of the caller's features.
             unsafe {
-                let sc = scale_halves(odd(s & 0x0f), odd(s >> 4));
-                (signed(points64(points), le_u32(&self.qs, 32 + 4 * g)), sc)
+                let w = signed(points64(points), le_u32(&self.qs, 32 + 4 * g));
+                (w, scales[g])
             }
         }
     }
