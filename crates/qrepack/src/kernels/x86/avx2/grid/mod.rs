@@ -31,7 +31,9 @@ mod imp {
     use std::arch::x86_64::*;
 
     use super::super::lowbit::{half, mul_signed_pairs};
-    use super::super::plain_rows::{bit_mask32, load32, load_bsums, sub, RowBlock};
+    use super::super::plain_rows::{
+        bit_mask32, group_scale_pairs, load32, load_bsums, sub, RowBlock,
+    };
     use crate::blocks::{
         BlockIq1M, BlockIq1S, BlockIq2S, BlockIq2Xs, BlockIq2Xxs, BlockIq3S, BlockIq3Xxs, BlockQ8K,
         F16Bits,
@@ -136,15 +138,29 @@ mod imp {
         }
     }
 
-    /// The `madd` operand of a group with one scale per 16 weights: `s0` in the low 128-bit
-    /// lane (weights 0..16), `s1` in the high one.
+    /// The odd scales `2 s + 1` of the 16 nibbles of 8 bytes (the low nibble of byte `g` for
+    /// weights `32 g..32 g + 16`, the high one for the next 16) as the `madd` operands of the
+    /// eight groups: one vector per block instead of two broadcasts and a lane insert per
+    /// group.
     ///
     /// # Safety
-    /// The CPU must support AVX.
+    /// The CPU must support AVX2.
     #[inline(always)]
-    unsafe fn scale_halves(s0: i16, s1: i16) -> __m256i {
+    unsafe fn nibble_scale_pairs(scales: &[u8; 8]) -> [__m256i; 8] {
         // SAFETY: register-only intrinsics of the caller's features.
-        unsafe { _mm256_set_m128i(_mm_set1_epi16(s1), _mm_set1_epi16(s0)) }
+        unsafe {
+            let x = _mm_cvtsi64_si128(i64::from_le_bytes(*scales));
+            let m4 = _mm_set1_epi8(0x0f);
+            let s = _mm_unpacklo_epi8(
+                _mm_and_si128(x, m4),
+                _mm_and_si128(_mm_srli_epi16::<4>(x), m4),
+            );
+            let s = _mm256_cvtepu8_epi16(s);
+            group_scale_pairs(_mm256_add_epi16(
+                _mm256_add_epi16(s, s),
+                _mm256_set1_epi16(1),
+            ))
+        }
     }
 
     /// A grid type whose block is eight groups of 32 weights, each decoded to one vector of
@@ -325,14 +341,14 @@ mod imp {
     }
 
     impl GridBlock for BlockIq2Xs {
-        type Prep = [u32; 8];
+        type Prep = ([u32; 8], [__m256i; 8]);
         #[inline(always)]
         unsafe fn scale(&self) -> __m128 {
             // SAFETY: the caller's features.
             unsafe { block_scale(self.d, 0.125) }
         }
         #[inline(always)]
-        unsafe fn prepare(&self) -> [u32; 8] {
+        unsafe fn prepare(&self) -> ([u32; 8], [__m256i; 8]) {
             // SAFETY: register-only intrinsics of the caller's features; loads go through
             // fixed-size references.
             unsafe {
@@ -340,35 +356,35 @@ mod imp {
                 // bytes in order (`packus` interleaves the 128-bit lanes of its operands).
                 let c0 = _mm256_srli_epi16::<9>(load32(sub::<u8, 32>(&self.qs, 0)));
                 let c1 = _mm256_srli_epi16::<9>(load32(sub::<u8, 32>(&self.qs, 32)));
-                sign_words(_mm256_permute4x64_epi64::<0xd8>(_mm256_packus_epi16(
-                    c0, c1,
-                )))
+                let codes = _mm256_permute4x64_epi64::<0xd8>(_mm256_packus_epi16(c0, c1));
+                (sign_words(codes), nibble_scale_pairs(&self.scales))
             }
         }
         #[inline(always)]
-        unsafe fn group(&self, signs: &[u32; 8], g: usize) -> (__m256i, __m256i) {
+        unsafe fn group(&self, prep: &Self::Prep, g: usize) -> (__m256i, __m256i) {
             let point = |l: usize| IQ2XS_GRID[usize::from(le_u16(&self.qs, 4 * g + l) & 511)];
-            let s = self.scales[g];
             // SAFETY: register-only intrinsics of the caller's features.
             unsafe {
                 let grid = points64([point(0), point(1), point(2), point(3)]);
-                let sc = scale_halves(odd(s & 0x0f), odd(s >> 4));
-                (signed(grid, signs[g]), sc)
+                (signed(grid, prep.0[g]), prep.1[g])
             }
         }
     }
 
     impl GridBlock for BlockIq2S {
-        type Prep = ();
+        type Prep = [__m256i; 8];
         #[inline(always)]
         unsafe fn scale(&self) -> __m128 {
             // SAFETY: the caller's features.
             unsafe { block_scale(self.d, 0.125) }
         }
         #[inline(always)]
-        unsafe fn prepare(&self) {}
+        unsafe fn prepare(&self) -> [__m256i; 8] {
+            // SAFETY: the caller's features.
+            unsafe { nibble_scale_pairs(&self.scales) }
+        }
         #[inline(always)]
-        unsafe fn group(&self, _: &(), g: usize) -> (__m256i, __m256i) {
+        unsafe fn group(&self, scales: &[__m256i; 8], g: usize) -> (__m256i, __m256i) {
             // Low 8 index bits in `qs[..32]`, the top 2 of point `l` in bits 2l, 2l + 1 of
             // `qh[g]`; the 8 sign bits of each point stored in `qs[32..]`.
             let low = sub::<u8, 4>(&self.qs, 4 * g);
@@ -376,11 +392,10 @@ mod imp {
             let index = |l: usize| usize::from(low[l]) | (((qh >> (2 * l)) & 3) << 8);
             let point = |l: usize| IQ2S_GRID[index(l)];
             let points = [point(0), point(1), point(2), point(3)];
-            let s = self.scales[g];
             // SAFETY: register-only intrinsics of the caller's features.
             unsafe {
-                let sc = scale_halves(odd(s & 0x0f), odd(s >> 4));
-                (signed(points64(points), le_u32(&self.qs, 32 + 4 * g)), sc)
+                let w = signed(points64(points), le_u32(&self.qs, 32 + 4 * g));
+                (w, scales[g])
             }
         }
     }
@@ -477,21 +492,103 @@ mod imp {
         }
     }
 
-    /// What an IQ1 block decodes at once: the odd scale of each 16 weights and the factor of
-    /// each 16-weight activation sum (`-9` times that scale).
+    /// What an IQ1 block decodes at once: the 11-bit grid index of each of its 32 points, the
+    /// odd scales of each 16 weights as the groups' `madd` operands, and the factor of each
+    /// 16-weight activation sum (`-9` times its scale). Decoding them for the whole block in
+    /// vector registers took most of the scalar work out of the groups.
     struct Iq1Prep {
-        ls: [i16; 16],
+        index: [u16; 32],
+        scales: [__m256i; 8],
         coef: __m256i,
     }
 
+    /// The 3-bit field `k % 4` (bits `3 (k % 4)..`) of 16-bit word `k / 4` of `words`, for the
+    /// 16 `i16` lanes `k`; `words` holds the four words of the low 128-bit lane's lanes in its
+    /// bytes 0..8 and those of the high lane's in bytes 8..16.
+    ///
     /// # Safety
-    /// The CPU must support AVX.
+    /// The CPU must support AVX2.
     #[inline(always)]
-    unsafe fn iq1_prep(ls: [i16; 16]) -> Iq1Prep {
-        let coef = ls.map(|s| -9 * s);
-        // SAFETY: 16 `i16` are 32 bytes; `loadu` has no alignment requirement.
-        let coef = unsafe { _mm256_loadu_si256(coef.as_ptr().cast()) };
-        Iq1Prep { ls, coef }
+    unsafe fn fields3(words: __m128i) -> __m256i {
+        // SAFETY: register-only intrinsics of the caller's features.
+        unsafe {
+            let spread = _mm256_shuffle_epi8(
+                _mm256_broadcastsi128_si256(words),
+                _mm256_setr_epi8(
+                    0, 1, 0, 1, 0, 1, 0, 1, 2, 3, 2, 3, 2, 3, 2, 3, //
+                    12, 13, 12, 13, 12, 13, 12, 13, 14, 15, 14, 15, 14, 15, 14, 15,
+                ),
+            );
+            // Field j to the top 3 bits by a multiply (a shift left by 13 - 3 j), then down.
+            let up = _mm256_setr_epi16(
+                1 << 13,
+                1 << 10,
+                1 << 7,
+                1 << 4,
+                1 << 13,
+                1 << 10,
+                1 << 7,
+                1 << 4, //
+                1 << 13,
+                1 << 10,
+                1 << 7,
+                1 << 4,
+                1 << 13,
+                1 << 10,
+                1 << 7,
+                1 << 4,
+            );
+            _mm256_srli_epi16::<13>(_mm256_mullo_epi16(spread, up))
+        }
+    }
+
+    /// The 16-bit words `w0, w1` and `w2, w3` of `v` (8 bytes, words 0..4) placed as
+    /// [`fields3`] reads them.
+    ///
+    /// # Safety
+    /// The CPU must support SSE2.
+    #[inline(always)]
+    unsafe fn word_pairs(v: u64) -> __m128i {
+        // SAFETY: register-only intrinsics of the caller's features.
+        unsafe {
+            let x = _mm_cvtsi64_si128(v as i64);
+            // Words 2, 3 to bytes 12..16.
+            _mm_or_si128(x, _mm_slli_si128::<8>(x))
+        }
+    }
+
+    /// The block's prepared values from its 32 low index bytes, the 3 high bits of each index
+    /// (`i16` lanes, points 0..16 and 16..32) and the 3-bit scale fields of the 16 halves.
+    ///
+    /// # Safety
+    /// The CPU must support AVX2.
+    #[inline(always)]
+    unsafe fn iq1_prep(qs: &[u8; 32], high: [__m256i; 2], fields: __m256i) -> Iq1Prep {
+        // SAFETY: register-only intrinsics of the caller's features; loads go through
+        // fixed-size references.
+        unsafe {
+            let mut index = [0u16; 32];
+            for (h, out) in index.chunks_exact_mut(16).enumerate() {
+                let low = _mm256_cvtepu8_epi16(_mm_loadu_si128(
+                    sub::<u8, 16>(qs, 16 * h).as_ptr().cast(),
+                ));
+                let v = _mm256_or_si256(low, _mm256_slli_epi16::<8>(high[h]));
+                _mm256_storeu_si256(out.as_mut_ptr().cast(), v);
+            }
+            let ls = _mm256_add_epi16(_mm256_add_epi16(fields, fields), _mm256_set1_epi16(1));
+            Iq1Prep {
+                index,
+                scales: group_scale_pairs(ls),
+                coef: _mm256_mullo_epi16(ls, _mm256_set1_epi16(-9)),
+            }
+        }
+    }
+
+    /// The four grid points of group `g` (indices below 2048 by their mask).
+    #[inline(always)]
+    fn iq1_points(prep: &Iq1Prep, g: usize) -> [u64; 4] {
+        let point = |l: usize| IQ1S_GRID[usize::from(prep.index[4 * g + l] & 0x7ff)];
+        [point(0), point(1), point(2), point(3)]
     }
 
     impl GridBlock for BlockIq1S {
@@ -503,23 +600,30 @@ mod imp {
         }
         #[inline(always)]
         unsafe fn prepare(&self) -> Iq1Prep {
-            // Per group: 3 high index bits per point, the 3-bit scale, the shift sign.
-            let ls: [i16; 16] =
-                std::array::from_fn(|h| odd(((le_u16(&self.qh, h / 2) >> 12) & 7) as u8));
-            // SAFETY: the caller's features.
-            unsafe { iq1_prep(ls) }
+            // Word g of `qh`: the 3 high index bits of point l at 3 l, the group's 3-bit scale
+            // at 12, its shift sign at 15.
+            let word = |i: usize| u64::from_le_bytes(*sub::<u8, 8>(&self.qh, 8 * i));
+            // SAFETY: register-only intrinsics of the caller's features.
+            unsafe {
+                let high = [fields3(word_pairs(word(0))), fields3(word_pairs(word(1)))];
+                // The scale field, one per group, for both halves of the group.
+                let qh = _mm_loadu_si128(self.qh.as_ptr().cast());
+                let sc = _mm_and_si128(_mm_srli_epi16::<12>(qh), _mm_set1_epi16(7));
+                let fields =
+                    _mm256_set_m128i(_mm_unpackhi_epi16(sc, sc), _mm_unpacklo_epi16(sc, sc));
+                iq1_prep(&self.qs, high, fields)
+            }
         }
         #[inline(always)]
         unsafe fn group(&self, prep: &Iq1Prep, g: usize) -> (__m256i, __m256i) {
-            let h = usize::from(le_u16(&self.qh, g));
-            let index = |l: usize| usize::from(self.qs[4 * g + l]) | (((h >> (3 * l)) & 7) << 8);
-            let point = |l: usize| IQ1S_GRID[index(l)];
-            let points = [point(0), point(1), point(2), point(3)];
+            let negative = self.qh[2 * g + 1] & 0x80 != 0;
             // SAFETY: register-only intrinsics of the caller's features.
             unsafe {
-                let base = _mm256_set1_epi8(iq1_base(h & 0x8000 != 0));
-                let sc = _mm256_set1_epi16(prep.ls[2 * g]);
-                (iq1_bytes(points64(points), base), sc)
+                let base = _mm256_set1_epi8(iq1_base(negative));
+                (
+                    iq1_bytes(points64(iq1_points(prep, g)), base),
+                    prep.scales[g],
+                )
             }
         }
     }
@@ -533,30 +637,46 @@ mod imp {
         }
         #[inline(always)]
         unsafe fn prepare(&self) -> Iq1Prep {
-            // Scale of half `h` (16 weights) of group `g`: 3 bits at `6 g + 3 h` of the
-            // little-endian scale words.
-            let ls: [i16; 16] = std::array::from_fn(|k| {
-                let (g, h) = (k / 2, k % 2);
-                let word = le_u16(&self.scales, g / 2);
-                odd(((word >> (6 * (g % 2) + 3 * h)) & 7) as u8)
-            });
-            // SAFETY: the caller's features.
-            unsafe { iq1_prep(ls) }
+            // SAFETY: register-only intrinsics of the caller's features; loads go through
+            // fixed-size references.
+            unsafe {
+                // Point p's 3 high index bits: bits 0..3 of `qh[p / 2]` for even p, 4..7 for
+                // odd p (bits 3 and 7 are the shift signs).
+                let q = _mm256_cvtepu8_epi16(_mm_loadu_si128(self.qh.as_ptr().cast()));
+                let seven = _mm256_set1_epi16(7);
+                let even = _mm256_and_si256(q, seven);
+                let odd = _mm256_and_si256(_mm256_srli_epi16::<4>(q), seven);
+                // `unpack` interleaves within 128-bit lanes: points 0..8 | 16..24 and
+                // 8..16 | 24..32, put back in order by the lane permutes.
+                let lo = _mm256_unpacklo_epi16(even, odd);
+                let hi = _mm256_unpackhi_epi16(even, odd);
+                let high = [
+                    _mm256_permute2x128_si256::<0x20>(lo, hi),
+                    _mm256_permute2x128_si256::<0x31>(lo, hi),
+                ];
+                // Scale of half k (16 weights): 3 bits at 3 (k % 4) of scale word k / 4.
+                let fields = fields3(word_pairs(u64::from_le_bytes(self.scales)));
+                iq1_prep(&self.qs, high, fields)
+            }
         }
         #[inline(always)]
         unsafe fn group(&self, prep: &Iq1Prep, g: usize) -> (__m256i, __m256i) {
-            // Point `l`'s nibble of `qh`: 3 high index bits and the shift sign, in the low
-            // nibble for even `l`, the high one for odd `l`.
-            let nibble = |l: usize| usize::from(self.qh[2 * g + l / 2] >> (4 * (l % 2))) & 0x0f;
-            let index = |l: usize| usize::from(self.qs[4 * g + l]) | ((nibble(l) & 7) << 8);
-            let point = |l: usize| IQ1S_GRID[index(l)];
-            let points = [point(0), point(1), point(2), point(3)];
-            let base = |l: usize| i64::from(iq1_base(nibble(l) & 8 != 0)) * 0x0101_0101_0101_0101;
+            // The shift signs of the group's four 8-weight runs: bits 3, 7, 11, 15 of its two
+            // `qh` bytes, one per 64-bit lane.
+            let h = u16::from_le_bytes([self.qh[2 * g], self.qh[2 * g + 1]]);
             // SAFETY: register-only intrinsics of the caller's features.
             unsafe {
-                let base = _mm256_set_epi64x(base(3), base(2), base(1), base(0));
-                let sc = scale_halves(prep.ls[2 * g], prep.ls[2 * g + 1]);
-                (iq1_bytes(points64(points), base), sc)
+                let sel = _mm256_setr_epi64x(0x8, 0x80, 0x800, 0x8000);
+                let v = _mm256_and_si256(_mm256_set1_epi16(h as i16), sel);
+                let negative = _mm256_cmpeq_epi64(v, sel);
+                let base = _mm256_sub_epi8(
+                    _mm256_set1_epi8(iq1_base(false)),
+                    _mm256_and_si256(negative, _mm256_set1_epi8(2)),
+                );
+                (
+                    iq1_bytes(points64(iq1_points(prep, g)), base),
+                    prep.scales[g],
+                )
             }
         }
     }

@@ -124,24 +124,30 @@ mod imp {
         }
     }
 
-    /// Digit `n` of each byte of a TQ1_0 field, where `pow3` holds `3^n` in every `i16` lane
-    /// (the same for both bytes of a lane): the byte times `3^n` modulo 256 is a fixed-point
-    /// fraction whose top base-3 digit is `(b·3) >> 8`. AVX2 has no byte multiply, so the even
-    /// and odd bytes are multiplied in `i16` lanes apart, each with its byte in the lane's high
-    /// half so that `mulhi` by 3 leaves the digit.
+    /// Three times each byte, modulo 256.
     ///
     /// # Safety
     /// The CPU must support AVX2.
     #[inline(always)]
-    unsafe fn trits(x: __m256i, pow3: __m256i) -> __m256i {
+    unsafe fn times3(x: __m256i) -> __m256i {
+        // SAFETY: register-only intrinsics of the caller's features.
+        unsafe { _mm256_add_epi8(x, _mm256_add_epi8(x, x)) }
+    }
+
+    /// The top base-3 digit `(3 b) >> 8` of each byte `b` (a TQ1_0 byte times `3^n` modulo 256
+    /// is a fixed-point fraction whose top digit is digit `n`): 1 from `b >= 86`, 2 from
+    /// `b >= 171`, counted with two unsigned compares (`max(b, t) == b`).
+    ///
+    /// # Safety
+    /// The CPU must support AVX2.
+    #[inline(always)]
+    unsafe fn top_trit(b: __m256i) -> __m256i {
         // SAFETY: register-only intrinsics of the caller's features.
         unsafe {
-            let three = _mm256_set1_epi16(3);
-            let even = _mm256_slli_epi16::<8>(_mm256_mullo_epi16(x, pow3));
-            let odd = _mm256_mullo_epi16(_mm256_and_si256(x, _mm256_set1_epi16(-256)), pow3);
-            let even = _mm256_mulhi_epu16(even, three);
-            let odd = _mm256_slli_epi16::<8>(_mm256_mulhi_epu16(odd, three));
-            _mm256_or_si256(even, odd)
+            // Each mask is -1 where it holds: the digit is minus their sum.
+            let one = _mm256_cmpeq_epi8(_mm256_max_epu8(b, _mm256_set1_epi8(86)), b);
+            let two = _mm256_cmpeq_epi8(_mm256_max_epu8(b, _mm256_set1_epi8(171u8 as i8)), b);
+            _mm256_sub_epi8(_mm256_setzero_si256(), _mm256_add_epi8(one, two))
         }
     }
 
@@ -159,22 +165,37 @@ mod imp {
             unsafe {
                 // Digits 0..5 of `qs[..32]` are weights 0..160; digits n, n + 1 of
                 // `qs[32..48]` (one per 128-bit lane) weights 160 + 16 n ..; digit 4 of those
-                // and the four digits of `qh` (4 bytes each) the last 32.
-                let head = load32(sub::<u8, 32>(&self.qs, 0));
-                let mid = _mm256_broadcastsi128_si256(load16(sub::<u8, 16>(&self.qs, 32)));
-                let qh = _mm_set1_epi32(i32::from_le_bytes(self.qh));
-                let tail = _mm256_set_m128i(qh, load16(sub::<u8, 16>(&self.qs, 32)));
-                let tail_pow3 =
-                    _mm256_setr_epi16(81, 81, 81, 81, 81, 81, 81, 81, 1, 1, 3, 3, 9, 9, 27, 27);
+                // and the four digits of `qh` (4 bytes each) the last 32. Byte `b` times `3^n`
+                // is `b` tripled `n` times.
+                let h0 = load32(sub::<u8, 32>(&self.qs, 0));
+                let h1 = times3(h0);
+                let h2 = times3(h1);
+                let h3 = times3(h2);
+                let h4 = times3(h3);
+                let m0 = _mm256_set_m128i(_mm_setzero_si128(), load16(sub::<u8, 16>(&self.qs, 32)));
+                let m0 = _mm256_inserti128_si256::<1>(m0, _mm256_castsi256_si128(times3(m0)));
+                let m2 = times3(times3(m0));
+                // [digit 4 of qs[32..48] | qh with digit n in dword n]: the low lane of
+                // `m2` tripled twice, the high one `qh` times 1, 3, 9, 27 by dword.
+                let q0 = _mm_set1_epi32(i32::from_le_bytes(self.qh));
+                let q1 = _mm256_castsi256_si128(times3(_mm256_castsi128_si256(q0)));
+                let q2 = _mm256_castsi256_si128(times3(_mm256_castsi128_si256(q1)));
+                let q3 = _mm256_castsi256_si128(times3(_mm256_castsi128_si256(q2)));
+                let qh = _mm_blend_epi32::<0b1100>(
+                    _mm_blend_epi32::<0b0010>(q0, q1),
+                    _mm_blend_epi32::<0b1000>(q2, q3),
+                );
+                let d4 = _mm256_castsi256_si128(times3(times3(m2)));
+                let tail = _mm256_set_m128i(qh, d4);
                 let t = [
-                    trits(head, _mm256_set1_epi16(1)),
-                    trits(head, _mm256_set1_epi16(3)),
-                    trits(head, _mm256_set1_epi16(9)),
-                    trits(head, _mm256_set1_epi16(27)),
-                    trits(head, _mm256_set1_epi16(81)),
-                    trits(mid, _mm256_set_m128i(_mm_set1_epi16(3), _mm_set1_epi16(1))),
-                    trits(mid, _mm256_set_m128i(_mm_set1_epi16(27), _mm_set1_epi16(9))),
-                    trits(tail, tail_pow3),
+                    top_trit(h0),
+                    top_trit(h1),
+                    top_trit(h2),
+                    top_trit(h3),
+                    top_trit(h4),
+                    top_trit(m0),
+                    top_trit(m2),
+                    top_trit(tail),
                 ];
                 ternary_rows(&t, self.d, a, acc)
             }
@@ -189,13 +210,14 @@ mod imp {
     /// The CPU must support AVX and F16C.
     #[inline(always)]
     unsafe fn act_scales<const K: usize>(a: &[BlockQ8_0; K]) -> __m256 {
-        let mut bits = [0u8; 8];
-        for (k, b) in a.iter().enumerate() {
-            bits[2 * k..2 * k + 2].copy_from_slice(&b.d.0);
-        }
+        // Assembled in a register: bytes stored one by one and read back as a word stall the
+        // load on store forwarding.
+        let bits = a.iter().enumerate().fold(0u64, |bits, (k, b)| {
+            bits | (u64::from(u16::from_le_bytes(b.d.0)) << (16 * k))
+        });
         // SAFETY: register-only intrinsics of the caller's features.
         unsafe {
-            let v = _mm_cvtph_ps(_mm_cvtsi64_si128(u64::from_le_bytes(bits) as i64));
+            let v = _mm_cvtph_ps(_mm_cvtsi64_si128(bits as i64));
             let v = if K == 2 { _mm_unpacklo_ps(v, v) } else { v };
             _mm256_set_m128(v, v)
         }

@@ -144,7 +144,7 @@ mod imp {
     /// # Safety
     /// The CPU must support AVX2.
     #[inline(always)]
-    unsafe fn group_scale_pairs(scales: __m256i) -> [__m256i; 8] {
+    pub(in crate::kernels::x86::avx2) unsafe fn group_scale_pairs(scales: __m256i) -> [__m256i; 8] {
         // SAFETY: register-only intrinsics of the caller's features.
         unsafe {
             let low = _mm256_permute4x64_epi64::<0x44>(scales);
@@ -688,7 +688,9 @@ pub(super) unsafe fn gemm_body<W: imp::RowBlock>(w: &[W], a: &[W::Act], out: &mu
 }
 
 pub(super) use block_rows;
-pub(super) use imp::{bit_mask32, crumbs, load16, load32, load_bsums, nibbles32, sub, RowBlock};
+pub(super) use imp::{
+    bit_mask32, crumbs, group_scale_pairs, load16, load32, load_bsums, nibbles32, sub, RowBlock,
+};
 
 block_rows! {
     BlockQ2K, BlockQ8K => q2_k_gemv, q2_k_gemm, q2_k_rows, tiled super::plain_tiles::q2_k_tiled;
