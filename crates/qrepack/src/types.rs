@@ -315,9 +315,10 @@ impl GgmlType {
         }
     }
 
-    /// True for the types [`crate::quantize`] can produce. ggml quantizes the others (the grid,
-    /// ternary and FP4 types, Q1_0 and Q2_0) with searches qrepack does not reproduce yet; they
-    /// load, dequantize and multiply all the same.
+    /// True for the types [`crate::quantize`] can produce. The others are grid types: ggml
+    /// quantizes IQ1_S, IQ1_M, IQ2_XXS and IQ2_XS only with an importance matrix, and the rest
+    /// with searches qrepack does not reproduce yet; they load, dequantize and multiply all the
+    /// same.
     ///
     /// ```
     /// use qrepack::GgmlType;
@@ -334,12 +335,6 @@ impl GgmlType {
                 | GgmlType::IQ3_S
                 | GgmlType::IQ2_S
                 | GgmlType::IQ1_M
-                | GgmlType::TQ1_0
-                | GgmlType::TQ2_0
-                | GgmlType::MXFP4
-                | GgmlType::NVFP4
-                | GgmlType::Q1_0
-                | GgmlType::Q2_0
         )
     }
 }
