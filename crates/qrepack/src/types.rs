@@ -315,10 +315,9 @@ impl GgmlType {
         }
     }
 
-    /// True for the types [`crate::quantize`] can produce. The others are grid types: ggml
-    /// quantizes IQ1_S, IQ1_M, IQ2_XXS and IQ2_XS only with an importance matrix, and the rest
-    /// with searches qrepack does not reproduce yet; they load, dequantize and multiply all the
-    /// same.
+    /// True for the types [`crate::quantize`] can produce: all but IQ1_S, IQ1_M, IQ2_XXS and
+    /// IQ2_XS, which ggml quantizes only with an importance matrix; they load, dequantize and
+    /// multiply all the same.
     ///
     /// ```
     /// use qrepack::GgmlType;
@@ -328,13 +327,7 @@ impl GgmlType {
     pub const fn is_quantizable(self) -> bool {
         !matches!(
             self,
-            GgmlType::IQ2_XXS
-                | GgmlType::IQ2_XS
-                | GgmlType::IQ3_XXS
-                | GgmlType::IQ1_S
-                | GgmlType::IQ3_S
-                | GgmlType::IQ2_S
-                | GgmlType::IQ1_M
+            GgmlType::IQ2_XXS | GgmlType::IQ2_XS | GgmlType::IQ1_S | GgmlType::IQ1_M
         )
     }
 }
