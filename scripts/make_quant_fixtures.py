@@ -57,6 +57,10 @@ REF_ONLY = {"q8_1", "q8_K"}  # not handled by ggml_quantize_chunk: use from_floa
 # so inputs at the edges of f32 (subnormal blocks whose inverse scale overflows, huge values,
 # powers of two and halfway points) decide their bytes: only they get the "edge" input.
 EDGE_TYPES = {"mxfp4", "tq2_0", "tq1_0", "nvfp4", "q1_0", "q2_0"}
+# The grid searches skip groups below a threshold (or exactly zero), weight values by their
+# squares (which underflow for tiny values) and force even sign patterns (IQ3_XXS): the "gaps"
+# input has such groups between ordinary ones, for the types added with it.
+GAPS_TYPES = EDGE_TYPES | {"iq3_xxs", "iq3_s", "iq2_s"}
 
 
 def splitmix64(seed, n):
@@ -135,6 +139,28 @@ def inputs():
     for g in range(16):
         e[3, 16 * g:16 * g + 16] = base[3, 16 * g:16 * g + 16] * np.float32(10.0 ** (3 * g - 40))
     ins["edge_4x256"] = (4, n, e.reshape(-1))
+
+    g = splitmix64(17, 4 * n).reshape(4, n).copy()
+    # 0: all-zero groups of 32 between ordinary ones (first, middle, last)
+    g[0, 0:32] = 0.0
+    g[0, 96:128] = 0.0
+    g[0, 224:256] = 0.0
+    # 1: a group whose squares underflow, one below the fitting threshold, a group of 16 zeros
+    #    next to 16 values, and values of 1e3
+    g[1, 0:32] *= np.float32(1e-25)
+    g[1, 32:64] *= np.float32(3e-9)
+    g[1, 64:80] = 0.0
+    g[1, 128:] *= np.float32(1e3)
+    # 2: sparse spikes (most combinations of levels are off the grid)
+    g[2] = 0.0
+    g[2, 3::23] = np.float32(1.5)
+    g[2, 11::37] = np.float32(-0.75)
+    # 3: all negative, equal magnitudes in places (ties in the sign-parity choice)
+    g[3] = -np.abs(g[3])
+    g[3, 0:8] = -1.0
+    g[3, 64:72] = np.float32(-0.5)
+    g[3, 72:80] = np.float32(0.5)
+    ins["gaps_4x256"] = (4, n, g.reshape(-1))
     return ins
 
 
@@ -217,7 +243,8 @@ def main():
         manifest.append(f"{iname} {rows} {cols}")
     for tname, tid, bs in TYPES:
         for iname, (rows, cols, x) in ins.items():
-            if cols % bs or (iname.startswith("edge") and tname not in EDGE_TYPES):
+            if cols % bs or (iname.startswith("edge") and tname not in EDGE_TYPES) \
+                    or (iname.startswith("gaps") and tname not in GAPS_TYPES):
                 continue
             mode = "ref" if tname in REF_ONLY else "chunk"
             ggml_bytes = harness(exe, tid, mode, rows, cols, x)

@@ -238,8 +238,12 @@ fn round_trip_is_close() {
     for ty in GgmlType::ALL.into_iter().filter(|t| t.is_quantizable()) {
         let bs = ty.block_size().max(32);
         for (name, inp) in &inputs {
-            // the edge input holds values beyond the range of f16 scales, on purpose
-            if inp.cols % ty.block_size() != 0 || name.starts_with("edge") {
+            // The edge input holds values beyond the range of f16 scales, on purpose. In the gaps
+            // input, IQ3_S blocks have all-zero groups: ggml (and so qrepack) then writes the
+            // grid indices and signs of the groups after them one group early, so those groups
+            // decode with their neighbours' points; the bytes are checked against ggml's.
+            let ggml_shifts_groups = ty == GgmlType::IQ3_S && name.starts_with("gaps");
+            if inp.cols % ty.block_size() != 0 || name.starts_with("edge") || ggml_shifts_groups {
                 continue;
             }
             assert_round_trip(ty, name, &inp.x, inp.rows, inp.cols, bs);
