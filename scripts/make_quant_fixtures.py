@@ -16,7 +16,8 @@ hand-made "awkward" rows; expected bytes come from:
     ggml from npm cui-llama.rn 1.12.2 = llama.cpp build 10375, commit ba360ef).
 
 The 4x256 random input uses the generator of /work/shared/peer/ggml_mm_bench (seed 42), so for
-q4_0/q4_K/iq4_nl/q8_0 the script also checks the harness against `ggml_mm_bench --dump`.
+q4_0/q4_K/iq4_nl/q8_0 and the types of GAPS_TYPES the script also checks the harness against
+`ggml_mm_bench --dump`.
 
 Usage (needs numpy + gguf, gcc/g++ and the peer build):
     python3 -m venv /tmp/qfix-venv && /tmp/qfix-venv/bin/pip install gguf numpy
@@ -212,7 +213,7 @@ def check_against_bench(peer, exe, x):
         print("ggml_mm_bench not found, skipping the bench cross-check")
         return
     for name, tid, _ in TYPES:
-        if name not in ("q4_0", "q4_K", "iq4_nl", "q8_0"):
+        if name not in ("q4_0", "q4_K", "iq4_nl", "q8_0") and name not in GAPS_TYPES:
             continue
         with tempfile.TemporaryDirectory() as td:
             subprocess.run([bench, "--type", name, "--M", "4", "--K", "256", "--N", "1",

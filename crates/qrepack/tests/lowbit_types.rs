@@ -245,3 +245,16 @@ fn quantize_refuses_the_types_it_cannot_reproduce() {
         }
     }
 }
+
+#[test]
+fn quantize_reproduces_the_weights_of_ggml_mul_mat() {
+    // The peer benchmark's W: splitmix64 seed 42, quantized by ggml_quantize_chunk (the build
+    // with ggml's default floating-point contraction; the per-type fixtures in
+    // quantize_fixtures.rs come from a build without it).
+    let mut rng = SplitMix64::new(42);
+    let x: Vec<f32> = (0..M * K).map(|_| rng.uniform_pm1()).collect();
+    for ty in TYPES.into_iter().filter(|t| t.is_quantizable()) {
+        let want = read(&format!("ggml/{ty}_off/w_q.bin"));
+        assert!(quantize(ty, &x, M, K).unwrap() == want, "{ty}");
+    }
+}
