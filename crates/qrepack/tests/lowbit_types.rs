@@ -7,7 +7,9 @@
 //! * `QMatrix::matmul` against ggml's `mul_mat` (`ggml_mm_bench --M 16 --K 512 --N 7 --repack off
 //!   --dump`, `y_f32.bin`), for 1, 5 and 7 activation rows;
 //! * each plain `vec_dot` against the f64 reference on random blocks (every bit pattern of the
-//!   quants, awkward row counts and lengths).
+//!   quants, awkward row counts and lengths);
+//! * `quantize`, for the types it takes, against the bench's quantized weights (`w_q.bin`), and
+//!   its refusal of the types ggml quantizes only with an importance matrix.
 //!
 //! `scripts/make_ggml_output_fixtures.sh` (`NEW_TYPES`) regenerates the fixtures.
 

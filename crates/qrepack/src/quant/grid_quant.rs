@@ -190,7 +190,8 @@ struct Fit {
 impl Search {
     /// Rounds the sub-groups of `xval` at inverse scale `id` to levels in `l`, replacing a
     /// combination off the grid with its best candidate at `scale`; returns whether each
-    /// sub-group was on the grid.
+    /// sub-group was on the grid. With `only`, the sub-groups it marks as on the grid keep
+    /// their levels.
     fn round(
         &self,
         xval: &[f32],
