@@ -7,14 +7,17 @@ hand-made "awkward" rows; expected bytes come from:
   * the PyPI `gguf` package (`gguf.quants.quantize`) for F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1,
     Q8_0 -- and are cross-checked byte for byte against ggml itself (harness below);
   * ggml's own `lm_ggml_quantize_chunk(type, x, dst, 0, rows, cols, NULL)` (no importance matrix)
-    for Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS, and ggml's `from_float_ref`
+    for Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS, MXFP4, NVFP4, TQ1_0, TQ2_0, Q1_0, Q2_0,
+    IQ3_XXS, IQ3_S, IQ2_S (the last three searched without an importance matrix, like
+    llama-quantize without --imatrix; the others call quantize_row_*_ref), and ggml's `from_float_ref`
     (quantize_row_q8_1_ref / quantize_row_q8_K_ref) for the activation types Q8_1, Q8_K,
     through scripts/make_quant_fixtures.c linked against the no-FMA-contraction peer build
     (`ARCHFLAGS="-march=native -ffp-contract=off" WORK=/tmp/ggml-peer-nofma /work/shared/peer/build.sh`,
     ggml from npm cui-llama.rn 1.12.2 = llama.cpp build 10375, commit ba360ef).
 
 The 4x256 random input uses the generator of /work/shared/peer/ggml_mm_bench (seed 42), so for
-q4_0/q4_K/iq4_nl/q8_0 the script also checks the harness against `ggml_mm_bench --dump`.
+q4_0/q4_K/iq4_nl/q8_0 and the types of GAPS_TYPES the script also checks the harness against
+`ggml_mm_bench --dump`.
 
 Usage (needs numpy + gguf, gcc/g++ and the peer build):
     python3 -m venv /tmp/qfix-venv && /tmp/qfix-venv/bin/pip install gguf numpy
@@ -44,11 +47,21 @@ TYPES = [
     ("q4_0", 2, 32), ("q4_1", 3, 32), ("q5_0", 6, 32), ("q5_1", 7, 32), ("q8_0", 8, 32),
     ("q8_1", 9, 32), ("q2_K", 10, 256), ("q3_K", 11, 256), ("q4_K", 12, 256),
     ("q5_K", 13, 256), ("q6_K", 14, 256), ("q8_K", 15, 256), ("iq4_nl", 20, 32),
-    ("iq4_xs", 23, 256),
+    ("iq4_xs", 23, 256), ("mxfp4", 39, 32), ("tq2_0", 35, 256), ("tq1_0", 34, 256),
+    ("nvfp4", 40, 64), ("q1_0", 41, 128), ("q2_0", 42, 64), ("iq3_xxs", 18, 256),
+    ("iq3_s", 21, 256), ("iq2_s", 22, 256),
 ]
 GGUF_TYPES = {"f32": QT.F32, "f16": QT.F16, "bf16": QT.BF16, "q4_0": QT.Q4_0, "q4_1": QT.Q4_1,
               "q5_0": QT.Q5_0, "q5_1": QT.Q5_1, "q8_0": QT.Q8_0}
 REF_ONLY = {"q8_1", "q8_K"}  # not handled by ggml_quantize_chunk: use from_float_ref
+# Types whose quantizers take their scale from one magnitude and round each weight on its own,
+# so inputs at the edges of f32 (subnormal blocks whose inverse scale overflows, huge values,
+# powers of two and halfway points) decide their bytes: only they get the "edge" input.
+EDGE_TYPES = {"mxfp4", "tq2_0", "tq1_0", "nvfp4", "q1_0", "q2_0"}
+# The grid searches skip groups below a threshold (or exactly zero), weight values by their
+# squares (which underflow for tiny values) and force even sign patterns (IQ3_XXS): the "gaps"
+# input has such groups between ordinary ones, for the types added with it.
+GAPS_TYPES = EDGE_TYPES | {"iq3_xxs", "iq3_s", "iq2_s"}
 
 
 def splitmix64(seed, n):
@@ -106,6 +119,49 @@ def inputs():
     s[1, 9] = -7.5
     s[1, 20] = 7.5
     ins["small_2x32"] = (2, 32, s.reshape(-1))
+
+    e = np.zeros((4, n), dtype=np.float32)
+    base = splitmix64(13, 4 * n).reshape(4, n)
+    # 0: a whole block of f32 subnormals and zeros (1 / amax overflows to infinity)
+    e[0] = base[0] * np.float32(1e-39)
+    e[0, ::7] = 0.0
+    e[0, 3::11] = -0.0
+    # 1: huge values (f16 scales overflow, sums of magnitudes overflow f32)
+    e[1] = base[1] * np.float32(3e38)
+    # 2: powers of two, the floats just below them, and FP4 / ternary halfway points
+    pw = np.float32(2.0) ** np.arange(-20, 20, dtype=np.float32)
+    below = np.nextafter(pw, np.float32(0.0))
+    e[2, :40] = pw
+    e[2, 40:80] = -below
+    e[2, 80:128] = np.float32(0.25) * np.arange(-24, 24, dtype=np.float32)
+    e[2, 128:192] = np.float32(0.5) * np.round(base[2, 128:192] * 8.0).astype(np.float32)
+    e[2, 192:] = np.float32(1e-30) * base[2, 192:]
+    # 3: mixed magnitudes per 16 values, with f32 subnormal sub-blocks
+    for g in range(16):
+        e[3, 16 * g:16 * g + 16] = base[3, 16 * g:16 * g + 16] * np.float32(10.0 ** (3 * g - 40))
+    ins["edge_4x256"] = (4, n, e.reshape(-1))
+
+    g = splitmix64(17, 4 * n).reshape(4, n).copy()
+    # 0: all-zero groups of 32 between ordinary ones (first, middle, last)
+    g[0, 0:32] = 0.0
+    g[0, 96:128] = 0.0
+    g[0, 224:256] = 0.0
+    # 1: a group whose squares underflow, one below the fitting threshold, a group of 16 zeros
+    #    next to 16 values, and values of 1e3
+    g[1, 0:32] *= np.float32(1e-25)
+    g[1, 32:64] *= np.float32(3e-9)
+    g[1, 64:80] = 0.0
+    g[1, 128:] *= np.float32(1e3)
+    # 2: sparse spikes (most combinations of levels are off the grid)
+    g[2] = 0.0
+    g[2, 3::23] = np.float32(1.5)
+    g[2, 11::37] = np.float32(-0.75)
+    # 3: all negative, equal magnitudes in places (ties in the sign-parity choice)
+    g[3] = -np.abs(g[3])
+    g[3, 0:8] = -1.0
+    g[3, 64:72] = np.float32(-0.5)
+    g[3, 72:80] = np.float32(0.5)
+    ins["gaps_4x256"] = (4, n, g.reshape(-1))
     return ins
 
 
@@ -157,7 +213,7 @@ def check_against_bench(peer, exe, x):
         print("ggml_mm_bench not found, skipping the bench cross-check")
         return
     for name, tid, _ in TYPES:
-        if name not in ("q4_0", "q4_K", "iq4_nl", "q8_0"):
+        if name not in ("q4_0", "q4_K", "iq4_nl", "q8_0") and name not in GAPS_TYPES:
             continue
         with tempfile.TemporaryDirectory() as td:
             subprocess.run([bench, "--type", name, "--M", "4", "--K", "256", "--N", "1",
@@ -188,7 +244,8 @@ def main():
         manifest.append(f"{iname} {rows} {cols}")
     for tname, tid, bs in TYPES:
         for iname, (rows, cols, x) in ins.items():
-            if cols % bs:
+            if cols % bs or (iname.startswith("edge") and tname not in EDGE_TYPES) \
+                    or (iname.startswith("gaps") and tname not in GAPS_TYPES):
                 continue
             mode = "ref" if tname in REF_ONLY else "chunk"
             ggml_bytes = harness(exe, tid, mode, rows, cols, x)

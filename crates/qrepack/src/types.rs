@@ -345,9 +345,9 @@ impl GgmlType {
         }
     }
 
-    /// True for the types [`crate::quantize`] can produce. ggml quantizes the others (the grid,
-    /// ternary and FP4 types, Q1_0 and Q2_0) with searches qrepack does not reproduce yet; they
-    /// load, dequantize and multiply all the same.
+    /// True for the types [`crate::quantize`] can produce: all but IQ1_S, IQ1_M, IQ2_XXS and
+    /// IQ2_XS, which ggml quantizes only with an importance matrix; they load, dequantize and
+    /// multiply all the same.
     ///
     /// ```
     /// use qrepack::GgmlType;
@@ -357,19 +357,7 @@ impl GgmlType {
     pub const fn is_quantizable(self) -> bool {
         !matches!(
             self,
-            GgmlType::IQ2_XXS
-                | GgmlType::IQ2_XS
-                | GgmlType::IQ3_XXS
-                | GgmlType::IQ1_S
-                | GgmlType::IQ3_S
-                | GgmlType::IQ2_S
-                | GgmlType::IQ1_M
-                | GgmlType::TQ1_0
-                | GgmlType::TQ2_0
-                | GgmlType::MXFP4
-                | GgmlType::NVFP4
-                | GgmlType::Q1_0
-                | GgmlType::Q2_0
+            GgmlType::IQ2_XXS | GgmlType::IQ2_XS | GgmlType::IQ1_S | GgmlType::IQ1_M
         )
     }
 }

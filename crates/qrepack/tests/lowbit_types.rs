@@ -7,7 +7,9 @@
 //! * `QMatrix::matmul` against ggml's `mul_mat` (`ggml_mm_bench --M 16 --K 512 --N 7 --repack off
 //!   --dump`, `y_f32.bin`), for 1, 5 and 7 activation rows;
 //! * each plain `vec_dot` against the f64 reference on random blocks (every bit pattern of the
-//!   quants, awkward row counts and lengths).
+//!   quants, awkward row counts and lengths);
+//! * `quantize`, for the types it takes, against the bench's quantized weights (`w_q.bin`), and
+//!   its refusal of the types ggml quantizes only with an importance matrix.
 //!
 //! `scripts/make_ggml_output_fixtures.sh` (`NEW_TYPES`) regenerates the fixtures.
 
@@ -220,13 +222,41 @@ fn random_blocks_dequantize_to_the_exact_values() {
 }
 
 #[test]
-fn quantize_says_these_types_are_not_quantizable_yet() {
+fn quantize_refuses_the_types_it_cannot_reproduce() {
     let x = vec![0.25f32; 256];
-    for ty in TYPES {
-        assert!(!ty.is_quantizable());
+    for ty in TYPES.into_iter().filter(|t| !t.is_quantizable()) {
         match quantize(ty, &x, 1, 256) {
             Err(Error::Unsupported(msg)) => assert!(msg.contains(ty.name()), "{msg}"),
             other => panic!("{ty}: {other:?}"),
         }
+    }
+    // ggml itself quantizes these only with an importance matrix
+    for ty in [
+        GgmlType::IQ2_XXS,
+        GgmlType::IQ2_XS,
+        GgmlType::IQ1_S,
+        GgmlType::IQ1_M,
+    ] {
+        assert!(!ty.is_quantizable());
+        match quantize(ty, &x, 1, 256) {
+            Err(Error::Unsupported(msg)) => {
+                assert!(msg.contains(ty.name()), "{msg}");
+                assert!(msg.contains("importance matrix"), "{msg}");
+            }
+            other => panic!("{ty}: {other:?}"),
+        }
+    }
+}
+
+#[test]
+fn quantize_reproduces_the_weights_of_ggml_mul_mat() {
+    // The peer benchmark's W: splitmix64 seed 42, quantized by ggml_quantize_chunk (the build
+    // with ggml's default floating-point contraction; the per-type fixtures in
+    // quantize_fixtures.rs come from a build without it).
+    let mut rng = SplitMix64::new(42);
+    let x: Vec<f32> = (0..M * K).map(|_| rng.uniform_pm1()).collect();
+    for ty in TYPES.into_iter().filter(|t| t.is_quantizable()) {
+        let want = read(&format!("ggml/{ty}_off/w_q.bin"));
+        assert!(quantize(ty, &x, M, K).unwrap() == want, "{ty}");
     }
 }

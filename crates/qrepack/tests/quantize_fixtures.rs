@@ -140,9 +140,10 @@ fn dequantize_matches_ggml_to_float() {
     }
 }
 
-/// Worst-case reconstruction error of `ty`, as a fraction of the block's largest magnitude.
-fn tolerance(ty: GgmlType) -> f32 {
-    match ty {
+/// Worst-case reconstruction error of `ty` as `(relative, absolute)`: a fraction of the block's
+/// largest magnitude, plus slack for scales in the f16 (or UE4M3) subnormal range.
+fn tolerance(ty: GgmlType) -> (f32, f32) {
+    let rel = match ty {
         GgmlType::F32 => 0.0,
         GgmlType::F16 => 1.0 / 2048.0,
         GgmlType::BF16 => 1.0 / 256.0,
@@ -158,20 +159,76 @@ fn tolerance(ty: GgmlType) -> f32 {
         GgmlType::Q2_K => 0.5,
         GgmlType::IQ4_NL => 0.13,
         GgmlType::IQ4_XS => 0.15,
+        // The scale is 2^(floor(log2 amax) - 3): the widest gap between the E2M1 levels (8 and
+        // 12 half-steps) is 4 half-steps, a quarter of amax at most, so half of it is an eighth.
+        // Values between the top level and amax round down by less than amax / 4.
+        GgmlType::MXFP4 => 0.25,
+        // amax / 12 rounded to 3 mantissa bits (1/16 relative): half the widest gap (2 half-steps)
+        // is amax / 6 (1 + 1/16), and the top level can fall short of amax by amax / 16.
+        GgmlType::NVFP4 => 0.18,
+        // {-1, 0, 1} (and 2 for Q2_0) times amax: half a step, plus the f16 rounding of amax.
+        GgmlType::TQ1_0 | GgmlType::TQ2_0 | GgmlType::Q2_0 => 0.5 + 1.0 / 2048.0,
+        // +-mean(|x|): a value of either sign may be off by up to amax.
+        GgmlType::Q1_0 => 1.0 + 1.0 / 2048.0,
+        // The grid types round each magnitude to an odd multiple of its group's scale (1..15
+        // for IQ3, 1..5 for IQ2_S, so half a step is 1/15 or 1/5 of the group's largest
+        // magnitude), but only some combinations of levels are grid points: a sub-group off the
+        // grid moves to a neighbour a few steps away (a zero among large values of its four can
+        // come back as 0.42 of them in IQ3_S). IQ3_XXS's bound is on magnitudes (see
+        // `assert_round_trip`).
+        GgmlType::IQ3_S => 0.5,
+        GgmlType::IQ3_XXS => 0.55,
+        GgmlType::IQ2_S => 0.65,
         // not quantizable by qrepack (`round_trip_is_close` skips them)
-        GgmlType::IQ2_XXS
-        | GgmlType::IQ2_XS
-        | GgmlType::IQ2_S
-        | GgmlType::IQ3_XXS
-        | GgmlType::IQ3_S
-        | GgmlType::IQ1_S
-        | GgmlType::IQ1_M
-        | GgmlType::TQ1_0
-        | GgmlType::TQ2_0
-        | GgmlType::MXFP4
-        | GgmlType::NVFP4
-        | GgmlType::Q1_0
-        | GgmlType::Q2_0 => f32::INFINITY,
+        GgmlType::IQ2_XXS | GgmlType::IQ2_XS | GgmlType::IQ1_S | GgmlType::IQ1_M => f32::INFINITY,
+    };
+    let abs = match ty {
+        _ if !ty.is_quantized() => 1e-7,
+        // UE4M3 scales below 2^-9 (blocks with amax < 6 * 2^-9 = 0.012) round to 0 or to a
+        // subnormal with a step of 2^-10 halved.
+        GgmlType::NVFP4 => 0.012,
+        _ => 1e-4,
+    };
+    (rel, abs)
+}
+
+/// Checks `dequantize(quantize(x))` against `x`, block by block of `bs` values.
+fn assert_round_trip(ty: GgmlType, what: &str, x: &[f32], rows: usize, cols: usize, bs: usize) {
+    let q = quantize(ty, x, rows, cols).unwrap();
+    let y = dequantize(ty, &q, rows, cols).unwrap();
+    let (rel, abs) = tolerance(ty);
+    for (b, (xs, ys)) in x.chunks(bs).zip(y.chunks(bs)).enumerate() {
+        let amax = xs.iter().fold(0.0f32, |m, v| m.max(v.abs()));
+        let tol = rel * amax + abs;
+        for (a, r) in xs.iter().zip(ys) {
+            // IQ3_XXS stores only even sign patterns: per 8 values, the one that costs the
+            // least may come back with the wrong sign (checked below), the magnitudes are close
+            let err = if ty == GgmlType::IQ3_XXS {
+                (a.abs() - r.abs()).abs()
+            } else {
+                (a - r).abs()
+            };
+            assert!(
+                err <= tol,
+                "{ty} {what} block {b}: {a} -> {r} (amax {amax}, tol {tol})"
+            );
+        }
+    }
+    if ty == GgmlType::IQ3_XXS {
+        for (k, (xs, ys)) in x.chunks(8).zip(y.chunks(8)).enumerate() {
+            let flipped = xs
+                .iter()
+                .zip(ys)
+                // below the absolute slack (groups too small to fit) signs mean nothing
+                .filter(|(a, r)| a.abs() > abs && r.abs() > 0.0)
+                .filter(|(a, r)| a.is_sign_negative() != r.is_sign_negative())
+                .count();
+            assert!(
+                flipped <= 1,
+                "{ty} {what} values {}..: {flipped} signs flipped",
+                8 * k
+            );
+        }
     }
 }
 
@@ -181,23 +238,68 @@ fn round_trip_is_close() {
     for ty in GgmlType::ALL.into_iter().filter(|t| t.is_quantizable()) {
         let bs = ty.block_size().max(32);
         for (name, inp) in &inputs {
-            if inp.cols % ty.block_size() != 0 {
+            // The edge input holds values beyond the range of f16 scales, on purpose. In the gaps
+            // input, IQ3_S blocks have all-zero groups: ggml (and so qrepack) then writes the
+            // grid indices and signs of the groups after them one group early, so those groups
+            // decode with their neighbours' points; the bytes are checked against ggml's.
+            let ggml_shifts_groups = ty == GgmlType::IQ3_S && name.starts_with("gaps");
+            if inp.cols % ty.block_size() != 0 || name.starts_with("edge") || ggml_shifts_groups {
                 continue;
             }
-            let q = quantize(ty, &inp.x, inp.rows, inp.cols).unwrap();
-            let y = dequantize(ty, &q, inp.rows, inp.cols).unwrap();
-            for (b, (xs, ys)) in inp.x.chunks(bs).zip(y.chunks(bs)).enumerate() {
-                let amax = xs.iter().fold(0.0f32, |m, v| m.max(v.abs()));
-                // absolute slack for scales in the f16 subnormal range
-                let tol = tolerance(ty) * amax + if ty.is_quantized() { 1e-4 } else { 1e-7 };
-                for (a, r) in xs.iter().zip(ys) {
-                    assert!(
-                        (a - r).abs() <= tol,
-                        "{ty} {name} block {b}: {a} -> {r} (amax {amax}, tol {tol})"
-                    );
-                }
-            }
+            assert_round_trip(ty, name, &inp.x, inp.rows, inp.cols, bs);
         }
+    }
+}
+
+#[test]
+fn new_types_round_trip_across_magnitudes() {
+    // Rows of several blocks whose 256-value stretches run from zeros and tiny values to the
+    // largest magnitude each format's scale holds, with zeros sprinkled in.
+    let cases = [
+        (GgmlType::MXFP4, 1e30f32),
+        (GgmlType::NVFP4, 2000.0),
+        (GgmlType::TQ1_0, 3e4),
+        (GgmlType::TQ2_0, 3e4),
+        (GgmlType::Q1_0, 100.0),
+        (GgmlType::Q2_0, 3e4),
+        (GgmlType::IQ3_XXS, 1e3),
+        (GgmlType::IQ3_S, 1e3),
+        (GgmlType::IQ2_S, 1e3),
+    ];
+    let (rows, cols) = (3, 1024);
+    let mut rng = qrepack::rng::SplitMix64::new(99);
+    for (ty, huge) in cases {
+        let scales = [
+            0.0,
+            1e-6,
+            1e-3,
+            0.5,
+            1.0,
+            20.0,
+            huge,
+            huge * 0.3,
+            1e-2,
+            7.0,
+            0.0,
+            1.0,
+        ];
+        let x: Vec<f32> = (0..rows * cols)
+            .map(|i| {
+                let v = rng.uniform_pm1() * scales[i / 256];
+                if i % 13 == 0 {
+                    0.0
+                } else {
+                    v
+                }
+            })
+            .collect();
+        // NVFP4 has a scale per 16 values: its error is bounded by their largest magnitude
+        let bs = if ty == GgmlType::NVFP4 {
+            16
+        } else {
+            ty.block_size()
+        };
+        assert_round_trip(ty, "magnitudes", &x, rows, cols, bs);
     }
 }
 

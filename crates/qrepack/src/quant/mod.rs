@@ -1,8 +1,9 @@
 //! Weight quantization and dequantization, bit-compatible with ggml's reference routines.
 //!
 //! * [`quantize`] reproduces the bytes of ggml's `ggml_quantize_chunk` without an importance
-//!   matrix (the `quantize_row_*_ref` routines, and for IQ4_NL / IQ4_XS the `ntry = 7` search
-//!   that `ggml_quantize_chunk` uses), as compiled without floating-point contraction.
+//!   matrix (the `quantize_row_*_ref` routines, for IQ4_NL / IQ4_XS the `ntry = 7` search
+//!   that `ggml_quantize_chunk` uses, and for IQ3_XXS / IQ3_S / IQ2_S the grid searches with
+//!   weights derived from the values), as compiled without floating-point contraction.
 //! * [`dequantize`] reproduces ggml's `dequantize_row_*` in f32, operation for operation.
 //! * [`dequantize_f64`] computes the same values exactly (in f64) from the stored integers and
 //!   scales; it is meant as an independent reference for tests.
@@ -13,13 +14,16 @@
 // `Real`) and the quantizers (`q_*`) of its types; the shared helpers and the public entry
 // points are here.
 pub(crate) mod grid;
+mod grid_quant;
 pub mod grids;
 mod iq;
 mod kquants;
 mod legacy;
 pub(crate) mod lowbit;
+mod lowbit_quant;
 
 use grid::{dq_iq1_m, dq_iq1_s, dq_iq2_s, dq_iq2_xs, dq_iq2_xxs, dq_iq3_s, dq_iq3_xxs};
+use grid_quant::{q_iq2_s, q_iq3_s, q_iq3_xxs};
 use iq::{dq_iq4_nl, dq_iq4_xs, q_iq4_nl, q_iq4_xs};
 use kquants::{
     dq_q2_k, dq_q3_k, dq_q4_k, dq_q5_k, dq_q6_k, dq_q8_k, q_q2_k, q_q3_k, q_q4_k, q_q5_k, q_q6_k,
@@ -30,6 +34,7 @@ use legacy::{
     q_q8_1,
 };
 use lowbit::{dq_mxfp4, dq_nvfp4, dq_q1_0, dq_q2_0, dq_tq1_0, dq_tq2_0};
+use lowbit_quant::{q_mxfp4, q_nvfp4, q_q1_0, q_q2_0, q_tq1_0, q_tq2_0};
 
 use std::borrow::Cow;
 use std::ops::{Add, Mul, Sub};
@@ -281,11 +286,13 @@ fn encode_blocks<B: Pod>(x: &[f32], block_size: usize, out: &mut Vec<u8>, f: fn(
 /// quantizers `quantize_row_*_ref`; for IQ4_NL and IQ4_XS the `ntry = 7` scale search), as ggml
 /// computes them without floating-point contraction.
 ///
-/// Supports every [`GgmlType`] for which [`GgmlType::is_quantizable`] holds (the others, the
-/// grid, ternary and FP4 types, Q1_0 and Q2_0, give [`Error::Unsupported`]): F32, F16, BF16,
-/// Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K,
-/// Q5_K, Q6_K, IQ4_NL, IQ4_XS, and the activation types Q8_1 and Q8_K (`quantize_row_q8_1_ref`,
-/// `quantize_row_q8_K_ref`; an all-zero Q8_K block gets zero `bsums`).
+/// Supports every [`GgmlType`] for which [`GgmlType::is_quantizable`] holds: F32, F16, BF16,
+/// Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS, the ternary types
+/// TQ1_0 and TQ2_0, the FP4 types MXFP4 and NVFP4, Q1_0, Q2_0, and the activation types Q8_1
+/// and Q8_K (`quantize_row_q8_1_ref`, `quantize_row_q8_K_ref`; an all-zero Q8_K block gets zero
+/// `bsums`), and the grid types IQ3_XXS, IQ3_S and IQ2_S (ggml's searches without an importance
+/// matrix). IQ1_S, IQ1_M, IQ2_XXS and IQ2_XS give [`Error::Unsupported`]: ggml quantizes them
+/// only with an importance matrix.
 ///
 /// Fails when `x.len() != rows * cols`, when `cols` is not a whole number of blocks, or when the
 /// sizes overflow.
@@ -335,24 +342,21 @@ pub fn quantize(ty: GgmlType, x: &[f32], rows: usize, cols: usize) -> Result<Vec
         GgmlType::Q8_K => encode_blocks(x, QK_K, &mut out, q_q8_k),
         GgmlType::IQ4_NL => encode_blocks(x, 32, &mut out, q_iq4_nl),
         GgmlType::IQ4_XS => encode_blocks(x, QK_K, &mut out, q_iq4_xs),
-        GgmlType::IQ2_XXS
-        | GgmlType::IQ2_XS
-        | GgmlType::IQ2_S
-        | GgmlType::IQ3_XXS
-        | GgmlType::IQ3_S
-        | GgmlType::IQ1_S
-        | GgmlType::IQ1_M
-        | GgmlType::TQ1_0
-        | GgmlType::TQ2_0
-        | GgmlType::MXFP4
-        | GgmlType::NVFP4
-        | GgmlType::Q1_0
-        | GgmlType::Q2_0 => {
+        GgmlType::MXFP4 => encode_blocks(x, 32, &mut out, q_mxfp4),
+        GgmlType::TQ2_0 => encode_blocks(x, QK_K, &mut out, q_tq2_0),
+        GgmlType::TQ1_0 => encode_blocks(x, QK_K, &mut out, q_tq1_0),
+        GgmlType::NVFP4 => encode_blocks(x, 64, &mut out, q_nvfp4),
+        GgmlType::Q1_0 => encode_blocks(x, 128, &mut out, q_q1_0),
+        GgmlType::Q2_0 => encode_blocks(x, 64, &mut out, q_q2_0),
+        GgmlType::IQ2_XXS | GgmlType::IQ2_XS | GgmlType::IQ1_S | GgmlType::IQ1_M => {
             return Err(Error::Unsupported(format!(
-                "{ty} weights cannot be quantized by qrepack yet (ggml's {ty} quantizer is not \
-                 reproduced); they load, dequantize and multiply"
+                "{ty} weights need an importance matrix to be quantized (ggml's {ty} quantizer \
+                 requires one), which `quantize` does not take; they load, dequantize and multiply"
             )))
         }
+        GgmlType::IQ3_XXS => encode_blocks(x, QK_K, &mut out, q_iq3_xxs),
+        GgmlType::IQ3_S => encode_blocks(x, QK_K, &mut out, q_iq3_s),
+        GgmlType::IQ2_S => encode_blocks(x, QK_K, &mut out, q_iq2_s),
     }
     if out.len() != nbytes {
         return Err(Error::Invalid(format!(
