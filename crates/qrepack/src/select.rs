@@ -281,9 +281,9 @@ kernel_table! {
     }
     // The grid, ternary and FP4 types, Q1_0 and Q2_0: AVX2 row blocks, 4096x4096, one thread,
     // weights hot, ms at batch 1 (against the portable kernels, and ggml 1.12.2's plain
-    // vec_dot) and batch 32, noisy (a shared machine): IQ2_XXS 1.14 (9.1, ggml 1.14) and 18;
+    // vec_dot) and batch 32, noisy (a shared machine, later figures under more load): IQ2_XXS 1.14 (9.1, ggml 1.14) and 18;
     // IQ2_XS 1.41 (10.1, 1.08) and 21; IQ2_S 1.23 (9.7, 1.13) and 17; IQ3_XXS 1.36 (9.2,
-    // 1.55) and 18; IQ3_S 1.88 (12.2, 1.75) and 20; IQ1_S 1.18 (8.1, 1.09) and 14; IQ1_M
+    // 1.55) and 18; IQ3_S 1.88 (12.2, 1.75) and 20; IQ1_S 1.14 (8.1, 1.09) and 14; IQ1_M
     // 1.57 (12.0, 1.04) and 20; TQ1_0 0.67 (4.6, 0.55) and 8.9; TQ2_0 0.22 (3.5, 0.33) and 6.4;
     // MXFP4 0.80 (9.3, 0.75) and 18 (ggml 24); NVFP4 0.98 (13.6, 1.10) and 20; Q1_0 0.65
     // (9.0, 0.53) and 15; Q2_0 0.88 (14.1, 8.7) and 19.
