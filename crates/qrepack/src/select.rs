@@ -279,14 +279,15 @@ kernel_table! {
         #[cfg(target_arch = "aarch64")] aarch64::Neon => neon::plain_rows::iq4_xs_rows,
         ; scalar::plain_kernels::<RowsIq4Xs>()
     }
-    // The grid, ternary and FP4 types, Q1_0 and Q2_0: AVX2 row blocks, 4096x4096, one thread,
-    // weights hot, ms at batch 1 (against the portable kernels, and ggml 1.12.2's plain
-    // vec_dot) and batch 32, noisy (a shared machine): IQ2_XXS 1.14 (9.1, ggml 1.14) and 18;
-    // IQ2_XS 1.41 (10.1, 1.08) and 21; IQ2_S 1.23 (9.7, 1.13) and 17; IQ3_XXS 1.36 (9.2,
-    // 1.55) and 18; IQ3_S 1.88 (12.2, 1.75) and 20; IQ1_S 1.18 (8.1, 1.09) and 14; IQ1_M
-    // 1.57 (12.0, 1.04) and 20; TQ1_0 0.67 (4.6, 0.55) and 8.9; TQ2_0 0.22 (3.5, 0.33) and 6.4;
-    // MXFP4 0.80 (9.3, 0.75) and 18 (ggml 24); NVFP4 0.98 (13.6, 1.10) and 20; Q1_0 0.65
-    // (9.0, 0.53) and 15; Q2_0 0.88 (14.1, 8.7) and 19.
+    // The grid, ternary and FP4 types, Q1_0 and Q2_0: AVX2 row blocks. 4096x4096, one thread,
+    // weights hot, best of 30 at batch 1 in one sitting on a shared Zen 4 (noisy), ms: AVX2
+    // (portable kernels, ggml 1.12.2's plain vec_dot): MXFP4 0.77 (9.0, 0.73), IQ2_XXS 1.21
+    // (13, 1.11), IQ2_XS 1.45 (14, 1.06), IQ2_S 1.23 (9.8, 1.08), IQ3_XXS 1.33 (9.2, 2.0),
+    // IQ3_S 1.84 (22, 1.73), IQ1_S 1.14 (8.4, 1.13), IQ1_M 1.64 (12, 1.02), TQ2_0 0.23 (3.6,
+    // 0.28), TQ1_0 0.67 (4.8, 0.54), NVFP4 0.98 (11, 0.91), Q1_0 0.63 (9.0, 0.49), Q2_0 0.86
+    // (14, 11.6). Batch 32 (each weight block decoded once per quad), AVX2 against ggml:
+    // IQ2_XXS 17 vs 53, IQ3_S 20 vs 77, IQ1_M 19 vs 53, TQ1_0 8.9 vs 18, Q1_0 15 vs 16, NVFP4
+    // 19 vs 30, MXFP4 18 vs 24.
     Plain<RowsIq2Xxs> {
         #[cfg(target_arch = "x86_64")] x86::Avx2 => avx2::grid::iq2_xxs_rows,
         ; scalar::plain_kernels::<RowsIq2Xxs>()

@@ -68,7 +68,8 @@ mod imp {
     /// The CPU must support AVX2.
     #[inline(always)]
     unsafe fn sign_words(codes: __m256i) -> [u32; 8] {
-        // SAFETY: register-only intrinsics of the caller's features.
+        // SAFETY: register-only intrinsics of the caller's features; a 32-byte vector is eight
+        // words, for any bits.
         unsafe {
             // 0x80 where a nibble has an odd number of bits set.
             let odd = _mm256_setr_epi8(
@@ -252,7 +253,7 @@ mod imp {
     /// # Safety
     /// The CPU must support AVX2, FMA and F16C.
     #[inline(always)]
-    unsafe fn shifted_groups<B: GridBlock<Prep = Iq1Prep>, const N: usize>(
+    unsafe fn shifted_groups<B: GridBlock<Prep: ShiftCoef>, const N: usize>(
         b: &B,
         a: [&BlockQ8K; N],
         acc: &mut [__m256; N],
@@ -263,7 +264,7 @@ mod imp {
             let prep = b.prepare();
             let mut isum = [_mm256_setzero_si256(); N];
             for r in 0..N {
-                isum[r] = _mm256_madd_epi16(load_bsums(&a[r].bsums), prep.coef);
+                isum[r] = _mm256_madd_epi16(load_bsums(&a[r].bsums), prep.coef());
             }
             for g in 0..8 {
                 let (u, sc) = b.group(&prep, g);
@@ -492,7 +493,35 @@ mod imp {
         }
     }
 
-    /// What an IQ1 block decodes at once: the 11-bit grid index of each of its 32 points, the
+    /// The prepared values of an IQ1 block that `shifted_groups` reads itself.
+    trait ShiftCoef {
+        /// The `i16` factor of each 16-weight activation sum (`-9` times its scale).
+        fn coef(&self) -> __m256i;
+    }
+
+    impl ShiftCoef for Iq1Prep {
+        #[inline(always)]
+        fn coef(&self) -> __m256i {
+            self.coef
+        }
+    }
+
+    /// What an IQ1_S block decodes at once: the odd scale of each group and the factor of each
+    /// 16-weight activation sum. Its indices stay scalar in the groups (3 bits of one word per
+    /// point): building them for the whole block as IQ1_M does measured 5 % slower.
+    struct Iq1SPrep {
+        ls: [i16; 8],
+        coef: __m256i,
+    }
+
+    impl ShiftCoef for Iq1SPrep {
+        #[inline(always)]
+        fn coef(&self) -> __m256i {
+            self.coef
+        }
+    }
+
+    /// What an IQ1_M block decodes at once: the 11-bit grid index of each of its 32 points, the
     /// odd scales of each 16 weights as the groups' `madd` operands, and the factor of each
     /// 16-weight activation sum (`-9` times its scale). Decoding them for the whole block in
     /// vector registers took most of the scalar work out of the groups.
@@ -592,37 +621,46 @@ mod imp {
     }
 
     impl GridBlock for BlockIq1S {
-        type Prep = Iq1Prep;
+        type Prep = Iq1SPrep;
         #[inline(always)]
         unsafe fn scale(&self) -> __m128 {
             // SAFETY: the caller's features.
             unsafe { block_scale(self.d, 0.125) }
         }
         #[inline(always)]
-        unsafe fn prepare(&self) -> Iq1Prep {
+        unsafe fn prepare(&self) -> Iq1SPrep {
             // Word g of `qh`: the 3 high index bits of point l at 3 l, the group's 3-bit scale
             // at 12, its shift sign at 15.
-            let word = |i: usize| u64::from_le_bytes(*sub::<u8, 8>(&self.qh, 8 * i));
+            let ls: [i16; 8] =
+                std::array::from_fn(|g| odd(((le_u16(&self.qh, g) >> 12) & 7) as u8));
             // SAFETY: register-only intrinsics of the caller's features.
             unsafe {
-                let high = [fields3(word_pairs(word(0))), fields3(word_pairs(word(1)))];
-                // The scale field, one per group, for both halves of the group.
                 let qh = _mm_loadu_si128(self.qh.as_ptr().cast());
                 let sc = _mm_and_si128(_mm_srli_epi16::<12>(qh), _mm_set1_epi16(7));
-                let fields =
-                    _mm256_set_m128i(_mm_unpackhi_epi16(sc, sc), _mm_unpacklo_epi16(sc, sc));
-                iq1_prep(&self.qs, high, fields)
+                let ls16 = _mm_add_epi16(_mm_add_epi16(sc, sc), _mm_set1_epi16(1));
+                // One scale per group, for both of its 16-weight sums.
+                let pairs = _mm256_set_m128i(
+                    _mm_unpackhi_epi16(ls16, ls16),
+                    _mm_unpacklo_epi16(ls16, ls16),
+                );
+                Iq1SPrep {
+                    ls,
+                    coef: _mm256_mullo_epi16(pairs, _mm256_set1_epi16(-9)),
+                }
             }
         }
         #[inline(always)]
-        unsafe fn group(&self, prep: &Iq1Prep, g: usize) -> (__m256i, __m256i) {
-            let negative = self.qh[2 * g + 1] & 0x80 != 0;
+        unsafe fn group(&self, prep: &Iq1SPrep, g: usize) -> (__m256i, __m256i) {
+            let h = usize::from(le_u16(&self.qh, g));
+            let index = |l: usize| usize::from(self.qs[4 * g + l]) | (((h >> (3 * l)) & 7) << 8);
+            let point = |l: usize| IQ1S_GRID[index(l)];
+            let points = [point(0), point(1), point(2), point(3)];
             // SAFETY: register-only intrinsics of the caller's features.
             unsafe {
-                let base = _mm256_set1_epi8(iq1_base(negative));
+                let base = _mm256_set1_epi8(iq1_base(h & 0x8000 != 0));
                 (
-                    iq1_bytes(points64(iq1_points(prep, g)), base),
-                    prep.scales[g],
+                    iq1_bytes(points64(points), base),
+                    _mm256_set1_epi16(prep.ls[g]),
                 )
             }
         }

@@ -10,11 +10,11 @@
 //! (`crate::vecdot::lowbit`); only the order of the `f32` scaling and accumulation differs. The
 //! byte products stay clear of `maddubs` saturation:
 //!
-//! * FP4 values are signed (`|v| <= 12`): `maddubs(|a|, sign(v, a))`, in which `|a|` read as
-//!   unsigned is exact for `a = -128` and a pair is at most `2 * 128 * 12`;
-//! * the 2-bit and ternary quants are unsigned (`q <= 3`), multiplied as they are, and their
-//!   offset of 1 comes off with the activations' sums (`maddubs(1, a)` for Q8_0, the `bsums`
-//!   for Q8_K); Q1_0's signs `2 b - 1` likewise as `2 Σ b·a - Σ a`.
+//! * the weights against Q8_0 are small signed bytes (FP4 values `|v| <= 12`, Q2_0's `q - 1` in
+//!   -1..=2, Q1_0's ±1): `maddubs(|a|, sign(w, a))`, in which `|a|` read as unsigned is exact
+//!   for `a = -128` and a pair is at most `2 * 128 * 12`;
+//! * the ternary quants against Q8_K are multiplied unsigned (`q` in 0..=3, the weight `q - 1`),
+//!   and the offset of 1 comes off with the activations' `bsums`.
 
 use crate::blocks::{BlockMxfp4, BlockNvfp4, BlockQ1_0, BlockQ2_0, BlockQ8K, BlockQ8_0};
 use crate::blocks::{BlockTq1_0, BlockTq2_0};
@@ -68,9 +68,9 @@ mod imp {
         unsafe { _mm256_madd_epi16(p, _mm256_set1_epi16(1)) }
     }
 
-    /// The ternary quants `t` in 0..=2 (eight vectors of 32, in weight order) against a Q8_K
+    /// The ternary quants `t` in 0..=3 (eight vectors of 32, in weight order) against a Q8_K
     /// block: `Σ (t - 1)·a = Σ t·a - Σ a`, the second sum from the `bsums`. The byte products
-    /// are added as `i16` (each pair at most `2 * 2 * 128`, eight of them fit) and widened once.
+    /// are added as `i16` (each pair at most `2 * 3 * 128`, eight of them fit) and widened once.
     ///
     /// # Safety
     /// The CPU must support AVX2.
