@@ -430,14 +430,21 @@ fn large_results_are_complete_and_right() {
     }
 }
 
-/// Rows longer than the GEMVs' pieces of activation blocks (the AVX-512 GEMV prepares 256
-/// blocks at a time and adds up the pieces' sums): 515 and 2 x 256 + 3 blocks of 32.
+/// Rows longer than the GEMVs' pieces of activation blocks (the AVX-512 GEMVs prepare 1024
+/// blocks of 32, or 128 super-blocks, at a time and add up the pieces' sums): 2 x 1024 + 3
+/// blocks of 32 (1024 + 6 under emulation), 4 x 128 + 3 super-blocks (2 x 128 + 4).
 #[test]
 fn long_rows_match_reference() {
     for cpu in &cpu_variants() {
         for &layout in Layout::ALL.iter().filter(|l| **l != Layout::Plain) {
             let ty = layout.weight_type().unwrap();
-            let cols = ty.block_size() * if EMULATED { 260 } else { 515 };
+            let blocks = match (ty.block_size(), EMULATED) {
+                (32, false) => 2051,
+                (32, true) => 1030,
+                (_, false) => 515,
+                (_, true) => 260,
+            };
+            let cols = ty.block_size() * blocks;
             let rows = layout.rows_interleaved();
             let w = random_weights(ty, rows, cols, 515);
             let m = QMatrix::with_layout_for_cpu(ty, rows, cols, &w, layout, cpu).unwrap();

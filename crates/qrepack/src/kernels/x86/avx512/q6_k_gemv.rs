@@ -20,8 +20,10 @@ use crate::kernels::x86::avx2::k_quants::imp::f16x8;
 /// `vpternlogd` truth table of `a ? b : c`, bit by bit.
 const SELECT: i32 = 0xca;
 
-/// Activation blocks whose offsets the GEMV prepares at a time (8 KiB of stack).
-const PREP_BLOCKS: usize = 32;
+/// Activation blocks whose offsets the GEMV prepares at a time (32768 columns, 32 KiB of
+/// stack): rows up to that length stream their weights in one forward pass (see the nibble
+/// GEMV's `PREP_BLOCKS` for what a shorter piece costs).
+const PREP_BLOCKS: usize = 128;
 
 /// Eight activations (bytes `at..at + 8` of `q`) in every qword.
 #[inline(always)]
