@@ -16,10 +16,10 @@ use std::sync::Arc;
 
 use candle_core::{Device, Tensor};
 use common::compare::{
-    check_backends, check_chunks, check_f16_cache, check_reference, load, max_diff, model, rms,
-    run, PROMPT, STEPS,
+    check_backends, check_chunks, check_f16_cache, check_near_reference, check_reference, load,
+    max_diff, model, rms, PROMPT,
 };
-use common::reference::{reference, reference_full};
+use common::reference::reference;
 use common::Tiny;
 use qrepack::{GgmlType, Model};
 use qrepack_candle::{Backend, Llama, LoadOptions};
@@ -121,25 +121,7 @@ fn gpt_oss_matches_reference() {
 fn gpt_oss_mxfp4_experts_near_reference() {
     let t = Tiny::gpt_oss();
     assert_eq!(t.ffn, GgmlType::MXFP4);
-    let ids: Vec<u32> = PROMPT.iter().chain(&STEPS).copied().collect();
-    for seed in [23, 38] {
-        let bytes = t.gguf(seed);
-        let r = reference_full(&t, &model(&bytes), &ids);
-        let want: Vec<Vec<f32>> = r
-            .logits
-            .iter()
-            .map(|r| r.iter().map(|&v| v as f32).collect())
-            .collect();
-        let got = run(&mut load(&bytes, Backend::Qrepack, true));
-        let (d, scale) = (max_diff(&got, &want), rms(&want));
-        eprintln!(
-            "seed {seed}: routing margin {:.2e}, rms logit {scale:.3}, max |decoder - f64 \
-             reference| {d:.3e}",
-            r.routing_margin
-        );
-        assert!(r.routing_margin > 2e-2, "seed {seed}: {}", r.routing_margin);
-        assert!(d < 0.15 * scale, "seed {seed}: {d} >= 0.15 * {scale}");
-    }
+    check_near_reference(&t, &[23, 38], 2e-2);
 }
 
 #[test]

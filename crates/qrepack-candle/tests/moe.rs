@@ -14,10 +14,9 @@ mod common;
 
 use candle_core::{Device, Tensor};
 use common::compare::{
-    check_backends, check_chunks, check_reference, exact, load, max_diff, model, rms, run,
-    split_experts, PROMPT, STEPS,
+    check_backends, check_chunks, check_near_reference, check_reference, exact, load, max_diff,
+    model, rms, run, split_experts,
 };
-use common::reference::reference_full;
 use common::Tiny;
 use qrepack::GgmlType;
 use qrepack_candle::{Backend, Llama, LoadOptions};
@@ -280,26 +279,7 @@ fn candle_backend_matches_qrepack_on_f32() {
 /// the precise ones of the f32 files and of the two backends.
 #[test]
 fn quantized_qwen3moe_near_reference() {
-    let ids: Vec<u32> = PROMPT.iter().chain(&STEPS).copied().collect();
-    for seed in [92, 97] {
-        let t = qwen3moe();
-        let bytes = t.gguf(seed);
-        let r = reference_full(&t, &model(&bytes), &ids);
-        let want: Vec<Vec<f32>> = r
-            .logits
-            .iter()
-            .map(|r| r.iter().map(|&v| v as f32).collect())
-            .collect();
-        let got = run(&mut load(&bytes, Backend::Qrepack, true));
-        let (d, scale) = (max_diff(&got, &want), rms(&want));
-        eprintln!(
-            "seed {seed}: routing margin {:.2e}, rms logit {scale:.3}, max |decoder - f64 \
-             reference| {d:.3e}",
-            r.routing_margin
-        );
-        assert!(r.routing_margin > 3e-2, "seed {seed}: {}", r.routing_margin);
-        assert!(d < 0.15 * scale, "seed {seed}: {d} >= 0.15 * {scale}");
-    }
+    check_near_reference(&qwen3moe(), &[92, 97], 3e-2);
 }
 
 /// The first Mixtral files, with one 2-D tensor per expert (`blk.N.ffn_gate.E.weight`), give

@@ -164,6 +164,36 @@ pub fn check_reference(t: Tiny, seed: u64) {
     }
 }
 
+/// The quantized file `t` against the f64 reference on its dequantized weights, for each of
+/// `seeds`: every row routed by a router-logit gap above `min_margin` (else a rounding of the
+/// quantized path could choose other experts), and every logit within 15 % of the logits' rms
+/// (the 8-bit activations move them by 5 to 10 %; see tests/moe.rs).
+pub fn check_near_reference(t: &Tiny, seeds: &[u64], min_margin: f64) {
+    let ids: Vec<u32> = PROMPT.iter().chain(&STEPS).copied().collect();
+    for &seed in seeds {
+        let bytes = t.gguf(seed);
+        let r = reference_full(t, &model(&bytes), &ids);
+        let want: Vec<Vec<f32>> = r
+            .logits
+            .iter()
+            .map(|r| r.iter().map(|&v| v as f32).collect())
+            .collect();
+        let got = run(&mut load(&bytes, Backend::Qrepack, true));
+        let (d, scale) = (max_diff(&got, &want), rms(&want));
+        eprintln!(
+            "{} seed {seed}: routing margin {:.2e}, rms logit {scale:.3}, max |decoder - f64 \
+             reference| {d:.3e}",
+            t.arch, r.routing_margin
+        );
+        assert!(
+            r.routing_margin > min_margin,
+            "seed {seed}: {}",
+            r.routing_margin
+        );
+        assert!(d < 0.15 * scale, "seed {seed}: {d} >= 0.15 * {scale}");
+    }
+}
+
 /// The quantized file: qrepack (fused) against candle's `QMatMul` (unfused) on the same bytes,
 /// to 1/512 of the logit scale (see tests/synthetic.rs for why that bound).
 ///
