@@ -5,9 +5,10 @@
 //! gathered from the cache's pages as f32 rows; per query head, the scores against them are one
 //! matrix product (`Q K^T`), each row's softmax runs over its own positions (causal mask,
 //! sliding window), and the output is a second product (`P V`) written straight into the output
-//! rows. The products are the `gemm` crate's (candle's own CPU GEMM, with its AVX-512 / AVX2 /
-//! NEON kernels chosen at run time). Prompts are split over the thread pool by blocks of query
-//! rows. A single row (a decode step) on AVX-512 reads the cache in place with its own kernel
+//! rows. The products are the `gemm` crate's (candle's own CPU GEMM, with its AVX2 / NEON
+//! kernels chosen at run time); on AVX-512 a tiled kernel (`attention_tile`) replaces both
+//! products and the softmax, with the query vectors in the lanes. Prompts are split over the
+//! thread pool by blocks of query rows. A single row (a decode step) on AVX-512 reads the cache in place with its own kernel
 //! (`attention_row`), its positions cut into chunks over the threads and merged; elsewhere it is
 //! split by key/value head. Calls too small to be worth waking the pool run on the calling
 //! thread.
@@ -17,6 +18,8 @@ use rayon::prelude::*;
 
 use super::kv_cache::{self, KvCache, Page, Pages};
 use super::math::exp;
+#[cfg(target_arch = "x86_64")]
+use crate::decoder::sized;
 
 /// The head structure of an attention layer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -159,22 +162,27 @@ impl Attention<'_> {
     /// Runs the attention into `out` (`seq` rows of `n_head * head_dim`), on the current rayon
     /// pool; an error when the shapes do not fit.
     pub fn run(&self, out: &mut [f32]) -> Result<(), String> {
+        self.run_with(out, Kernels::for_cpu(self.heads.head_dim))
+    }
+
+    /// [`Attention::run`] with the given kernels.
+    fn run_with(&self, out: &mut [f32], kernels: Kernels) -> Result<(), String> {
         self.check(out)?;
         if self.seq == 0 {
             return Ok(());
         }
         match self.cache.pages() {
-            Pages::F32(p) => self.run_on(p, out),
-            Pages::F16(p) => self.run_on(p, out),
+            Pages::F32(p) => self.run_on(p, out, kernels),
+            Pages::F16(p) => self.run_on(p, out, kernels),
         }
         Ok(())
     }
 
     /// [`Attention::run`] on the cache's pages, the shapes checked.
-    fn run_on<E: Elem>(&self, pages: &[Page<E>], out: &mut [f32]) {
+    fn run_on<E: Elem>(&self, pages: &[Page<E>], out: &mut [f32], kernels: Kernels) {
         let h = self.heads;
         #[cfg(target_arch = "x86_64")]
-        if self.seq == 1 && super::attention_row::supported(h.head_dim) {
+        if self.seq == 1 && kernels.row {
             self.one_row(pages, out);
             return;
         }
@@ -187,7 +195,7 @@ impl Attention<'_> {
             let mut scratch = Scratch::default();
             for (b, rows) in out.chunks_mut(ROW_BLOCK * width).enumerate() {
                 for g in 0..h.n_kv_head {
-                    self.attend_block(pages, b * ROW_BLOCK, g, rows, &mut scratch);
+                    self.attend_block(pages, b * ROW_BLOCK, g, rows, &mut scratch, kernels);
                 }
             }
         } else if self.seq == 1 && h.n_kv_head > 1 {
@@ -195,7 +203,7 @@ impl Attention<'_> {
             out.par_chunks_mut(h.group() * h.head_dim)
                 .enumerate()
                 .for_each_init(Scratch::default, |scratch, (g, part)| {
-                    self.attend_block(pages, 0, g, part, scratch)
+                    self.attend_block(pages, 0, g, part, scratch, kernels)
                 });
         } else {
             let block = ROW_BLOCK.min(self.seq.div_ceil(2 * threads)).max(1);
@@ -204,7 +212,7 @@ impl Attention<'_> {
                 .enumerate()
                 .for_each_init(Scratch::default, |scratch, (b, rows)| {
                     for g in 0..h.n_kv_head {
-                        self.attend_block(pages, b * block, g, rows, scratch);
+                        self.attend_block(pages, b * block, g, rows, scratch, kernels);
                     }
                 });
         }
@@ -312,6 +320,7 @@ impl Attention<'_> {
         g: usize,
         out: &mut [f32],
         scratch: &mut Scratch,
+        kernels: Kernels,
     ) {
         let h = self.heads;
         let (d, group) = (h.head_dim, h.group());
@@ -332,6 +341,12 @@ impl Attention<'_> {
             &mut scratch.keys,
             &mut scratch.values,
         );
+        #[cfg(target_arch = "x86_64")]
+        if kernels.tile {
+            self.attend_tiled(r0, rows, g, (group_col, width), lo, out, scratch);
+            return;
+        }
+        let _ = kernels;
         let kv = Gathered {
             keys: &scratch.keys,
             values: &scratch.values,
@@ -362,6 +377,68 @@ impl Attention<'_> {
                 let visible = |r| self.visible(r0 + r);
                 self.pass(&kv, rows, q, o, out, scores, visible, sink);
             }
+        }
+    }
+
+    /// The tiled kernel on the rows `r0..r0 + rows` and the query heads of key/value head `g`,
+    /// their keys and values gathered in `scratch` from position `first`: the (row, head)
+    /// pairs go [`LANES`](super::attention_tile::LANES) to a pass, head by head; the output of
+    /// row `r`, head `j` of the group lands at `out[r * cols.1 + cols.0 + j * d..]`.
+    #[cfg(target_arch = "x86_64")]
+    #[allow(clippy::too_many_arguments)]
+    fn attend_tiled(
+        &self,
+        r0: usize,
+        rows: usize,
+        g: usize,
+        cols: (usize, usize),
+        first: usize,
+        out: &mut [f32],
+        scratch: &mut Scratch,
+    ) {
+        use super::attention_tile::{transpose_in, transpose_out, Pass, LANES};
+        let h = self.heads;
+        let (d, group) = (h.head_dim, h.group());
+        let pairs = rows * group;
+        let lanes = sized(&mut scratch.lanes, d * LANES);
+        let lanes_out = sized(&mut scratch.lanes_out, d * LANES);
+        let mut q_starts = Vec::with_capacity(LANES);
+        let mut out_starts = Vec::with_capacity(LANES);
+        for start in (0..pairs).step_by(LANES) {
+            let count = LANES.min(pairs - start);
+            let (mut lo, mut hi) = ([0i32; LANES], [0i32; LANES]);
+            let mut sinks = [f32::NEG_INFINITY; LANES];
+            q_starts.clear();
+            out_starts.clear();
+            for lane in 0..LANES {
+                // lanes past the pairs repeat the first one's limits and are not stored
+                let pair = start + if lane < count { lane } else { 0 };
+                let (j, r) = (pair / rows, pair % rows);
+                let (a, b) = self.visible(r0 + r);
+                (lo[lane], hi[lane]) = (a as i32, b as i32);
+                if lane >= count {
+                    continue;
+                }
+                let head = g * group + j;
+                if let Some(s) = self.sinks {
+                    sinks[lane] = s[head];
+                }
+                q_starts.push((r0 + r) * self.queries.stride + self.queries.offset + head * d);
+                out_starts.push(r * cols.1 + cols.0 + j * d);
+            }
+            transpose_in(self.queries.data, &q_starts, d, self.scale, lanes);
+            Pass {
+                d,
+                queries: lanes,
+                lo: &lo,
+                hi: &hi,
+                sinks: &sinks,
+                keys: &scratch.keys,
+                values: &scratch.values,
+                first,
+            }
+            .run(lanes_out, &mut scratch.tile);
+            transpose_out(lanes_out, &out_starts, d, out);
         }
     }
 
@@ -471,6 +548,47 @@ struct Scratch {
     keys: Vec<f32>,
     values: Vec<f32>,
     scores: Vec<f32>,
+    /// The tiled kernel's transposed queries and output.
+    #[cfg(target_arch = "x86_64")]
+    lanes: Vec<f32>,
+    #[cfg(target_arch = "x86_64")]
+    lanes_out: Vec<f32>,
+    #[cfg(target_arch = "x86_64")]
+    tile: super::attention_tile::TileScratch,
+}
+
+/// Which of this CPU's kernels an attention call may use (the portable path otherwise).
+#[derive(Clone, Copy, Debug)]
+struct Kernels {
+    /// The one-row kernel for a decode step.
+    #[cfg(target_arch = "x86_64")]
+    row: bool,
+    /// The tiled kernel for several rows.
+    #[cfg(target_arch = "x86_64")]
+    tile: bool,
+}
+
+impl Kernels {
+    #[cfg_attr(not(target_arch = "x86_64"), allow(unused_variables))]
+    fn for_cpu(head_dim: usize) -> Kernels {
+        Kernels {
+            #[cfg(target_arch = "x86_64")]
+            row: super::attention_row::supported(head_dim),
+            #[cfg(target_arch = "x86_64")]
+            tile: super::attention_tile::supported(head_dim),
+        }
+    }
+
+    /// The portable path only.
+    #[cfg(test)]
+    fn portable() -> Kernels {
+        Kernels {
+            #[cfg(target_arch = "x86_64")]
+            row: false,
+            #[cfg(target_arch = "x86_64")]
+            tile: false,
+        }
+    }
 }
 
 /// One head's keys and values of consecutive positions from `first`, as f32 rows.
@@ -647,19 +765,22 @@ mod tests {
                 window,
                 sinks: with_sinks.then_some(&sinks[..]),
             };
-            let mut out = vec![f32::NAN; seq * width];
             let pool = rayon::ThreadPoolBuilder::new()
                 .num_threads(threads)
                 .build()
                 .unwrap();
-            pool.install(|| a.run(&mut out)).unwrap();
             let want = reference(&a, &keys, &vals);
-            for (i, (got, want)) in out.iter().zip(&want).enumerate() {
-                assert!(
-                    (*got as f64 - want).abs() < 2e-5,
-                    "{ty:?} {heads:?} seq {seq} pos {first_pos} window {window:?} sinks \
-                     {with_sinks}: [{i}] {got} vs {want}"
-                );
+            // this CPU's kernels, and the portable path every CPU has
+            for kernels in [Kernels::for_cpu(heads.head_dim), Kernels::portable()] {
+                let mut out = vec![f32::NAN; seq * width];
+                pool.install(|| a.run_with(&mut out, kernels)).unwrap();
+                for (i, (got, want)) in out.iter().zip(&want).enumerate() {
+                    assert!(
+                        (*got as f64 - want).abs() < 2e-5,
+                        "{ty:?} {kernels:?} {heads:?} seq {seq} pos {first_pos} window \
+                         {window:?} sinks {with_sinks}: [{i}] {got} vs {want}"
+                    );
+                }
             }
         }
     }

@@ -45,7 +45,38 @@ impl KvElem for f16 {
         dst.convert_from_f32_slice(src);
     }
     fn load(src: &[f16], dst: &mut [f32]) {
+        #[cfg(target_arch = "x86_64")]
+        if std::is_x86_feature_detected!("f16c") {
+            assert_eq!(src.len(), dst.len(), "f16 rows of different lengths");
+            // SAFETY: F16C is present; the lengths are equal.
+            unsafe { load_f16c(src, dst) };
+            return;
+        }
         src.convert_to_f32_slice(dst);
+    }
+}
+
+/// [`KvElem::load`] of halves with F16C, 8 at a time (the `half` crate's slice conversion
+/// checks the CPU and runs a short loop per call, a tenth of a prompt's attention).
+///
+/// # Safety
+/// F16C; `src` and `dst` of the same length.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx,f16c")]
+unsafe fn load_f16c(src: &[f16], dst: &mut [f32]) {
+    use std::arch::x86_64::*;
+    let n = src.len();
+    let mut i = 0;
+    while i + 8 <= n {
+        // SAFETY: `i + 8 <= n` halves and floats on either side.
+        unsafe {
+            let h = _mm_loadu_si128(src.as_ptr().add(i).cast());
+            _mm256_storeu_ps(dst.as_mut_ptr().add(i), _mm256_cvtph_ps(h));
+        }
+        i += 8;
+    }
+    for (d, s) in dst[i..].iter_mut().zip(&src[i..]) {
+        *d = s.to_f32();
     }
 }
 

@@ -7,6 +7,8 @@
 mod attention;
 #[cfg(target_arch = "x86_64")]
 mod attention_row;
+#[cfg(target_arch = "x86_64")]
+mod attention_tile;
 mod elementwise;
 mod kv_cache;
 mod math;
