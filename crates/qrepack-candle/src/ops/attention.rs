@@ -264,7 +264,7 @@ impl Attention<'_> {
                 runs: &runs,
                 scale: self.scale,
             }
-            .run(scores, exp_from_max, o, st);
+            .run(scores, o, st);
         };
         if tasks == 1 {
             task(0, &mut partial, &mut stats, &mut Vec::new());

@@ -65,17 +65,11 @@ pub(super) fn supported(d: usize) -> bool {
 }
 
 impl<E: Lanes> RowGroup<'_, E> {
-    /// Scores into `scores` (`m` rows of the positions), turned by `exp_from_max` into
+    /// Scores into `scores` (`m` rows of the positions), turned into
     /// `exp(score - max)` (returning the row's maximum and sum into `stats`), then the sums of
     /// the values weighted by them into `out` (`m` vectors of `d`): divided by the sum, that
     /// is the attention of the positions.
-    pub fn run(
-        &self,
-        scores: &mut Vec<f32>,
-        exp_from_max: impl Fn(&mut [f32]) -> (f32, f32),
-        out: &mut [f32],
-        stats: &mut [(f32, f32)],
-    ) {
+    pub fn run(&self, scores: &mut Vec<f32>, out: &mut [f32], stats: &mut [(f32, f32)]) {
         let (m, d) = (self.m, self.d);
         let span: usize = self.runs.iter().map(|(k, _)| k.len() / d).sum();
         assert!(
@@ -107,7 +101,8 @@ impl<E: Lanes> RowGroup<'_, E> {
             }
         }
         for (row, st) in scores.chunks_exact_mut(span).zip(stats.iter_mut()) {
-            *st = exp_from_max(row);
+            // SAFETY: AVX-512 F is present (asserted above).
+            *st = unsafe { exp_from_max(row) };
         }
         // SAFETY: as above.
         unsafe {
@@ -139,7 +134,26 @@ impl<E: Lanes> RowGroup<'_, E> {
         for (keys, _) in self.runs {
             let n = keys.len() / d;
             let base = keys.as_ptr();
-            for p in 0..n {
+            let mut p = 0;
+            if M <= 4 {
+                while p + 4 <= n {
+                    // SAFETY: rows p..p + 4 < n of the run; as below; prefetches do not fault
+                    // but stay inside the run.
+                    unsafe {
+                        if p + PREFETCH_ROWS + 4 <= n {
+                            let ahead = base.add((p + PREFETCH_ROWS) * d).cast::<i8>();
+                            let mut c = 0;
+                            while c < 4 * d * size_of::<E>() {
+                                _mm_prefetch::<_MM_HINT_T0>(ahead.add(c));
+                                c += 64;
+                            }
+                        }
+                        self.scores4::<M>(base.add(p * d), s.add(at + p), span)
+                    };
+                    p += 4;
+                }
+            }
+            for p in p..n {
                 // SAFETY: row p < n of the run holds d values; the M query vectors of d
                 // values are inside `queries`; j * span + at + p < M * span.
                 unsafe {
@@ -170,6 +184,39 @@ impl<E: Lanes> RowGroup<'_, E> {
         }
     }
 
+    /// The scores of four consecutive positions (key rows at `keys`) for the `M` query
+    /// vectors, stored at `out + j * span` for vector `j`: the sums of the four positions
+    /// are reduced together, a quarter of the shuffles of four separate reductions.
+    ///
+    /// # Safety
+    /// AVX-512 F; four rows of `d` keys at `keys` (and the rows [`PREFETCH_ROWS`] on are
+    /// only prefetched); `M` query vectors in `queries`; four values writable at each
+    /// `out + j * span`.
+    #[target_feature(enable = "avx512f")]
+    #[inline]
+    unsafe fn scores4<const M: usize>(&self, keys: *const E, out: *mut f32, span: usize) {
+        let d = self.d;
+        let q = self.queries.as_ptr();
+        let mut acc = [[_mm512_setzero_ps(); 4]; M];
+        // SAFETY: the caller's contract.
+        unsafe {
+            let mut c = 0;
+            while c < d {
+                for p in 0..4 {
+                    let k = E::load16(keys.add(p * d + c));
+                    for (j, a) in acc.iter_mut().enumerate() {
+                        a[p] = _mm512_fmadd_ps(_mm512_loadu_ps(q.add(j * d + c)), k, a[p]);
+                    }
+                }
+                c += 16;
+            }
+            let scale = _mm_set1_ps(self.scale);
+            for (j, a) in acc.iter().enumerate() {
+                _mm_storeu_ps(out.add(j * span), _mm_mul_ps(sum4(a), scale));
+            }
+        }
+    }
+
     /// `out_j = sum_p w[j * span + p] v_p`, 16 lanes at a time with `M` accumulators over
     /// each run.
     ///
@@ -196,27 +243,128 @@ impl<E: Lanes> RowGroup<'_, E> {
             let base = values.as_ptr();
             let mut c = 0;
             while c < d {
-                // SAFETY: as above; row p < n of the run, lanes c..c + 16 <= d; weights
+                // SAFETY: as above; rows p < n of the run, lanes c..c + 16 C <= d; weights
                 // j * span + at + p < M * span.
                 unsafe {
-                    let mut acc = [_mm512_setzero_ps(); M];
-                    for (j, a) in acc.iter_mut().enumerate() {
-                        *a = _mm512_loadu_ps(o.add(j * d + c));
-                    }
-                    for p in 0..n {
-                        let v = E::load16(base.add(p * d + c));
-                        for (j, a) in acc.iter_mut().enumerate() {
-                            let wt = _mm512_set1_ps(*w.add(j * span + at + p));
-                            *a = _mm512_fmadd_ps(wt, v, *a);
-                        }
-                    }
-                    for (j, a) in acc.iter().enumerate() {
-                        _mm512_storeu_ps(o.add(j * d + c), *a);
+                    if M <= 6 && c + 64 <= d {
+                        weighted_columns::<E, M, 4>(base.add(c), d, n, w.add(at), span, o.add(c));
+                        c += 64;
+                    } else {
+                        weighted_columns::<E, M, 1>(base.add(c), d, n, w.add(at), span, o.add(c));
+                        c += 16;
                     }
                 }
-                c += 16;
             }
             at += n;
         }
+    }
+}
+
+/// The sums of the lanes of four vectors, in order.
+#[target_feature(enable = "avx512f")]
+#[inline]
+fn sum4(v: &[__m512; 4]) -> __m128 {
+    // per 128-bit block: pairs of lanes of a, b, then of c, d, then all four vectors
+    let ab = _mm512_add_ps(
+        _mm512_unpacklo_ps(v[0], v[1]),
+        _mm512_unpackhi_ps(v[0], v[1]),
+    );
+    let cd = _mm512_add_ps(
+        _mm512_unpacklo_ps(v[2], v[3]),
+        _mm512_unpackhi_ps(v[2], v[3]),
+    );
+    let blocks = _mm512_add_ps(
+        _mm512_shuffle_ps::<0x44>(ab, cd),
+        _mm512_shuffle_ps::<0xee>(ab, cd),
+    );
+    let half = _mm256_add_ps(
+        _mm512_castps512_ps256(blocks),
+        _mm256_castpd_ps(_mm512_extractf64x4_pd::<1>(_mm512_castps_pd(blocks))),
+    );
+    _mm_add_ps(
+        _mm256_castps256_ps128(half),
+        _mm256_extractf128_ps::<1>(half),
+    )
+}
+
+/// `out[j * d + c..][..16 C] += sum_p w[j * span + p] values[p * d + c..][..16 C]` for the
+/// `M` query vectors over `n` positions: `M x C` accumulators, so each value row is read in
+/// one pass and the sums are `M C` independent chains.
+///
+/// # Safety
+/// AVX-512 F; `n` rows `d` apart at `values`, each with `16 C` readable; weights at
+/// `w + j * span + p` for `j < M`, `p < n`; `16 C` values at each `out + j * d`.
+#[target_feature(enable = "avx512f")]
+#[inline]
+unsafe fn weighted_columns<E: Lanes, const M: usize, const C: usize>(
+    values: *const E,
+    d: usize,
+    n: usize,
+    w: *const f32,
+    span: usize,
+    out: *mut f32,
+) {
+    // SAFETY: the caller's contract.
+    unsafe {
+        let mut acc = [[_mm512_setzero_ps(); C]; M];
+        for (j, a) in acc.iter_mut().enumerate() {
+            for (k, a) in a.iter_mut().enumerate() {
+                *a = _mm512_loadu_ps(out.add(j * d + 16 * k));
+            }
+        }
+        for p in 0..n {
+            let mut v = [_mm512_setzero_ps(); C];
+            for (k, v) in v.iter_mut().enumerate() {
+                *v = E::load16(values.add(p * d + 16 * k));
+            }
+            for (j, a) in acc.iter_mut().enumerate() {
+                let wt = _mm512_set1_ps(*w.add(j * span + p));
+                for (a, v) in a.iter_mut().zip(&v) {
+                    *a = _mm512_fmadd_ps(wt, *v, *a);
+                }
+            }
+        }
+        for (j, a) in acc.iter().enumerate() {
+            for (k, a) in a.iter().enumerate() {
+                _mm512_storeu_ps(out.add(j * d + 16 * k), *a);
+            }
+        }
+    }
+}
+
+/// `s = exp(s - max(s))`; returns `(max(s), sum of the new s)`, 16 lanes at a time.
+///
+/// # Safety
+/// AVX-512 F.
+#[target_feature(enable = "avx512f")]
+unsafe fn exp_from_max(s: &mut [f32]) -> (f32, f32) {
+    use super::attention_tile::exp16;
+    let n = s.len();
+    let tail: __mmask16 = ((1u32 << (n % 16)) - 1) as __mmask16;
+    let p = s.as_mut_ptr();
+    // SAFETY: full vectors at i + 16 <= n, the tail masked to the values left.
+    unsafe {
+        let mut max = _mm512_set1_ps(f32::NEG_INFINITY);
+        let mut i = 0;
+        while i + 16 <= n {
+            max = _mm512_max_ps(max, _mm512_loadu_ps(p.add(i)));
+            i += 16;
+        }
+        let rest = _mm512_mask_loadu_ps(_mm512_set1_ps(f32::NEG_INFINITY), tail, p.add(i));
+        let max = _mm512_reduce_max_ps(_mm512_max_ps(max, rest));
+        let shift = _mm512_set1_ps(max);
+        let mut sum = _mm512_setzero_ps();
+        let mut i = 0;
+        while i + 16 <= n {
+            let e = exp16(_mm512_sub_ps(_mm512_loadu_ps(p.add(i)), shift));
+            _mm512_storeu_ps(p.add(i), e);
+            sum = _mm512_add_ps(sum, e);
+            i += 16;
+        }
+        let e = exp16(_mm512_sub_ps(_mm512_maskz_loadu_ps(tail, p.add(i)), shift));
+        let e = _mm512_maskz_mov_ps(tail, e);
+        _mm512_mask_storeu_ps(p.add(i), tail, e);
+        sum = _mm512_add_ps(sum, e);
+        (max, _mm512_reduce_add_ps(sum))
     }
 }
