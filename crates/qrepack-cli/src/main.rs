@@ -90,7 +90,8 @@ interleaved layout), in the chosen interleaved layout and plain, on one --rows x
 Examples:
   qrepack sweep --plot sweep.svg
   qrepack sweep --type q4_0,iq4_nl --rows 11008 --cols 4096
-  qrepack sweep --isa avx2 --type q4_0 --json";
+  qrepack sweep --isa avx2 --type q4_0 --json
+  qrepack sweep --type q4_0,q4_K --vs ggml --plot vs-ggml.svg";
 
 const INSPECT_EXAMPLES: &str = "\
 Opens the model as `Model::open` does (every weight repacked for this CPU where a layout fits)
@@ -427,6 +428,14 @@ struct SweepArgs {
     /// Draw GFLOP/s against batch as an SVG line chart into FILE
     #[arg(long, value_name = "FILE.svg")]
     plot: Option<PathBuf>,
+    /// Time ggml's own CPU backend on each type too (the peer benchmark `ggml_mm_bench`, the
+    /// faster of repack on and off per batch): one more line per type
+    #[arg(long, value_enum, value_name = "ENGINE")]
+    vs: Option<VsEngine>,
+    /// With --vs ggml: the peer binary [default: $QREPACK_GGML_PEER, else
+    /// /tmp/ggml-peer/bin/ggml_mm_bench]
+    #[arg(long, value_name = "PATH", requires = "vs")]
+    peer: Option<PathBuf>,
     /// Cap the kernel sets at NAME (scalar, avx2, avxvnni, avx512, avx512bf16, neon, dotprod, i8mm, sve), as QREPACK_ISA=NAME
     #[arg(long, value_name = "NAME", value_parser = parse_isa)]
     isa: Option<KernelSet>,
@@ -446,6 +455,8 @@ impl From<BenchArgs> for SweepArgs {
             min_time: b.min_time.unwrap_or(0.3),
             seed: b.seed,
             plot: b.plot,
+            vs: None,
+            peer: None,
             isa: b.isa,
             common: b.common,
         }
@@ -579,7 +590,14 @@ fn sweep(args: SweepArgs) -> Result<()> {
         },
         seed: args.seed,
         quiet: args.common.quiet,
+        ggml: args.vs.map(|VsEngine::Ggml| sweep::Peer {
+            binary: args.peer.clone().unwrap_or_else(vs_ggml::default_peer),
+            threads,
+        }),
     };
+    if let Some(p) = &cfg.ggml {
+        vs_ggml::ensure_peer(&p.binary)?;
+    }
     if rows.checked_mul(cols).is_none_or(|n| n > 1 << 30) {
         bail!("a {rows} x {cols} matrix is too large for the sweep");
     }

@@ -26,6 +26,8 @@ pub struct Sweep {
     pub reps: Reps,
     pub seed: u64,
     pub quiet: bool,
+    /// ggml's product of each type as one more line (`--vs ggml`).
+    pub ggml: Option<Peer>,
 }
 
 /// The types that have an interleaved layout (the default of `--sweep`).
@@ -36,19 +38,37 @@ pub fn default_types() -> Vec<GgmlType> {
     v
 }
 
-/// One line of the chart: a type in one layout.
+/// Whose product a line of the chart times.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Line {
+    /// qrepack in this layout.
+    Qrepack(Layout),
+    /// ggml's own CPU backend (the peer benchmark), the faster of repack on and off per batch.
+    Ggml,
+}
+
+/// One line of the chart: a type in one layout, or ggml's product of it.
 #[derive(Clone, Debug)]
 pub struct Series {
     pub ty: GgmlType,
-    pub layout: Layout,
+    pub line: Line,
     /// (batch, median seconds, GFLOP/s)
     pub points: Vec<(usize, f64, f64)>,
 }
 
 impl Series {
     pub fn label(&self) -> String {
-        format!("{} {}", self.ty, self.layout)
+        match self.line {
+            Line::Qrepack(layout) => format!("{} {layout}", self.ty),
+            Line::Ggml => format!("{} ggml", self.ty),
+        }
     }
+}
+
+/// The ggml peer to time beside qrepack: its binary and thread count.
+pub struct Peer {
+    pub binary: std::path::PathBuf,
+    pub threads: usize,
 }
 
 pub fn run(cfg: &Sweep) -> Result<Vec<Series>> {
@@ -75,6 +95,8 @@ pub fn run(cfg: &Sweep) -> Result<Vec<Series>> {
             }
         })
         .sum();
+    // the peer's runs of a type count as one step per batch
+    let n_series = n_series + cfg.ggml.as_ref().map_or(0, |_| cfg.types.len());
     let pb = progress::items((n_series * cfg.batches.len()) as u64, "sweep", cfg.quiet);
     for &ty in &cfg.types {
         let q = data::quantize(ty, &w, rows, cols)?;
@@ -95,11 +117,48 @@ pub fn run(cfg: &Sweep) -> Result<Vec<Series>> {
                 points.push((batch, med, gflops));
                 pb.inc(1);
             }
-            out.push(Series { ty, layout, points });
+            out.push(Series {
+                ty,
+                line: Line::Qrepack(layout),
+                points,
+            });
+        }
+        if let Some(peer) = &cfg.ggml {
+            pb.set_message(format!("{ty} ggml"));
+            out.extend(ggml_series(peer, ty, cfg)?);
         }
     }
     pb.finish_and_clear();
     Ok(out)
+}
+
+/// ggml's line for `ty`: the peer's median per batch (weights hot, as qrepack's are timed
+/// here), the faster of its two modes; `None` if the peer ran no batch of the type.
+fn ggml_series(peer: &Peer, ty: GgmlType, cfg: &Sweep) -> Result<Option<Series>> {
+    use crate::vs_ggml::{time_shapes, Shape};
+    let shape = Shape {
+        ty,
+        rows: cfg.rows,
+        cols: cfg.cols,
+    };
+    let shapes = std::collections::BTreeMap::from([(shape, 1)]);
+    let times = time_shapes(&peer.binary, &shapes, &cfg.batches, peer.threads, 0.0, true)?;
+    let flops = 2.0 * cfg.rows as f64 * cfg.cols as f64;
+    let points: Vec<(usize, f64, f64)> = cfg
+        .batches
+        .iter()
+        .map(|&b| {
+            let t = times.get(&(shape, b)).and_then(|t| t.best());
+            t.map_or((b, f64::NAN, f64::NAN), |t| {
+                (b, t, flops * b as f64 / t * 1e-9)
+            })
+        })
+        .collect();
+    Ok(points.iter().any(|p| p.2.is_finite()).then_some(Series {
+        ty,
+        line: Line::Ggml,
+        points,
+    }))
 }
 
 pub fn table(series: &[Series], batches: &[usize]) -> String {
@@ -112,7 +171,13 @@ pub fn table(series: &[Series], batches: &[usize]) -> String {
     for (i, b) in batches.iter().enumerate() {
         let mut row = vec![b.to_string()];
         for s in series {
-            row.push(s.points.get(i).map_or(String::new(), |p| fmt_rate(p.2)));
+            row.push(s.points.get(i).map_or(String::new(), |p| {
+                if p.2.is_finite() {
+                    fmt_rate(p.2)
+                } else {
+                    "-".to_string()
+                }
+            }));
         }
         t.push(row);
     }
@@ -134,18 +199,21 @@ pub struct SweepJson {
 /// One line of the chart in the JSON report.
 #[derive(Debug, Serialize)]
 pub struct SeriesJson {
-    pub layout: &'static str,
+    /// `qrepack`, or `ggml` for the peer's line.
+    pub engine: &'static str,
+    /// qrepack's layout (`null` on ggml's line).
+    pub layout: Option<&'static str>,
     pub points: Vec<PointJson>,
     #[serde(rename = "type")]
     pub ty: &'static str,
 }
 
-/// One point of a series.
+/// One point of a series (`null` figures where ggml could not run the batch).
 #[derive(Debug, Serialize)]
 pub struct PointJson {
     pub batch: usize,
-    pub gflops: f64,
-    pub median_ms: f64,
+    pub gflops: Option<f64>,
+    pub median_ms: Option<f64>,
 }
 
 pub fn to_json(series: &[Series], cfg: &Sweep) -> SweepJson {
@@ -158,14 +226,21 @@ pub fn to_json(series: &[Series], cfg: &Sweep) -> SweepJson {
         series: series
             .iter()
             .map(|s| SeriesJson {
-                layout: s.layout.name(),
+                engine: match s.line {
+                    Line::Qrepack(_) => "qrepack",
+                    Line::Ggml => "ggml",
+                },
+                layout: match s.line {
+                    Line::Qrepack(l) => Some(l.name()),
+                    Line::Ggml => None,
+                },
                 points: s
                     .points
                     .iter()
                     .map(|&(batch, t, gflops)| PointJson {
                         batch,
-                        gflops,
-                        median_ms: t * 1e3,
+                        gflops: gflops.is_finite().then_some(gflops),
+                        median_ms: t.is_finite().then_some(t * 1e3),
                     })
                     .collect(),
                 ty: s.ty.name(),
@@ -205,7 +280,7 @@ fn nice_step(max: f64, n: f64) -> f64 {
 }
 
 /// An SVG line chart of GFLOP/s against batch (log2 x-axis): one colour per type, solid for
-/// the interleaved layout, dashed for plain.
+/// the interleaved layout, dashed for plain, dotted for ggml.
 pub fn svg(series: &[Series], title: &str) -> String {
     let (w, h) = (900.0, 560.0);
     let (left, right, top, bottom) = (70.0, 200.0, 50.0, 60.0);
@@ -304,10 +379,10 @@ pub fn svg(series: &[Series], title: &str) -> String {
     for (i, sr) in series.iter().enumerate() {
         let ci = types.iter().position(|&t| t == sr.ty).unwrap_or(0) % COLORS.len();
         let color = COLORS[ci];
-        let dash = if sr.layout == Layout::Plain {
-            r#" stroke-dasharray="6 4""#
-        } else {
-            ""
+        let dash = match sr.line {
+            Line::Qrepack(Layout::Plain) => r#" stroke-dasharray="6 4""#,
+            Line::Qrepack(_) => "",
+            Line::Ggml => r#" stroke-dasharray="2 3""#,
         };
         let pts: Vec<String> = sr
             .points
@@ -360,21 +435,30 @@ mod tests {
         let s = vec![
             Series {
                 ty: GgmlType::Q4_0,
-                layout: Layout::Q4_0_8x8,
+                line: Line::Qrepack(Layout::Q4_0_8x8),
                 points: vec![(1, 1e-3, 10.0), (2, 1e-3, 20.0), (512, 1e-2, 95.0)],
             },
             Series {
                 ty: GgmlType::Q4_0,
-                layout: Layout::Plain,
+                line: Line::Qrepack(Layout::Plain),
                 points: vec![(1, 1e-3, 8.0), (2, 1e-3, 12.0), (512, 1e-2, 40.0)],
+            },
+            Series {
+                ty: GgmlType::Q4_0,
+                line: Line::Ggml,
+                points: vec![(1, 1e-3, 9.0), (2, f64::NAN, f64::NAN), (512, 1e-2, 60.0)],
             },
         ];
         let svg = svg(&s, "q4_0 <4096x4096>");
         assert!(svg.starts_with("<svg"));
         assert!(svg.trim_end().ends_with("</svg>"));
-        assert_eq!(svg.matches("<polyline").count(), 2);
-        assert!(svg.contains("stroke-dasharray"));
+        assert_eq!(svg.matches("<polyline").count(), 3);
+        assert!(svg.contains(r#"stroke-dasharray="6 4""#));
+        assert!(svg.contains(r#"stroke-dasharray="2 3""#));
         assert!(svg.contains("q4_0 q4_0_8x8") && svg.contains("q4_0 plain"));
+        assert!(svg.contains("q4_0 ggml"));
+        // the batch ggml did not run is left out of its line, not drawn at NaN
+        assert!(!svg.contains("NaN"));
         assert!(svg.contains("&lt;4096x4096&gt;"));
         assert!(svg.contains(">512<"));
         assert_eq!(nice_step(95.0, 6.0), 20.0);

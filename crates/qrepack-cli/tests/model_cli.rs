@@ -239,9 +239,6 @@ fn inspect_verify_bench_on_a_small_model() {
     usage_error(&["bench", s(&m), "--check"], "'--check'");
 }
 
-/// `bench MODEL --vs ggml` against a stand-in peer: a script that answers like
-/// `ggml_mm_bench` (1 ms per product with repack, 2 ms without; q6_K fails as an unknown type).
-#[cfg(unix)]
 /// A file of the grid, ternary, FP4 and 1-2-bit types (ggml's own 16x512 weights, from qrepack's fixtures):
 /// `inspect` lists them as plain matrices and `verify` passes each against the f64 reference.
 #[test]
@@ -276,12 +273,11 @@ fn inspect_and_verify_the_grid_ternary_and_fp4_types() {
     assert!(v["worst_nmse_vs_ref"].as_f64().unwrap() <= 1e-9);
 }
 
-#[test]
-fn bench_vs_ggml_sums_the_peer_over_the_shapes() {
+/// A stand-in for the ggml peer in `dir`: a script that answers like `ggml_mm_bench` (1 ms
+/// per product with repack, 2 ms without; q6_K fails as an unknown type).
+#[cfg(unix)]
+fn fake_peer(dir: &TempDir) -> std::path::PathBuf {
     use std::os::unix::fs::PermissionsExt;
-    let dir = TempDir::new("vs-ggml");
-    let m = dir.path("tiny.gguf");
-    write_model(&m);
     let peer = dir.path("fake_peer.sh");
     std::fs::write(
         &peer,
@@ -295,6 +291,63 @@ esac
     )
     .unwrap();
     std::fs::set_permissions(&peer, std::fs::Permissions::from_mode(0o755)).unwrap();
+    peer
+}
+
+/// `sweep --vs ggml`: one more line per type, the peer's faster mode at every batch, and a
+/// type the peer cannot run gets no line.
+#[cfg(unix)]
+#[test]
+fn sweep_vs_ggml_adds_the_peer_line() {
+    let dir = TempDir::new("sweep-vs-ggml");
+    let peer = fake_peer(&dir);
+    let svg = dir.path("vs.svg");
+    let v = ok_json(&[
+        "sweep",
+        "--rows",
+        "16",
+        "--cols",
+        "256",
+        "--type",
+        "q4_0,q6_K",
+        "--batch",
+        "1,4",
+        "--reps",
+        "1",
+        "--vs",
+        "ggml",
+        "--peer",
+        s(&peer),
+        "--plot",
+        s(&svg),
+        "--json",
+        "-q",
+    ]);
+    let series = v["series"].as_array().unwrap();
+    let ggml: Vec<_> = series.iter().filter(|s| s["engine"] == "ggml").collect();
+    assert_eq!(ggml.len(), 1, "{v}");
+    assert_eq!(ggml[0]["type"], "q4_0");
+    assert!(ggml[0]["layout"].is_null());
+    for (p, batch) in ggml[0]["points"].as_array().unwrap().iter().zip([1.0, 4.0]) {
+        assert_eq!(p["median_ms"], 1.0);
+        let want = 2.0 * 16.0 * 256.0 * batch / 1e-3 * 1e-9;
+        assert!((p["gflops"].as_f64().unwrap() - want).abs() < 1e-9, "{p}");
+    }
+    assert!(series
+        .iter()
+        .all(|s| s["engine"] == "ggml" || s["layout"].is_string()));
+    let plot = std::fs::read_to_string(&svg).unwrap();
+    assert!(plot.contains("q4_0 ggml") && !plot.contains("q6_K ggml"));
+    usage_error(&["sweep", "--peer", s(&peer)], "--vs");
+}
+
+#[cfg(unix)]
+#[test]
+fn bench_vs_ggml_sums_the_peer_over_the_shapes() {
+    let dir = TempDir::new("vs-ggml");
+    let m = dir.path("tiny.gguf");
+    write_model(&m);
+    let peer = fake_peer(&dir);
     let v = ok_json(&[
         "bench",
         s(&m),
