@@ -113,7 +113,7 @@ def svg_bars(res, title, prompt, gen):
                 out.append(f'<rect x="{x:.1f}" y="{top + panel_h - bh:.1f}" width="{bar_w * 0.9:.1f}" '
                            f'height="{bh:.1f}" fill="{COLORS.get(e, "#555")}"/>')
                 out.append(f'<text x="{x + bar_w * 0.45:.1f}" y="{top + panel_h - bh - 3:.1f}" '
-                           f'text-anchor="middle" font-size="9">{best:.0f}</text>')
+                           f'text-anchor="middle" font-size="9">{best:.{1 if best < 20 else 0}f}</text>')
             out.append(f'<text x="{gx + group_w * 0.4:.1f}" y="{top + panel_h + 34}" text-anchor="middle" '
                        f'font-size="10">{m_i + 1}</text>')
     for m_i, m in enumerate(models):
