@@ -603,7 +603,12 @@ fn sweep(args: SweepArgs) -> Result<()> {
     }
     let series = pool.install(|| sweep::run(&cfg))?;
     let title = format!(
-        "qrepack: {rows}x{cols} matmul, {threads} thread(s), {}",
+        "{}: {rows}x{cols} matmul, {threads} thread(s), {}",
+        if cfg.ggml.is_some() {
+            "qrepack and ggml"
+        } else {
+            "qrepack"
+        },
         CpuFeatures::get().describe()
     );
     if let Some(p) = &args.plot {
