@@ -198,23 +198,12 @@ impl Pass<'_> {
     #[target_feature(enable = "avx512f")]
     #[inline]
     unsafe fn scores<const P: usize>(&self, keys: *const f32, out: *mut f32) {
-        let q = self.queries.as_ptr();
         let mut acc = [[_mm512_setzero_ps(); 2]; P];
-        // SAFETY: the caller's contract, and `queries` holds `d * LANES` values.
+        // SAFETY: the caller's contract, and `queries` holds `d * LANES` values: step `c`
+        // reads query row `c` and key value `c` of each of the `P` rows.
         unsafe {
-            for c in 0..self.d {
-                let q0 = _mm512_loadu_ps(q.add(c * LANES));
-                let q1 = _mm512_loadu_ps(q.add(c * LANES + 16));
-                for (p, a) in acc.iter_mut().enumerate() {
-                    let k = _mm512_set1_ps(*keys.add(p * self.d + c));
-                    a[0] = _mm512_fmadd_ps(k, q0, a[0]);
-                    a[1] = _mm512_fmadd_ps(k, q1, a[1]);
-                }
-            }
-            for (p, a) in acc.iter().enumerate() {
-                _mm512_storeu_ps(out.add(p * LANES), a[0]);
-                _mm512_storeu_ps(out.add(p * LANES + 16), a[1]);
-            }
+            rank_one_updates(&mut acc, self.queries.as_ptr(), keys, (self.d, 1), self.d);
+            store_rows(&acc, out);
         }
     }
 }
@@ -234,26 +223,61 @@ unsafe fn weighted_columns(
     n: usize,
     out: *mut f32,
 ) {
-    // SAFETY: the caller's contract.
+    // SAFETY: the caller's contract: step `p` reads weight row `p` and value row `p`'s
+    // `COLUMNS` values.
     unsafe {
         let mut acc = [[_mm512_setzero_ps(); 2]; COLUMNS];
         for (c, a) in acc.iter_mut().enumerate() {
             a[0] = _mm512_loadu_ps(out.add(c * LANES));
             a[1] = _mm512_loadu_ps(out.add(c * LANES + 16));
         }
-        for p in 0..n {
-            let w0 = _mm512_loadu_ps(weights.add(p * LANES));
-            let w1 = _mm512_loadu_ps(weights.add(p * LANES + 16));
-            let row = values.add(p * d);
-            for (c, a) in acc.iter_mut().enumerate() {
-                let v = _mm512_set1_ps(*row.add(c));
-                a[0] = _mm512_fmadd_ps(v, w0, a[0]);
-                a[1] = _mm512_fmadd_ps(v, w1, a[1]);
+        rank_one_updates(&mut acc, weights, values, (1, d), n);
+        store_rows(&acc, out);
+    }
+}
+
+/// The products both kernels are made of: for each of `steps` steps `t`, a row of [`LANES`]
+/// at `lanes + t * LANES` times `R` scalars (scalar `i` at `scalars + i * stride.0 + t *
+/// stride.1`, broadcast), added to the `R` accumulator rows.
+///
+/// # Safety
+/// AVX-512 F; every row and scalar named above readable.
+#[target_feature(enable = "avx512f")]
+#[inline]
+unsafe fn rank_one_updates<const R: usize>(
+    acc: &mut [[__m512; 2]; R],
+    lanes: *const f32,
+    scalars: *const f32,
+    stride: (usize, usize),
+    steps: usize,
+) {
+    // SAFETY: the caller's contract.
+    unsafe {
+        for t in 0..steps {
+            let l0 = _mm512_loadu_ps(lanes.add(t * LANES));
+            let l1 = _mm512_loadu_ps(lanes.add(t * LANES + 16));
+            let col = scalars.add(t * stride.1);
+            for (i, a) in acc.iter_mut().enumerate() {
+                let x = _mm512_set1_ps(*col.add(i * stride.0));
+                a[0] = _mm512_fmadd_ps(x, l0, a[0]);
+                a[1] = _mm512_fmadd_ps(x, l1, a[1]);
             }
         }
-        for (c, a) in acc.iter().enumerate() {
-            _mm512_storeu_ps(out.add(c * LANES), a[0]);
-            _mm512_storeu_ps(out.add(c * LANES + 16), a[1]);
+    }
+}
+
+/// `R` accumulator rows into `R` rows of [`LANES`] at `out`.
+///
+/// # Safety
+/// AVX-512 F; `R * LANES` values writable at `out`.
+#[target_feature(enable = "avx512f")]
+#[inline]
+unsafe fn store_rows<const R: usize>(acc: &[[__m512; 2]; R], out: *mut f32) {
+    for (i, a) in acc.iter().enumerate() {
+        // SAFETY: row `i < R` of `out`.
+        unsafe {
+            _mm512_storeu_ps(out.add(i * LANES), a[0]);
+            _mm512_storeu_ps(out.add(i * LANES + 16), a[1]);
         }
     }
 }
@@ -323,12 +347,7 @@ unsafe fn transpose_in_avx512(
     for v in 0..2 {
         let mut c = 0;
         while c < d {
-            let width = 16.min(d - c);
-            let cols: __mmask16 = if width == 16 {
-                0xffff
-            } else {
-                (1u16 << width) - 1
-            };
+            let (width, cols) = columns_from(c, d);
             let mut r = [_mm512_setzero_ps(); 16];
             for (i, row) in r.iter_mut().enumerate() {
                 if let Some(&s) = starts.get(16 * v + i) {
@@ -347,6 +366,12 @@ unsafe fn transpose_in_avx512(
             c += 16;
         }
     }
+}
+
+/// The width of the 16-column block from column `c` of `d`, and its mask.
+fn columns_from(c: usize, d: usize) -> (usize, __mmask16) {
+    let width = 16.min(d - c);
+    (width, (((1u32 << width) - 1) & 0xffff) as __mmask16)
 }
 
 /// The inverse of [`transpose_in`] without a scale: lane `i` of `lanes` (`d` rows of
@@ -370,12 +395,7 @@ unsafe fn transpose_out_avx512(lanes: &[f32], starts: &[usize], d: usize, out: &
     for v in 0..starts.len().div_ceil(16) {
         let mut c = 0;
         while c < d {
-            let width = 16.min(d - c);
-            let cols: __mmask16 = if width == 16 {
-                0xffff
-            } else {
-                (1u16 << width) - 1
-            };
+            let (width, cols) = columns_from(c, d);
             let mut r = [_mm512_setzero_ps(); 16];
             for (i, row) in r.iter_mut().take(width).enumerate() {
                 // SAFETY: row `c + i < d` of `lanes`, lanes `16 v..16 v + 16`.
