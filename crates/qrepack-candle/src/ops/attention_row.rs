@@ -338,7 +338,7 @@ unsafe fn weighted_columns<E: Lanes, const M: usize, const C: usize>(
 /// AVX-512 F.
 #[target_feature(enable = "avx512f")]
 unsafe fn exp_from_max(s: &mut [f32]) -> (f32, f32) {
-    use super::attention_tile::exp16;
+    use super::math::x86::exp16;
     let n = s.len();
     let tail: __mmask16 = ((1u32 << (n % 16)) - 1) as __mmask16;
     let p = s.as_mut_ptr();

@@ -20,6 +20,8 @@
 
 use std::arch::x86_64::*;
 
+use super::math::x86::exp16;
+
 /// Query vectors of one pass: two vectors of 16 lanes.
 pub(super) const LANES: usize = 32;
 /// Positions whose scores one call of the score kernel computes.
@@ -421,34 +423,6 @@ fn finite_or_zero(x: __m512) -> __m512 {
     _mm512_mask_blend_ps(none, x, _mm512_setzero_ps())
 }
 
-/// `e^x` per lane, the algorithm of [`super::math::exp`] (relative error below 2e-7), with
-/// `2^n` applied by `vscalefps`; 0 below -87.3 (and for `-inf`), `+inf` above 88.7.
-#[target_feature(enable = "avx512f")]
-#[inline]
-pub(super) fn exp16(x: __m512) -> __m512 {
-    const LN2_HI: f32 = 0.693_145_75;
-    const LN2_LO: f32 = 1.428_606_8e-6;
-    let low = _mm512_cmp_ps_mask::<_CMP_LT_OQ>(x, _mm512_set1_ps(-87.336_54));
-    let clamped = _mm512_min_ps(
-        _mm512_max_ps(x, _mm512_set1_ps(-87.336_54)),
-        _mm512_set1_ps(88.722_83),
-    );
-    let n = _mm512_roundscale_ps::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(
-        _mm512_mul_ps(clamped, _mm512_set1_ps(std::f32::consts::LOG2_E)),
-    );
-    let r = _mm512_fnmadd_ps(n, _mm512_set1_ps(LN2_HI), clamped);
-    let r = _mm512_fnmadd_ps(n, _mm512_set1_ps(LN2_LO), r);
-    let mut p = _mm512_set1_ps(1.0 / 720.0);
-    for c in [1.0 / 120.0, 1.0 / 24.0, 1.0 / 6.0, 0.5, 1.0, 1.0] {
-        p = _mm512_fmadd_ps(r, p, _mm512_set1_ps(c));
-    }
-    let y = _mm512_scalef_ps(p, n);
-    let y = _mm512_mask_blend_ps(low, y, _mm512_setzero_ps());
-    // above the clamp: +inf, as f32::exp
-    let high = _mm512_cmp_ps_mask::<_CMP_GT_OQ>(x, _mm512_set1_ps(88.722_83));
-    _mm512_mask_blend_ps(high, y, _mm512_set1_ps(f32::INFINITY))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -475,37 +449,6 @@ mod tests {
                 for (i, (o, x)) in out.iter().zip(&data).enumerate() {
                     let inside = starts.iter().any(|&s| (s..s + d).contains(&i));
                     assert_eq!(*o, if inside { 2.0 * x } else { -1.0 }, "d {d} at {i}");
-                }
-            }
-        }
-    }
-
-    #[test]
-    fn exp16_matches_f64() {
-        if !std::is_x86_feature_detected!("avx512f") {
-            return;
-        }
-        let mut xs: Vec<f32> = (0..4000).map(|i| -90.0 + i as f32 * 0.0451).collect();
-        xs.extend([f32::NEG_INFINITY, 0.0, -0.0, 88.0, 89.0, -87.0, -88.0]);
-        while !xs.len().is_multiple_of(16) {
-            xs.push(1.0);
-        }
-        for chunk in xs.chunks_exact(16) {
-            let mut got = [0.0f32; 16];
-            // SAFETY: AVX-512 F checked above; 16 values in and out.
-            unsafe {
-                let y = exp16(_mm512_loadu_ps(chunk.as_ptr()));
-                _mm512_storeu_ps(got.as_mut_ptr(), y);
-            }
-            for (x, y) in chunk.iter().zip(got) {
-                let want = (*x as f64).exp();
-                if *x < -87.336_54 {
-                    assert_eq!(y, 0.0, "exp({x})");
-                } else if *x > 88.722_83 {
-                    assert_eq!(y, f32::INFINITY, "exp({x})");
-                } else {
-                    let err = (y as f64 - want).abs() / want;
-                    assert!(err < 3e-7, "exp({x}) = {y}, want {want}: {err:e}");
                 }
             }
         }

@@ -327,7 +327,7 @@ pub fn gated(
 ) {
     rows_mut(out, width, |r, o| {
         let row = &src[r * stride..];
-        gated_row(gate, &row[gate_off..][..width], &row[up_off..][..width], o)
+        gated_row_best(gate, &row[gate_off..][..width], &row[up_off..][..width], o)
     });
 }
 
@@ -339,8 +339,83 @@ pub fn gated_split(gate: Gate, g: &[f32], u: &[f32], out: &mut [f32], width: usi
         "gated_split: gate or up shorter than the output"
     );
     rows_mut(out, width, |r, o| {
-        gated_row(gate, &g[r * width..][..width], &u[r * width..][..width], o)
+        gated_row_best(gate, &g[r * width..][..width], &u[r * width..][..width], o)
     });
+}
+
+/// [`gated_row`], with 512-bit vectors where the CPU has them: the compiler does not
+/// vectorize the portable loops' exponential (4 ns a value on AVX-512 Zen 4, a tenth of a
+/// 135M model's prompt pass).
+fn gated_row_best(gate: Gate, g: &[f32], u: &[f32], out: &mut [f32]) {
+    #[cfg(target_arch = "x86_64")]
+    if std::is_x86_feature_detected!("avx512f") {
+        assert!(
+            g.len() >= out.len() && u.len() >= out.len(),
+            "gated row too short"
+        );
+        // SAFETY: AVX-512 F is present; `g` and `u` hold `out.len()` values.
+        unsafe { gated_row_avx512(gate, g, u, out) };
+        return;
+    }
+    gated_row(gate, g, u, out)
+}
+
+/// `out[i] = act(g[i]) * u[i]` 16 values at a time, each activation as `x / (1 + e^-y)`.
+///
+/// # Safety
+/// AVX-512 F; `g` and `u` at least as long as `out`.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+unsafe fn gated_row_avx512(gate: Gate, g: &[f32], u: &[f32], out: &mut [f32]) {
+    use super::math::x86::exp16;
+    use std::arch::x86_64::*;
+    let n = out.len();
+    let one = _mm512_set1_ps(1.0);
+    // the gated value of 16 lanes: `x / (1 + e^-y) * v` for the gate's x, y and factor v
+    let lanes = |g: __m512, u: __m512| -> __m512 {
+        let (x, y, v) = match gate {
+            Gate::SwiGlu => (g, g, u),
+            Gate::GeGlu => {
+                // 2 sqrt(2 / pi) (x + 0.044715 x^3)
+                let cube = _mm512_mul_ps(_mm512_mul_ps(g, g), _mm512_set1_ps(0.044_715));
+                let t = _mm512_fmadd_ps(cube, g, g);
+                (g, _mm512_mul_ps(t, _mm512_set1_ps(2.0 * 0.797_884_6)), u)
+            }
+            Gate::SwiGluOai => {
+                let x = _mm512_min_ps(g, _mm512_set1_ps(OAI_LIMIT));
+                let v = _mm512_max_ps(
+                    _mm512_min_ps(u, _mm512_set1_ps(OAI_LIMIT)),
+                    _mm512_set1_ps(-OAI_LIMIT),
+                );
+                (
+                    x,
+                    _mm512_mul_ps(x, _mm512_set1_ps(OAI_ALPHA)),
+                    _mm512_add_ps(v, one),
+                )
+            }
+        };
+        let denominator = _mm512_add_ps(one, exp16(_mm512_sub_ps(_mm512_setzero_ps(), y)));
+        _mm512_mul_ps(_mm512_div_ps(x, denominator), v)
+    };
+    let (gp, up, op) = (g.as_ptr(), u.as_ptr(), out.as_mut_ptr());
+    let mut i = 0;
+    // SAFETY: `i + 16 <= n` for the full vectors, the tail masked to `n - i` lanes; the
+    // inputs hold at least `n` values.
+    unsafe {
+        while i + 16 <= n {
+            let y = lanes(_mm512_loadu_ps(gp.add(i)), _mm512_loadu_ps(up.add(i)));
+            _mm512_storeu_ps(op.add(i), y);
+            i += 16;
+        }
+        if i < n {
+            let tail: __mmask16 = ((1u32 << (n - i)) - 1) as __mmask16;
+            let y = lanes(
+                _mm512_maskz_loadu_ps(tail, gp.add(i)),
+                _mm512_maskz_loadu_ps(tail, up.add(i)),
+            );
+            _mm512_mask_storeu_ps(op.add(i), tail, y);
+        }
+    }
 }
 
 #[multiversion(targets(
@@ -559,33 +634,46 @@ mod tests {
 
     #[test]
     fn gated_activations_match_f64() {
-        let (rows, ff) = (33, 100);
-        let src = values(rows * 2 * ff, 4);
-        for gate in [Gate::SwiGlu, Gate::GeGlu, Gate::SwiGluOai] {
-            let mut out = vec![0.0; rows * ff];
-            gated(gate, &src, 2 * ff, (0, ff), &mut out, ff);
-            for r in 0..rows {
-                for i in 0..ff {
-                    let g = src[r * 2 * ff + i] as f64;
-                    let u = src[r * 2 * ff + ff + i] as f64;
-                    let act = match gate {
-                        Gate::SwiGlu => g / (1.0 + (-g).exp()),
-                        Gate::GeGlu => {
-                            0.5 * g
-                                * (1.0
-                                    + ((2.0 / std::f64::consts::PI).sqrt()
-                                        * (g + 0.044715 * g * g * g))
-                                        .tanh())
+        // widths with a tail past the last 16 lanes; values to +-12, past gpt-oss's clamps
+        for (rows, ff) in [(33, 100), (3, 7), (2, 64)] {
+            let src: Vec<f32> = values(rows * 2 * ff, 4 + ff as u64)
+                .iter()
+                .map(|v| 12.0 * v)
+                .collect();
+            for gate in [Gate::SwiGlu, Gate::GeGlu, Gate::SwiGluOai] {
+                let mut best = vec![0.0; rows * ff];
+                gated(gate, &src, 2 * ff, (0, ff), &mut best, ff);
+                // the portable kernel every CPU has, beside this CPU's
+                let mut portable = vec![0.0; rows * ff];
+                for (r, o) in portable.chunks_exact_mut(ff).enumerate() {
+                    let row = &src[r * 2 * ff..];
+                    gated_row(gate, &row[..ff], &row[ff..2 * ff], o);
+                }
+                for r in 0..rows {
+                    for i in 0..ff {
+                        let g = src[r * 2 * ff + i] as f64;
+                        let u = src[r * 2 * ff + ff + i] as f64;
+                        let want = match gate {
+                            Gate::SwiGlu => g / (1.0 + (-g).exp()) * u,
+                            Gate::GeGlu => {
+                                let t = (2.0 / std::f64::consts::PI).sqrt()
+                                    * (g + 0.044715 * g * g * g);
+                                0.5 * g * (1.0 + t.tanh()) * u
+                            }
+                            Gate::SwiGluOai => {
+                                let g = g.min(7.0);
+                                let u = u.clamp(-7.0, 7.0);
+                                g / (1.0 + (-1.702 * g).exp()) * (u + 1.0)
+                            }
+                        };
+                        for (path, got) in [("best", &best), ("portable", &portable)] {
+                            let got = got[r * ff + i] as f64;
+                            assert!(
+                                (got - want).abs() <= 1e-5 * want.abs().max(1.0),
+                                "{gate:?} {path} ({g}, {u}): {got} vs {want}"
+                            );
                         }
-                        Gate::SwiGluOai => {
-                            let g = g.min(7.0);
-                            let u = u.clamp(-7.0, 7.0);
-                            let want = g / (1.0 + (-1.702 * g).exp()) * (u + 1.0);
-                            assert!((out[r * ff + i] as f64 - want).abs() < 1e-5);
-                            continue;
-                        }
-                    };
-                    assert!((out[r * ff + i] as f64 - act * u).abs() < 1e-5, "{gate:?}");
+                    }
                 }
             }
         }
