@@ -57,7 +57,8 @@ pub(crate) fn exp(x: f32) -> f32 {
     let clamped = x.clamp(-87.336_54, 88.722_83);
     // round to nearest by adding and removing 1.5 * 2^23: no rounding instruction needed
     const ROUND: f32 = 12_582_912.0;
-    let n = (clamped * LOG2E + ROUND) - ROUND;
+    let shifted = clamped * LOG2E + ROUND;
+    let n = shifted - ROUND;
     let r = (-n).mul_add(LN2_LO, (-n).mul_add(LN2_HI, clamped));
     // Taylor coefficients 1/k! (k = 2..6): enough for |r| <= 0.347 at f32 precision
     let p = r.mul_add(1.0 / 720.0, 1.0 / 120.0);
@@ -66,9 +67,11 @@ pub(crate) fn exp(x: f32) -> f32 {
     let p = r.mul_add(p, 0.5);
     let p = r.mul_add(p, 1.0);
     let er = r.mul_add(p, 1.0);
-    // 2^n as two factors, since 2^128 (reached just below the overflow) is not an f32
-    let n = n as i32;
-    let half = n / 2;
+    // 2^n as two factors, since 2^128 (reached just below the overflow) is not an f32; n as
+    // an integer from the bits of `n + ROUND` (a float-to-int conversion, saturating in Rust,
+    // would keep the loop from vectorizing)
+    let n = shifted.to_bits() as i32 - ROUND.to_bits() as i32;
+    let half = n >> 1;
     let pow2 = |k: i32| f32::from_bits(((k + 127) as u32) << 23);
     let y = er * pow2(half) * pow2(n - half);
     // below the clamp the true value is (sub)normal or 0: 0 is within the tolerance of
