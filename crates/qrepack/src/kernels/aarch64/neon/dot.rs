@@ -29,6 +29,17 @@ impl Dot16 for Widening {
     }
 }
 
+/// `sdot`: each lane adds the products of four adjacent bytes (the dotprod set).
+pub(crate) struct Sdot;
+
+impl Dot16 for Sdot {
+    #[inline(always)]
+    unsafe fn dot16(acc: int32x4_t, w: int8x16_t, a: int8x16_t) -> int32x4_t {
+        // SAFETY: dotprod, the caller's contract (and compiled with it).
+        unsafe { crate::kernels::aarch64::asm::sdot(acc, w, a) }
+    }
+}
+
 /// The 16 bytes at `p` as a vector.
 ///
 /// # Safety

@@ -28,7 +28,7 @@ use super::dot::{dot_rows, le_u16, le_u32, sub, Dot16, Widening};
 use crate::blocks::{BlockIq1M, BlockIq1S, BlockIq2S, BlockIq2Xs, BlockIq2Xxs, BlockIq3S};
 use crate::blocks::{BlockIq3Xxs, BlockQ8K, F16Bits};
 use crate::cpu::KernelSet;
-use crate::kernels::aarch64::rows4::load16;
+use crate::kernels::aarch64::rows4::{load16, splat_f16};
 use crate::kernels::aarch64::Neon;
 use crate::quant::grid::iq1_m_scale;
 use crate::quant::grids::{IQ1S_GRID, IQ2S_GRID, IQ2XS_GRID, IQ2XXS_GRID, IQ3S_GRID, IQ3XXS_GRID};
@@ -196,8 +196,8 @@ unsafe fn grid_dot<B: GridBlock, D: Dot16>(w: &[B], a: &[BlockQ8K]) -> f32 {
                 let (wv, scales) = wb.group(&prep, g);
                 s = group_dot::<D>(B::SPLIT, s, wv, ab, g, scales);
             }
-            let d = wb.d().to_f32() * B::FACTOR * ab.d;
-            acc = vfmaq_n_f32(acc, vcvtq_f32_s32(s), d);
+            let d = vmulq_n_f32(splat_f16(wb.d()), B::FACTOR * ab.d);
+            acc = vfmaq_f32(acc, vcvtq_f32_s32(s), d);
         }
         vaddvq_f32(acc)
     }
@@ -473,6 +473,32 @@ dot_rows! {
     iq1_s_rows, iq1_s_dot (BlockIq1S, BlockQ8K) => iq1_s;
     /// NEON IQ1_M · Q8_K rows.
     iq1_m_rows, iq1_m_dot (BlockIq1M, BlockQ8K) => iq1_m;
+}
+
+/// The same bodies with `sdot` for the dotprod set.
+pub(crate) mod sdot {
+    use super::*;
+    use crate::kernels::aarch64::neon::dot::Sdot;
+    use crate::kernels::aarch64::Dotprod;
+
+    dot_rows! {
+        "neon,dotprod";
+        Dotprod, KernelSet::Dotprod, Sdot;
+        /// dotprod IQ2_XXS · Q8_K rows.
+        iq2_xxs_rows, iq2_xxs_dot (BlockIq2Xxs, BlockQ8K) => iq2_xxs;
+        /// dotprod IQ2_XS · Q8_K rows.
+        iq2_xs_rows, iq2_xs_dot (BlockIq2Xs, BlockQ8K) => iq2_xs;
+        /// dotprod IQ2_S · Q8_K rows.
+        iq2_s_rows, iq2_s_dot (BlockIq2S, BlockQ8K) => iq2_s;
+        /// dotprod IQ3_XXS · Q8_K rows.
+        iq3_xxs_rows, iq3_xxs_dot (BlockIq3Xxs, BlockQ8K) => iq3_xxs;
+        /// dotprod IQ3_S · Q8_K rows.
+        iq3_s_rows, iq3_s_dot (BlockIq3S, BlockQ8K) => iq3_s;
+        /// dotprod IQ1_S · Q8_K rows.
+        iq1_s_rows, iq1_s_dot (BlockIq1S, BlockQ8K) => iq1_s;
+        /// dotprod IQ1_M · Q8_K rows.
+        iq1_m_rows, iq1_m_dot (BlockIq1M, BlockQ8K) => iq1_m;
+    }
 }
 
 #[cfg(test)]

@@ -153,3 +153,48 @@ fn negated_points_against_minus_128_are_exact() {
     assert_eq!(out[0], vecdot::vec_dot_iq1_m_q8_k(&[w], &[act]));
     assert_ne!(out[0], 0.0);
 }
+
+/// The dotprod rows (the same bodies with `sdot`), where the CPU has the set.
+#[test]
+fn sdot_rows_equal_portable_and_exact() {
+    let Some(cpu) = crate::kernels::aarch64::Dotprod::new(CpuFeatures::get()) else {
+        return;
+    };
+    macro_rules! check {
+        ($($ty:ident, $rows:ident, $dot:ident, $make:ident;)*) => {$(
+            compare_rows(
+                GgmlType::$ty,
+                1,
+                sdot::$rows(cpu),
+                vecdot::$dot,
+                $make,
+                random_q8_k,
+                q8_k_values,
+            );
+            compare_matmul_on(KernelSet::Dotprod, GgmlType::$ty, 1, $make);
+        )*};
+    }
+    check! {
+        IQ2_XXS, iq2_xxs_rows, vec_dot_iq2_xxs_q8_k, iq2_xxs;
+        IQ2_XS, iq2_xs_rows, vec_dot_iq2_xs_q8_k, iq2_xs;
+        IQ2_S, iq2_s_rows, vec_dot_iq2_s_q8_k, iq2_s;
+        IQ3_XXS, iq3_xxs_rows, vec_dot_iq3_xxs_q8_k, iq3_xxs;
+        IQ3_S, iq3_s_rows, vec_dot_iq3_s_q8_k, iq3_s;
+        IQ1_S, iq1_s_rows, vec_dot_iq1_s_q8_k, iq1_s;
+        IQ1_M, iq1_m_rows, vec_dot_iq1_m_q8_k, random_iq1_m;
+    }
+    let act = BlockQ8K {
+        d: 1.0,
+        qs: [-128; 256],
+        bsums: [-128 * 16; 16],
+    };
+    let w = BlockIq2S {
+        d: F16Bits::from_f32(1.0),
+        qs: [0xff; 64],
+        qh: [0xff; 8],
+        scales: [0xff; 8],
+    };
+    let mut out = [0.0f32; 1];
+    (sdot::iq2_s_rows(cpu).gemv)(&[w], &[act], &mut out);
+    assert_eq!(out[0], vecdot::vec_dot_iq2_s_q8_k(&[w], &[act]));
+}

@@ -16,10 +16,10 @@
 use std::arch::aarch64::*;
 
 use super::dot::{bytes16, dot_rows, Dot16, Widening};
-use crate::blocks::{e8m0_half_to_f32, ue4m3_half_to_f32, BlockMxfp4, BlockNvfp4, BlockQ1_0};
+use crate::blocks::{e8m0_half_to_f32, BlockMxfp4, BlockNvfp4, BlockQ1_0};
 use crate::blocks::{BlockQ2_0, BlockQ8K, BlockQ8_0, BlockTq1_0, BlockTq2_0};
 use crate::cpu::KernelSet;
-use crate::kernels::aarch64::rows4::{load16, scales_f32};
+use crate::kernels::aarch64::rows4::{load16, scales_f32, splat_f16};
 use crate::kernels::aarch64::Neon;
 use crate::quant::grids::KVALUES_FP4;
 
@@ -68,10 +68,30 @@ unsafe fn mxfp4<D: Dot16>(w: &[BlockMxfp4], a: &[BlockQ8_0]) -> f32 {
             let (lo, hi) = nibbles(bytes16(&wb.qs));
             let s = D::dot16(vdupq_n_s32(0), vqtbl1q_s8(lut, lo), load16(&ab.qs, 0));
             let s = D::dot16(s, vqtbl1q_s8(lut, hi), load16(&ab.qs, 1));
-            let d = ab.d.to_f32() * e8m0_half_to_f32(wb.e);
-            acc = vfmaq_n_f32(acc, vcvtq_f32_s32(s), d);
+            let d = vmulq_n_f32(splat_f16(ab.d), e8m0_half_to_f32(wb.e));
+            acc = vfmaq_f32(acc, vcvtq_f32_s32(s), d);
         }
         vaddvq_f32(acc)
+    }
+}
+
+/// Half the values of four UE4M3 scales, as `ue4m3_half_to_f32`: the low 7 bits placed as an
+/// f32's exponent and mantissa (`2^(e-127)·(1 + m/8)`, or `m·2^-149` for `e = 0`) times
+/// `2^119` are exactly `(8 + m)·2^(e-11)` and `m·2^-10`; `0x7f` is zero, the top bit ignored.
+///
+/// # Safety
+/// The CPU must have NEON.
+#[inline(always)]
+unsafe fn ue4m3_halves(d: [u8; 4]) -> float32x4_t {
+    // SAFETY: NEON, the caller's contract.
+    unsafe {
+        let x = vmovl_u16(vget_low_u16(vmovl_u8(vcreate_u8(u64::from(
+            u32::from_le_bytes(d),
+        )))));
+        let bits = vshlq_n_u32::<20>(vandq_u32(x, vdupq_n_u32(0x7f)));
+        let v = vmulq_n_f32(vreinterpretq_f32_u32(bits), f32::from_bits(246 << 23));
+        let nan = vceqq_u32(x, vdupq_n_u32(0x7f));
+        vreinterpretq_f32_u32(vbicq_u32(vreinterpretq_u32_f32(v), nan))
     }
 }
 
@@ -107,14 +127,10 @@ unsafe fn nvfp4<D: Dot16>(w: &[BlockNvfp4], a: &[[BlockQ8_0; 2]]) -> f32 {
                     load16(&y.qs, 1),
                 );
             }
-            let (d0, d1) = (ab[0].d.to_f32(), ab[1].d.to_f32());
-            let scales = [
-                d0 * ue4m3_half_to_f32(wb.d[0]),
-                d0 * ue4m3_half_to_f32(wb.d[1]),
-                d1 * ue4m3_half_to_f32(wb.d[2]),
-                d1 * ue4m3_half_to_f32(wb.d[3]),
-            ];
-            acc = vfmaq_f32(acc, vcvtq_f32_s32(totals4(s)), vld1q_f32(scales.as_ptr()));
+            // [d_a0, d_a0, d_a1, d_a1]: group g meets Q8_0 block g / 2.
+            let da = scales_f32(&[ab[0].d, ab[0].d, ab[1].d, ab[1].d]);
+            let scales = vmulq_f32(da, ue4m3_halves(wb.d));
+            acc = vfmaq_f32(acc, vcvtq_f32_s32(totals4(s)), scales);
         }
         vaddvq_f32(acc)
     }
@@ -149,7 +165,7 @@ unsafe fn q1_0<D: Dot16>(w: &[BlockQ1_0], a: &[[BlockQ8_0; 4]]) -> f32 {
                 }
             }
             let da = scales_f32(&[ab[0].d, ab[1].d, ab[2].d, ab[3].d]);
-            let d = vmulq_n_f32(da, wb.d.to_f32());
+            let d = vmulq_f32(da, splat_f16(wb.d));
             acc = vfmaq_f32(acc, vcvtq_f32_s32(totals4(s)), d);
         }
         vaddvq_f32(acc)
@@ -204,10 +220,10 @@ unsafe fn q2_0<D: Dot16>(w: &[BlockQ2_0], a: &[[BlockQ8_0; 2]]) -> f32 {
                 let s01 = D::dot16(zero, fields(k == 0, 0), vcombine_s8(av.0, av.1));
                 s[k] = D::dot16(s01, fields(k == 0, 2), vcombine_s8(av.2, av.3));
             }
-            let (d0, d1) = (ab[0].d.to_f32(), ab[1].d.to_f32());
             // [Σ s0 (two lanes), Σ s1 (two lanes)].
             let sums = vpaddq_s32(s[0], s[1]);
-            let d = vmulq_n_f32(vcombine_f32(vdup_n_f32(d0), vdup_n_f32(d1)), wb.d.to_f32());
+            let da = scales_f32(&[ab[0].d, ab[0].d, ab[1].d, ab[1].d]);
+            let d = vmulq_f32(da, splat_f16(wb.d));
             acc = vfmaq_f32(acc, vcvtq_f32_s32(sums), d);
         }
         vaddvq_f32(acc)
@@ -242,7 +258,7 @@ unsafe fn tq2_0<D: Dot16>(w: &[BlockTq2_0], a: &[BlockQ8K]) -> f32 {
                     }
                 }
             }
-            acc = vfmaq_n_f32(acc, vcvtq_f32_s32(s), wb.d.to_f32() * ab.d);
+            acc = vfmaq_f32(acc, vcvtq_f32_s32(s), vmulq_n_f32(splat_f16(wb.d), ab.d));
         }
         vaddvq_f32(acc)
     }
@@ -293,7 +309,7 @@ unsafe fn tq1_0<D: Dot16>(w: &[BlockTq1_0], a: &[BlockQ8K]) -> f32 {
             }
             let qh = vreinterpretq_u8_u32(vdupq_n_u32(u32::from_le_bytes(wb.qh)));
             s = D::dot16(s, trits(vmulq_u8(qh, qh_pow)), load16(&ab.qs, 15));
-            acc = vfmaq_n_f32(acc, vcvtq_f32_s32(s), wb.d.to_f32() * ab.d);
+            acc = vfmaq_f32(acc, vcvtq_f32_s32(s), vmulq_n_f32(splat_f16(wb.d), ab.d));
         }
         vaddvq_f32(acc)
     }
@@ -314,6 +330,30 @@ dot_rows! {
     tq1_0_rows, tq1_0_dot (BlockTq1_0, BlockQ8K) => tq1_0;
     /// NEON TQ2_0 · Q8_K rows.
     tq2_0_rows, tq2_0_dot (BlockTq2_0, BlockQ8K) => tq2_0;
+}
+
+/// The same bodies with `sdot` for the dotprod set.
+pub(crate) mod sdot {
+    use super::*;
+    use crate::kernels::aarch64::neon::dot::Sdot;
+    use crate::kernels::aarch64::Dotprod;
+
+    dot_rows! {
+        "neon,dotprod";
+        Dotprod, KernelSet::Dotprod, Sdot;
+        /// dotprod MXFP4 · Q8_0 rows.
+        mxfp4_rows, mxfp4_dot (BlockMxfp4, BlockQ8_0) => mxfp4;
+        /// dotprod NVFP4 · Q8_0 rows.
+        nvfp4_rows, nvfp4_dot (BlockNvfp4, [BlockQ8_0; 2]) => nvfp4;
+        /// dotprod Q1_0 · Q8_0 rows.
+        q1_0_rows, q1_0_dot (BlockQ1_0, [BlockQ8_0; 4]) => q1_0;
+        /// dotprod Q2_0 · Q8_0 rows.
+        q2_0_rows, q2_0_dot (BlockQ2_0, [BlockQ8_0; 2]) => q2_0;
+        /// dotprod TQ1_0 · Q8_K rows.
+        tq1_0_rows, tq1_0_dot (BlockTq1_0, BlockQ8K) => tq1_0;
+        /// dotprod TQ2_0 · Q8_K rows.
+        tq2_0_rows, tq2_0_dot (BlockTq2_0, BlockQ8K) => tq2_0;
+    }
 }
 
 #[cfg(test)]

@@ -217,3 +217,83 @@ fn tq1_0_reads_every_digit_in_place() {
         }
     }
 }
+
+/// The dotprod rows (the same bodies with `sdot`), where the CPU has the set.
+#[test]
+fn sdot_rows_equal_portable_and_exact() {
+    let Some(cpu) = crate::kernels::aarch64::Dotprod::new(CpuFeatures::get()) else {
+        return;
+    };
+    compare_rows(
+        GgmlType::MXFP4,
+        1,
+        sdot::mxfp4_rows(cpu),
+        vecdot::vec_dot_mxfp4_q8_0,
+        random_mxfp4,
+        random_q8_0,
+        q8_0_values,
+    );
+    compare_rows(
+        GgmlType::NVFP4,
+        4,
+        sdot::nvfp4_rows(cpu),
+        vecdot::vec_dot_nvfp4_q8_0,
+        random_nvfp4,
+        random_q8_0s::<2>,
+        q8_0s_values::<2>,
+    );
+    compare_rows(
+        GgmlType::Q1_0,
+        4,
+        sdot::q1_0_rows(cpu),
+        vecdot::vec_dot_q1_0_q8_0,
+        random_q1_0,
+        random_q8_0s::<4>,
+        q8_0s_values::<4>,
+    );
+    compare_rows(
+        GgmlType::Q2_0,
+        2,
+        sdot::q2_0_rows(cpu),
+        vecdot::vec_dot_q2_0_q8_0,
+        random_q2_0,
+        random_q8_0s::<2>,
+        q8_0s_values::<2>,
+    );
+    compare_rows(
+        GgmlType::TQ1_0,
+        1,
+        sdot::tq1_0_rows(cpu),
+        vecdot::vec_dot_tq1_0_q8_k,
+        random_tq1_0,
+        random_q8_k,
+        q8_k_values,
+    );
+    compare_rows(
+        GgmlType::TQ2_0,
+        1,
+        sdot::tq2_0_rows(cpu),
+        vecdot::vec_dot_tq2_0_q8_k,
+        random_tq2_0,
+        random_q8_k,
+        q8_k_values,
+    );
+    compare_matmul_on(KernelSet::Dotprod, GgmlType::MXFP4, 1, random_mxfp4);
+    compare_matmul_on(KernelSet::Dotprod, GgmlType::NVFP4, 4, random_nvfp4);
+    compare_matmul_on(KernelSet::Dotprod, GgmlType::Q1_0, 4, random_q1_0);
+    compare_matmul_on(KernelSet::Dotprod, GgmlType::Q2_0, 2, random_q2_0);
+    compare_matmul_on(KernelSet::Dotprod, GgmlType::TQ1_0, 1, random_tq1_0);
+    compare_matmul_on(KernelSet::Dotprod, GgmlType::TQ2_0, 1, random_tq2_0);
+    // The largest products against -128.
+    let a8 = BlockQ8_0 {
+        d: F16Bits::from_f32(1.0),
+        qs: [-128; 32],
+    };
+    let w = BlockMxfp4 {
+        e: 127,
+        qs: [0xff; 16],
+    };
+    let mut out = [0.0f32; 1];
+    (sdot::mxfp4_rows(cpu).gemv)(&[w], &[a8], &mut out);
+    assert_eq!(out[0], 32.0 * 0.5 * -12.0 * -128.0);
+}
