@@ -325,34 +325,8 @@ fn plain_layout_has_simd_kernels_for_every_type() {
     } else {
         None
     };
-    // These types came with portable kernels only; they have AVX2 kernels on x86-64, their NEON
-    // kernels are still to come.
-    let lowbit = [
-        GgmlType::IQ2_XXS,
-        GgmlType::IQ2_XS,
-        GgmlType::IQ2_S,
-        GgmlType::IQ3_XXS,
-        GgmlType::IQ3_S,
-        GgmlType::IQ1_S,
-        GgmlType::IQ1_M,
-        GgmlType::TQ1_0,
-        GgmlType::TQ2_0,
-        GgmlType::MXFP4,
-        GgmlType::NVFP4,
-        GgmlType::Q1_0,
-        GgmlType::Q2_0,
-    ];
-    let portable_only: &[GgmlType] = if cfg!(target_arch = "aarch64") {
-        &lowbit
-    } else {
-        &[]
-    };
     for ty in GgmlType::ALL {
         let sets = Layout::Plain.kernel_sets(ty);
-        if portable_only.contains(&ty) {
-            assert_eq!(sets, [KernelSet::Scalar], "plain {ty}");
-            continue;
-        }
         if let Some(set) = simd {
             assert!(sets.contains(&set), "plain {ty}: {sets:?} lacks {set}");
         }

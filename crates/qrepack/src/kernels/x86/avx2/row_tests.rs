@@ -1,195 +1,21 @@
-//! Shared checks of the plain-layout row kernels of the low-bit types (`lowbit`, `grid`): each
-//! output against the portable kernel and against an f64 product of the same stored integers.
-//!
-//! # Tolerance
-//!
-//! Both the SIMD and the portable kernels compute every block's integer sums exactly, so they
-//! differ from the exact product only through `f32` rounding: per block the scale product, the
-//! integer-to-float conversions, the product with the sums and the sum of a type's two parts (at
-//! most four roundings), then one rounding per block in the accumulation chain (one per scale
-//! group for the types whose portable kernel adds every group of a block to the total, NVFP4's
-//! four, or sums a block's Q8_0 blocks before scaling, Q1_0's four and Q2_0's two: `steps` per
-//! block), three in the horizontal sum of the lanes and one for a type's final constant. With
-//! `u = 2^-24` and `k = steps · blocks + 8` rounding steps along the longest chain, the
-//! standard bound gives
-//! `|computed − exact| ≤ γ_k · L`, `γ_k = k u / (1 − k u)`, where `L = Σ_i |w_i|·|a_i|` over the
-//! exact weights and activations (every intermediate term is a partial sum of `w_i·a_i`, whose
-//! magnitude `L` bounds). The f64 reference is exact to far below that, so the checks are
-//!
-//! * against the f64 reference: `γ_k · L`;
-//! * against the portable kernel: `2 γ_k · L`.
-//!
-//! One wrong weight moves an output by about `L / weights`, far above either bound for the row
-//! lengths used.
+//! The shared row-kernel checks (`crate::kernels::row_tests`) for the AVX2 set.
 
 use bytemuck::Pod;
 
 use crate::cpu::{CpuFeatures, KernelSet};
-use crate::kernel_api::{Kernels, SetToken};
+use crate::kernel_api::SetToken;
 use crate::kernels::x86::Avx2;
-use crate::layout::Layout;
-use crate::matrix::QMatrix;
-use crate::quant::dequantize_f64;
-use crate::reference::activations_f64;
 use crate::rng::SplitMix64 as Rng;
 use crate::types::GgmlType;
+
+pub(super) use crate::kernels::row_tests::{compare_rows, random};
 
 /// The AVX2 token, when this CPU has the set.
 pub(super) fn avx2() -> Option<Avx2> {
     Avx2::new(CpuFeatures::get())
 }
 
-/// `γ_k` for `f32` (`u = 2^-24`).
-pub(super) fn gamma(k: usize) -> f64 {
-    let ku = k as f64 * f64::from(f32::EPSILON) / 2.0;
-    ku / (1.0 - ku)
-}
-
-/// A random sign times a magnitude in [0.001, 0.05).
-pub(super) fn scale(rng: &mut Rng) -> f32 {
-    let m = 0.001 + 0.049 * rng.unit();
-    if rng.next_u64() & 1 == 1 {
-        -m
-    } else {
-        m
-    }
-}
-
-/// A block of random bytes (every quant bit pattern).
-pub(super) fn random<B: Pod>(rng: &mut Rng) -> B {
-    let mut b = B::zeroed();
-    for byte in bytemuck::bytes_of_mut(&mut b) {
-        *byte = rng.next_u64() as u8;
-    }
-    b
-}
-
-/// `(Σ w_i·a_i, Σ |w_i|·|a_i|)` in f64 from the exact weights of one row of `ty` and activation
-/// values.
-fn exact_dot(ty: GgmlType, w: &[u8], a: &[f64]) -> (f64, f64) {
-    let wv = dequantize_f64(ty, w, 1, a.len()).expect("whole blocks");
-    wv.iter()
-        .zip(a)
-        .fold((0.0, 0.0), |(s, l), (x, y)| (s + x * y, l + (x * y).abs()))
-}
-
-/// Checks one output against the portable value and the exact one, for `chain` roundings in
-/// the accumulation (`steps · blocks`).
-fn check(what: &str, got: f32, scalar: f32, exact: (f64, f64), chain: usize) {
-    let (want, mag) = exact;
-    let g = gamma(chain + 8);
-    let tiny = 1e-30;
-    let got = f64::from(got);
-    let err = (got - want).abs();
-    assert!(
-        err <= g * mag + tiny,
-        "{what}: {got:e} vs exact {want:e}, error {err:e} > γ·L = {:e}",
-        g * mag
-    );
-    let err = (got - f64::from(scalar)).abs();
-    assert!(
-        err <= 2.0 * g * mag + tiny,
-        "{what}: {got:e} vs scalar {scalar:e}, error {err:e} > 2γ·L = {:e}",
-        2.0 * g * mag
-    );
-}
-
-/// The GEMV over five weight rows and the GEMM of each row with a quad (and with three rows,
-/// the path the GEMM takes for anything but a quad), for rows of 1, 2, 3, 8 and 17 blocks,
-/// against `portable` and the exact product.
-///
-/// `act_values` gives the activation blocks' exact values; `ty` is the weight type, whose
-/// exact dequantization gives the weights'; `steps` the roundings per block of the
-/// accumulation (see the module's tolerance).
-pub(super) fn compare_rows<W: Pod, A: Pod>(
-    ty: GgmlType,
-    steps: usize,
-    kernels: Kernels<W, A, A>,
-    portable: fn(&[W], &[A]) -> f32,
-    weight: impl Fn(&mut Rng) -> W,
-    act: impl Fn(&mut Rng) -> A,
-    act_values: impl Fn(&[A]) -> Vec<f64>,
-) {
-    const ROWS: usize = 5;
-    let mut rng = Rng::new(0x5eed ^ ty.id() as u64);
-    for nb in [1, 2, 3, 8, 17] {
-        let w: Vec<W> = (0..ROWS * nb).map(|_| weight(&mut rng)).collect();
-        let a: Vec<A> = (0..4 * nb).map(|_| act(&mut rng)).collect();
-        let row = |r: usize| &w[r * nb..(r + 1) * nb];
-        let arow = |m: usize| &a[m * nb..(m + 1) * nb];
-        let exact =
-            |r: usize, m: usize| exact_dot(ty, bytemuck::cast_slice(row(r)), &act_values(arow(m)));
-
-        let mut out = [f32::NAN; ROWS];
-        (kernels.gemv)(&w, arow(0), &mut out);
-        for (r, &o) in out.iter().enumerate() {
-            let what = format!("{ty} gemv blocks={nb} row {r}");
-            check(&what, o, portable(row(r), arow(0)), exact(r, 0), steps * nb);
-        }
-        for r in 0..ROWS {
-            let mut out = [f32::NAN; 4];
-            (kernels.gemm)(row(r), &a, &mut out);
-            for (m, &o) in out.iter().enumerate() {
-                let what = format!("{ty} gemm blocks={nb} row {r} act {m}");
-                check(&what, o, portable(row(r), arow(m)), exact(r, m), steps * nb);
-            }
-            let mut out = [f32::NAN; 3];
-            (kernels.gemm)(row(r), &a[..3 * nb], &mut out);
-            for (m, &o) in out.iter().enumerate() {
-                let what = format!("{ty} gemm of 3 blocks={nb} row {r} act {m}");
-                check(&what, o, portable(row(r), arow(m)), exact(r, m), steps * nb);
-            }
-        }
-    }
-}
-
-/// `QMatrix::matmul` of the plain layout on AVX2 against the same matrix on the portable
-/// kernels and against the exact product of the stored integers and the quantized activations,
-/// for 1 to 9 activation rows (GEMVs, quads and quads with GEMV rows left over) and rows of 1,
-/// 2, 3 and 9 blocks. `weight` makes the random blocks; `steps` as for [`compare_rows`].
+/// `compare_matmul_on` for the AVX2 row of the table.
 pub(super) fn compare_matmul<W: Pod>(ty: GgmlType, steps: usize, weight: impl Fn(&mut Rng) -> W) {
-    let cpu = CpuFeatures::get();
-    if !cpu.has(KernelSet::Avx2) {
-        return;
-    }
-    let simd_cpu = cpu.capped(KernelSet::Avx2);
-    let mut rng = Rng::new(0xc0de ^ ty.id() as u64);
-    let rows = 7;
-    for nb in [1, 2, 3, 9] {
-        let cols = nb * ty.block_size();
-        let blocks: Vec<W> = (0..rows * nb).map(|_| weight(&mut rng)).collect();
-        let bytes: &[u8] = bytemuck::cast_slice(&blocks);
-        let simd = QMatrix::with_layout_for_cpu(ty, rows, cols, bytes, Layout::Plain, &simd_cpu)
-            .expect("plain matrix");
-        assert_eq!(
-            simd.kernel_name(),
-            "avx2",
-            "{ty}: the AVX2 row of the table"
-        );
-        let scalar = QMatrix::with_layout_for_cpu(
-            ty,
-            rows,
-            cols,
-            bytes,
-            Layout::Plain,
-            &CpuFeatures::scalar(),
-        )
-        .expect("plain matrix");
-        for n in 1..=9 {
-            let x = rng.pm1_vec(n * cols);
-            let mut y = vec![f32::NAN; n * rows];
-            let mut ys = vec![f32::NAN; n * rows];
-            simd.matmul(&x, n, &mut y).expect("matmul");
-            scalar.matmul(&x, n, &mut ys).expect("matmul");
-            for m in 0..n {
-                let a = activations_f64(ty, &x[m * cols..(m + 1) * cols]);
-                for r in 0..rows {
-                    let w = &bytes[r * nb * ty.block_bytes()..(r + 1) * nb * ty.block_bytes()];
-                    let what = format!("{ty} matmul cols={cols} n={n} act {m} row {r}");
-                    let i = m * rows + r;
-                    check(&what, y[i], ys[i], exact_dot(ty, w, &a), steps * nb);
-                }
-            }
-        }
-    }
+    crate::kernels::row_tests::compare_matmul_on(KernelSet::Avx2, ty, steps, weight);
 }

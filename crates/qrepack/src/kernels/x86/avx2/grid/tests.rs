@@ -9,26 +9,8 @@ use crate::rng::SplitMix64 as Rng;
 use crate::types::GgmlType;
 use crate::vecdot;
 
-use super::super::row_tests::{avx2, compare_matmul, compare_rows, random, scale};
-
-fn random_q8_k(rng: &mut Rng) -> BlockQ8K {
-    let mut b: BlockQ8K = random(rng);
-    b.d = scale(rng);
-    for (s, g) in b.bsums.iter_mut().zip(b.qs.chunks_exact(16)) {
-        *s = g.iter().map(|&q| i16::from(q)).sum();
-    }
-    b
-}
-
-fn q8_k_values(a: &[BlockQ8K]) -> Vec<f64> {
-    a.iter()
-        .flat_map(|b| b.qs.map(|q| f64::from(b.d) * f64::from(q)))
-        .collect()
-}
-
-fn half(rng: &mut Rng) -> F16Bits {
-    F16Bits::from_f32(scale(rng))
-}
+use super::super::row_tests::{avx2, compare_matmul, compare_rows, random};
+use crate::kernels::row_tests::{half, q8_k_values, random_iq1_m as iq1_m, random_q8_k};
 
 fn iq2_xxs(rng: &mut Rng) -> BlockIq2Xxs {
     BlockIq2Xxs {
@@ -70,17 +52,6 @@ fn iq1_s(rng: &mut Rng) -> BlockIq1S {
         d: half(rng),
         ..random(rng)
     }
-}
-
-/// IQ1_M with a sane block scale in the top nibbles of its four scale words.
-fn iq1_m(rng: &mut Rng) -> BlockIq1M {
-    let mut b: BlockIq1M = random(rng);
-    let bits = u16::from_le_bytes(half(rng).0);
-    for w in 0..4 {
-        let hi = &mut b.scales[2 * w + 1];
-        *hi = (*hi & 0x0f) | ((((bits >> (4 * w)) & 0x0f) as u8) << 4);
-    }
-    b
 }
 
 macro_rules! grid_tests {

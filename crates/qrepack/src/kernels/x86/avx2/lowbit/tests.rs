@@ -8,47 +8,11 @@ use crate::rng::SplitMix64 as Rng;
 use crate::types::GgmlType;
 use crate::vecdot;
 
-use super::super::row_tests::{avx2, compare_matmul, compare_rows, random, scale};
-
-fn random_q8_0(rng: &mut Rng) -> BlockQ8_0 {
-    BlockQ8_0 {
-        d: F16Bits::from_f32(scale(rng)),
-        ..random(rng)
-    }
-}
-
-fn q8_0_values(a: &[BlockQ8_0]) -> Vec<f64> {
-    a.iter()
-        .flat_map(|b| b.qs.map(|q| f64::from(b.d.to_f32()) * f64::from(q)))
-        .collect()
-}
-
-fn random_q8_0s<const K: usize>(rng: &mut Rng) -> [BlockQ8_0; K] {
-    std::array::from_fn(|_| random_q8_0(rng))
-}
-
-fn q8_0s_values<const K: usize>(a: &[[BlockQ8_0; K]]) -> Vec<f64> {
-    q8_0_values(a.as_flattened())
-}
-
-fn random_q8_k(rng: &mut Rng) -> BlockQ8K {
-    let mut b: BlockQ8K = random(rng);
-    b.d = scale(rng);
-    for (s, g) in b.bsums.iter_mut().zip(b.qs.chunks_exact(16)) {
-        *s = g.iter().map(|&q| i16::from(q)).sum();
-    }
-    b
-}
-
-fn q8_k_values(a: &[BlockQ8K]) -> Vec<f64> {
-    a.iter()
-        .flat_map(|b| b.qs.map(|q| f64::from(b.d) * f64::from(q)))
-        .collect()
-}
-
-fn half(rng: &mut Rng) -> F16Bits {
-    F16Bits::from_f32(scale(rng))
-}
+use super::super::row_tests::{avx2, compare_matmul, compare_rows, random};
+use crate::kernels::row_tests::{
+    half, q8_0_values, q8_0s_values, q8_k_values, random_mxfp4, random_q8_0, random_q8_0s,
+    random_q8_k,
+};
 
 fn random_tq1_0(rng: &mut Rng) -> BlockTq1_0 {
     BlockTq1_0 {
@@ -206,14 +170,6 @@ fn lowbit_extremes_are_exact() {
     };
     (tq1_0_rows(cpu).gemv)(&[w], &[ak], &mut out);
     assert_eq!(out[0], 256.0 * 128.0);
-}
-
-/// MXFP4 blocks with exponents 2^-20 .. 2^11: every code of the quants, finite products.
-fn random_mxfp4(rng: &mut Rng) -> BlockMxfp4 {
-    BlockMxfp4 {
-        e: 108 + (rng.next_u64() % 32) as u8,
-        ..random(rng)
-    }
 }
 
 #[test]
