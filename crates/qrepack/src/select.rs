@@ -35,6 +35,7 @@ use crate::kernels::scalar;
 #[cfg(target_arch = "x86_64")]
 use crate::kernels::x86::{self, avx2, avx512, avx512bf16, avxvnni};
 use crate::layout::iq4_nl::{Iq4Nl4x4, Iq4Nl8x8};
+use crate::layout::mxfp4::{Mxfp4_4x4, Mxfp4_8x8};
 use crate::layout::plain::{
     Plain, RowsBf16, RowsF16, RowsF32, RowsIq1M, RowsIq1S, RowsIq2S, RowsIq2Xs, RowsIq2Xxs,
     RowsIq3S, RowsIq3Xxs, RowsIq4Nl, RowsIq4Xs, RowsMxfp4, RowsNvfp4, RowsQ1_0, RowsQ2K, RowsQ2_0,
@@ -187,6 +188,12 @@ kernel_table! {
         #[cfg(target_arch = "x86_64")] x86::AvxVnni => avxvnni::nibble_kernels::<BlockIq4Nlx8, BlockQ8_0x4Abs>,
         #[cfg(target_arch = "x86_64")] x86::Avx2 => avx2::nibble::kernels::<BlockIq4Nlx8, BlockQ8_0x4Abs>,
         ; scalar::kernels::<Iq4Nl8x8>()
+    }
+    Mxfp4_4x4 {
+        ; scalar::kernels::<Mxfp4_4x4>()
+    }
+    Mxfp4_8x8 {
+        ; scalar::kernels::<Mxfp4_8x8>()
     }
 
     Plain<RowsF32> {
