@@ -11,7 +11,7 @@
 #   I8MM_WORK: PEER_ARCH=arm ARCHFLAGS="-march=armv8.6-a+dotprod+i8mm -ffp-contract=off"  (run on -cpu max)
 #   DOT_WORK:  PEER_ARCH=arm ARCHFLAGS="-march=armv8.2-a+dotprod+fp16 -ffp-contract=off" (run on -cpu neoverse-n1)
 # The i8mm build chooses q4_0_4x8, q8_0_4x8, iq4_nl_4x4 and q4_K/q5_K/q6_K_8x8; the dotprod
-# build q4_0_4x4, q8_0_4x4 and q4_K/q5_K/q6_K_8x4.
+# build q4_0_4x4, q8_0_4x4, mxfp4_4x4 and q4_K/q5_K/q6_K_8x4.
 #
 # The harness is ../shared/peer/ggml_mm_bench.cpp with scripts/ggml_mm_bench_kquants.patch
 # applied (rebuilt here against each build's libggml-peer.a): its --dump quantized the
@@ -72,6 +72,7 @@ for m in 12 16; do
   case_ "$I8MM_BENCH" max iq4_nl "$m"
   case_ "$DOT_BENCH" neoverse-n1 q4_0 "$m"
   case_ "$DOT_BENCH" neoverse-n1 q8_0 "$m"
+  case_ "$DOT_BENCH" neoverse-n1 mxfp4 "$m"
 done
 for t in q4_K q5_K q6_K; do
   K=256 case_ "$I8MM_BENCH" max "$t" 16

@@ -17,7 +17,7 @@ PEER_ROOT="$(cd "$(dirname "$(readlink -f "$BENCH")")/.." && pwd)"
 PEER_LIB="${PEER_LIB:-$PEER_ROOT/build-1.12.2/libggml-peer.a}"
 PEER_CPP="${PEER_CPP:-$PEER_ROOT/src/v1.12.2/package/cpp}"
 PEER_SRC="${PEER_SRC:-$HERE/../../shared/peer/ggml_mm_bench.cpp}"
-TYPES="${TYPES:-q4_0 q4_K iq4_nl q8_0 q5_0 q6_K q4_1 q5_K f16 q3_K iq4_xs q5_1 bf16 q2_K}"
+TYPES="${TYPES:-q4_0 q4_K iq4_nl q8_0 q5_0 q6_K q4_1 q5_K f16 q3_K iq4_xs q5_1 bf16 q2_K mxfp4}"
 # The plain-path types also at 33 activation rows, which reach the per-call tiles and the
 # wide GEMMs (ggml keeps these rows plain too).
 LONG_TYPES="${LONG_TYPES:-q2_K q3_K iq4_xs q5_1 bf16 f16}"

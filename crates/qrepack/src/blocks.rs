@@ -205,6 +205,11 @@ blocks! {
     /// NVFP4, 64 weights in 4 groups of 16, each with a UE4M3 scale; E2M1 codes as MXFP4's per
     /// group of 16 (8 bytes: low nibbles weights 0..8, high nibbles 8..16).
     BlockNvfp4 [36] { d: [u8; 4], qs: [u8; 32] }
+    /// Four MXFP4 rows interleaved in chunks of 4 bytes (ggml's `block_mxfp4x4`): the rows'
+    /// exponents, then their codes round-robin.
+    BlockMxfp4x4 [68] { e: [u8; 4], qs: [u8; 64] }
+    /// Eight MXFP4 rows interleaved in chunks of 8 bytes (ggml's `block_mxfp4x8`).
+    BlockMxfp4x8 [136] { e: [u8; 8], qs: [u8; 128] }
     /// Q1_0, 128 weights `±d`: bit `j` of the 128-bit field set means `+d`.
     BlockQ1_0 [18] { d: F16Bits, qs: [u8; 16] }
     /// Q2_0, 64 weights `d * (q - 1)`, 2-bit `q`, four per byte from the low bits up.

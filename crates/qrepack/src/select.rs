@@ -20,10 +20,12 @@ use crate::activation::{
 #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
 use crate::blocks::BlockQ4Kx8;
 #[cfg(target_arch = "aarch64")]
-use crate::blocks::{BlockIq4Nlx4, BlockQ4_0x4, BlockQ5Kx8, BlockQ6Kx8Ggml, BlockQ8_0x4};
+use crate::blocks::{
+    BlockIq4Nlx4, BlockMxfp4x4, BlockQ4_0x4, BlockQ5Kx8, BlockQ6Kx8Ggml, BlockQ8_0x4,
+};
 #[cfg(target_arch = "x86_64")]
 use crate::blocks::{
-    BlockIq4Nlx8, BlockQ4_0x8, BlockQ4_1x8, BlockQ5Kx8, BlockQ5_1x8, BlockQ8_0x4Abs,
+    BlockIq4Nlx8, BlockMxfp4x8, BlockQ4_0x8, BlockQ4_1x8, BlockQ5Kx8, BlockQ5_1x8, BlockQ8_0x4Abs,
     BlockQ8_0x4Sums, BlockQ8_0x8,
 };
 use crate::cpu::{CpuFeatures, KernelSet};
@@ -35,6 +37,7 @@ use crate::kernels::scalar;
 #[cfg(target_arch = "x86_64")]
 use crate::kernels::x86::{self, avx2, avx512, avx512bf16, avxvnni};
 use crate::layout::iq4_nl::{Iq4Nl4x4, Iq4Nl8x8};
+use crate::layout::mxfp4::{Mxfp4_4x4, Mxfp4_8x8};
 use crate::layout::plain::{
     Plain, RowsBf16, RowsF16, RowsF32, RowsIq1M, RowsIq1S, RowsIq2S, RowsIq2Xs, RowsIq2Xxs,
     RowsIq3S, RowsIq3Xxs, RowsIq4Nl, RowsIq4Xs, RowsMxfp4, RowsNvfp4, RowsQ1_0, RowsQ2K, RowsQ2_0,
@@ -183,10 +186,22 @@ kernel_table! {
         ; scalar::kernels::<Iq4Nl4x4>()
     }
     Iq4Nl8x8 {
-        #[cfg(target_arch = "x86_64")] x86::Avx512 => avx512::iq4_nl_kernels,
+        #[cfg(target_arch = "x86_64")] x86::Avx512 => avx512::table_kernels::<BlockIq4Nlx8>,
         #[cfg(target_arch = "x86_64")] x86::AvxVnni => avxvnni::nibble_kernels::<BlockIq4Nlx8, BlockQ8_0x4Abs>,
         #[cfg(target_arch = "x86_64")] x86::Avx2 => avx2::nibble::kernels::<BlockIq4Nlx8, BlockQ8_0x4Abs>,
         ; scalar::kernels::<Iq4Nl8x8>()
+    }
+    // ggml's MXFP4 layouts: 4x4 with dotprod, 8x8 with AVX2 (IQ4_NL's kernels, another table
+    // and E8M0 scales).
+    Mxfp4_4x4 {
+        #[cfg(target_arch = "aarch64")] aarch64::Dotprod => dotprod::rows4x4_kernels::<BlockMxfp4x4>,
+        ; scalar::kernels::<Mxfp4_4x4>()
+    }
+    Mxfp4_8x8 {
+        #[cfg(target_arch = "x86_64")] x86::Avx512 => avx512::table_kernels::<BlockMxfp4x8>,
+        #[cfg(target_arch = "x86_64")] x86::AvxVnni => avxvnni::nibble_kernels::<BlockMxfp4x8, BlockQ8_0x4Abs>,
+        #[cfg(target_arch = "x86_64")] x86::Avx2 => avx2::nibble::kernels::<BlockMxfp4x8, BlockQ8_0x4Abs>,
+        ; scalar::kernels::<Mxfp4_8x8>()
     }
 
     Plain<RowsF32> {

@@ -3,6 +3,7 @@
 mod common;
 
 use common::random_weights;
+use qrepack::cpu::{CpuFeatures, KernelSet};
 use qrepack::rng::SplitMix64;
 use qrepack::{GgmlType, Layout, QExperts, QMatrix};
 
@@ -76,6 +77,27 @@ fn matmul_id_takes_the_plain_path_types_and_their_layouts() {
     routed_equals_per_token(GgmlType::IQ4_XS, Layout::Plain, 3, 5, 256);
     routed_equals_per_token(GgmlType::BF16, Layout::Plain, 3, 5, 80);
     routed_equals_per_token(GgmlType::F16, Layout::Plain, 2, 6, 48);
+}
+
+/// gpt-oss's experts (MXFP4) in ggml's layouts, and `QExperts::new` choosing them as ggml does:
+/// `mxfp4_8x8` with AVX2, `mxfp4_4x4` with dotprod.
+#[test]
+fn matmul_id_takes_mxfp4_experts_in_ggml_layouts() {
+    let ty = GgmlType::MXFP4;
+    routed_equals_per_token(ty, Layout::MXFP4_8x8, 3, 16, 96);
+    routed_equals_per_token(ty, Layout::MXFP4_4x4, 4, 12, 64);
+    routed_equals_per_token(ty, Layout::Plain, 3, 6, 64);
+    let cpu = CpuFeatures::get();
+    let want = if cpu.has(KernelSet::Avx2) {
+        Layout::MXFP4_8x8
+    } else if cpu.has(KernelSet::Dotprod) {
+        Layout::MXFP4_4x4
+    } else {
+        Layout::Plain
+    };
+    let w = random_weights(ty, 2 * 16, 64, 8);
+    let moe = QExperts::new(ty, 2, 16, 64, &w).unwrap();
+    assert_eq!(moe.layout(), want);
 }
 
 #[test]

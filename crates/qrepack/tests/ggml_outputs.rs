@@ -43,7 +43,7 @@ fn cases() -> Vec<(String, GgmlType, Option<Layout>, usize)> {
     let mut out = Vec::new();
     let short = [
         "q4_0", "q4_K", "iq4_nl", "q8_0", "q5_0", "q6_K", "q4_1", "q5_K", "f16", "q3_K", "iq4_xs",
-        "q5_1", "bf16", "q2_K",
+        "q5_1", "bf16", "q2_K", "mxfp4",
     ]
     .into_iter()
     .flat_map(|ty| [(ty, "on", N), (ty, "off", N)]);

@@ -434,3 +434,53 @@ fn long_rows_match_reference() {
         }
     }
 }
+
+/// MXFP4's layouts with exponents over a wide range (the generic tests draw them from eight
+/// values) and rows of one, two and three blocks: every kernel set against the f64 reference
+/// and against its scalar twin.
+#[test]
+fn mxfp4_layouts_over_wide_exponents_and_short_rows() {
+    let ty = GgmlType::MXFP4;
+    let batches: &[usize] = if EMULATED {
+        &[1, 3, 4, 5, 13]
+    } else {
+        &[1, 2, 3, 4, 5, 8, 9, 13, 37, 50]
+    };
+    for layout in [Layout::MXFP4_8x8, Layout::MXFP4_4x4] {
+        let r = layout.rows_interleaved();
+        for (i, cols) in [32, 64, 96, 640].into_iter().enumerate() {
+            for rows in [r, 3 * r] {
+                let mut w = random_weights(ty, rows, cols, 900 + 7 * i as u64 + rows as u64);
+                let mut rng = SplitMix64::new(rows as u64 * 31 + cols as u64);
+                for block in w.chunks_exact_mut(ty.block_bytes()) {
+                    // 2^-28 .. 2^27: exponent bytes whose field is 99..154
+                    block[0] = 100 + (rng.next_u64() % 56) as u8;
+                }
+                let slow = QMatrix::with_layout_for_cpu(
+                    ty,
+                    rows,
+                    cols,
+                    &w,
+                    layout,
+                    &CpuFeatures::scalar(),
+                )
+                .unwrap();
+                for cpu in &cpu_variants() {
+                    let fast =
+                        QMatrix::with_layout_for_cpu(ty, rows, cols, &w, layout, cpu).unwrap();
+                    for &n in batches {
+                        let x = rng.pm1_vec(n * cols);
+                        let (mut a, mut b) = (vec![f32::NAN; n * rows], vec![0.0; n * rows]);
+                        fast.matmul(&x, n, &mut a).unwrap();
+                        slow.matmul(&x, n, &mut b).unwrap();
+                        let what = format!("{layout} {rows}x{cols} n={n} {}", fast.kernel_name());
+                        let want = reference_matmul_for(layout, ty, &w, rows, cols, &x, n);
+                        assert_close_rows(&a, &want, rows, 1e-5, &what);
+                        let scalar: Vec<f64> = b.iter().map(|&v| v as f64).collect();
+                        assert_close_rows(&a, &scalar, rows, 1e-5, &format!("{what} vs scalar"));
+                    }
+                }
+            }
+        }
+    }
+}

@@ -18,6 +18,7 @@ use crate::error::Error;
 use crate::types::GgmlType;
 
 pub(crate) mod iq4_nl;
+pub(crate) mod mxfp4;
 pub(crate) mod plain;
 pub(crate) mod q2_k;
 pub(crate) mod q4_0;
@@ -207,6 +208,10 @@ layouts! {
     IQ4_NL_4x4 = "iq4_nl_4x4" => iq4_nl::Iq4Nl4x4,
     /// IQ4_NL, 8 rows, 8-byte chunks.
     IQ4_NL_8x8 = "iq4_nl_8x8" => iq4_nl::Iq4Nl8x8,
+    /// MXFP4, 4 rows, 4-byte chunks (ggml's NEON dot-product layout).
+    MXFP4_4x4 = "mxfp4_4x4" => mxfp4::Mxfp4_4x4,
+    /// MXFP4, 8 rows, 8-byte chunks (ggml's AVX2 layout).
+    MXFP4_8x8 = "mxfp4_8x8" => mxfp4::Mxfp4_8x8,
 }
 
 impl Layout {

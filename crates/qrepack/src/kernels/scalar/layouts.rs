@@ -1,15 +1,16 @@
 //! The scalar block products of the interleaved layouts: the arithmetic of each layout written
 //! plainly, one block column times one activation block.
 
+use crate::blocks::{e8m0_half_to_f32, BlockMxfp4x4, BlockMxfp4x8, IQ4NL_LEVELS, SIGNED_NIBBLE};
 use crate::blocks::{
     BlockIq4Nlx4, BlockIq4Nlx8, BlockQ2Kx8, BlockQ4Kx8, BlockQ4_0x4, BlockQ4_0x8, BlockQ4_1x8,
     BlockQ5Kx8, BlockQ5_0x8, BlockQ5_1x8, BlockQ6Kx8, BlockQ6Kx8Ggml, BlockQ8K, BlockQ8_0,
     BlockQ8_0x4, BlockQ8_0x8, BlockQ8_1, F16Bits,
 };
-use crate::blocks::{IQ4NL_LEVELS, SIGNED_NIBBLE};
 use crate::kernels::scalar::nibble;
 use crate::kernels::scalar::BlockDot;
 use crate::layout::iq4_nl::{Iq4Nl4x4, Iq4Nl8x8};
+use crate::layout::mxfp4::{Mxfp4_4x4, Mxfp4_8x8};
 use crate::layout::q2_k::{self, Q2K8x8};
 use crate::layout::q4_0::{Q4_0_4x4, Q4_0_4x8, Q4_0_8x8};
 use crate::layout::q4_1::Q4_1_8x8;
@@ -20,13 +21,14 @@ use crate::layout::q5_k::{self, Q5K8x8X86, Q5KArm};
 use crate::layout::q6_k::{self, Q6K8x8X86, Q6KArm};
 use crate::layout::q8_0::{Q8_0_4x4, Q8_0_4x8, Q8_0_8x8};
 use crate::layout::PackedLayout;
+use crate::quant::grids::KVALUES_FP4;
 
 macro_rules! nibble_block_dot {
-    ($($layout:ty: $packed:ty, $table:expr;)*) => {$(
+    ($($layout:ty: $packed:ty, $table:expr, |$w:ident, $r:ident| $scale:expr;)*) => {$(
         impl BlockDot for $layout {
-            fn block_dot(w: &$packed, a: &BlockQ8_0, acc: &mut [f32]) {
+            fn block_dot($w: &$packed, a: &BlockQ8_0, acc: &mut [f32]) {
                 nibble::block_dot::<{ <$layout>::ROWS }, { <$layout>::INTERLEAVE }>(
-                    &$table, &w.d, &w.qs, a, acc,
+                    &$table, |$r| $scale, &$w.qs, a, acc,
                 )
             }
         }
@@ -34,11 +36,13 @@ macro_rules! nibble_block_dot {
 }
 
 nibble_block_dot! {
-    Q4_0_4x4: BlockQ4_0x4, SIGNED_NIBBLE;
-    Q4_0_4x8: BlockQ4_0x4, SIGNED_NIBBLE;
-    Q4_0_8x8: BlockQ4_0x8, SIGNED_NIBBLE;
-    Iq4Nl4x4: BlockIq4Nlx4, IQ4NL_LEVELS;
-    Iq4Nl8x8: BlockIq4Nlx8, IQ4NL_LEVELS;
+    Q4_0_4x4: BlockQ4_0x4, SIGNED_NIBBLE, |w, r| w.d[r].to_f32();
+    Q4_0_4x8: BlockQ4_0x4, SIGNED_NIBBLE, |w, r| w.d[r].to_f32();
+    Q4_0_8x8: BlockQ4_0x8, SIGNED_NIBBLE, |w, r| w.d[r].to_f32();
+    Iq4Nl4x4: BlockIq4Nlx4, IQ4NL_LEVELS, |w, r| w.d[r].to_f32();
+    Iq4Nl8x8: BlockIq4Nlx8, IQ4NL_LEVELS, |w, r| w.d[r].to_f32();
+    Mxfp4_4x4: BlockMxfp4x4, KVALUES_FP4, |w, r| e8m0_half_to_f32(w.e[r]);
+    Mxfp4_8x8: BlockMxfp4x8, KVALUES_FP4, |w, r| e8m0_half_to_f32(w.e[r]);
 }
 
 /// Adds one Q4_K/Q5_K block column of 8 rows (`quant(r, e)`: the unsigned quant of weight `e`

@@ -1,16 +1,18 @@
-//! Scalar block product for the 32-weight nibble layouts (Q4_0 and IQ4_NL interleaved): each
-//! nibble indexes a 16-entry table of integer weights, one f16 scale per row and block.
+//! Scalar block product for the 32-weight nibble layouts (Q4_0, IQ4_NL and MXFP4 interleaved):
+//! each nibble indexes a 16-entry table of integer weights, one scale per row and block (an f16,
+//! or MXFP4's E8M0 exponent).
 
-use crate::blocks::{BlockQ8_0, F16Bits};
+use crate::blocks::BlockQ8_0;
 
-/// Adds one block column (`R` rows interleaved in `IL`-byte chunks) times one Q8_0 block to `acc`.
+/// Adds one block column (`R` rows interleaved in `IL`-byte chunks) times one Q8_0 block to `acc`;
+/// `scale(j)` is row `j`'s scale.
 ///
 /// Row `j`'s byte `b` sits at `(b / IL) * R * IL + j * IL + b % IL`; its low nibble is weight `b`
 /// and its high nibble weight `b + 16`.
 #[inline]
 pub(crate) fn block_dot<const R: usize, const IL: usize>(
     table: &[i8; 16],
-    d: &[F16Bits],
+    scale: impl Fn(usize) -> f32,
     qs: &[u8],
     a: &BlockQ8_0,
     acc: &mut [f32],
@@ -26,7 +28,7 @@ pub(crate) fn block_dot<const R: usize, const IL: usize>(
             sumi[j] += lo * a.qs[base + i] as i32 + hi * a.qs[base + i + 16] as i32;
         }
     }
-    for ((o, s), dw) in acc.iter_mut().zip(sumi).zip(d) {
-        *o += s as f32 * dw.to_f32() * da;
+    for (j, (o, s)) in acc.iter_mut().zip(sumi).enumerate() {
+        *o += s as f32 * scale(j) * da;
     }
 }

@@ -58,7 +58,7 @@ unsafe fn gemv_body<P: Rows4>(w: &[P], a: &[BlockQ8_0], out: &mut [f32]) {
                 s = sdot_lane::<1>(s, v[5], hi);
                 s = sdot_lane::<2>(s, v[6], hi);
                 s = sdot_lane::<3>(s, v[7], hi);
-                let d = vmulq_f32(scales_f32(b.scales()), splat_f16(x.d));
+                let d = vmulq_f32(b.row_scales(), splat_f16(x.d));
                 acc = vfmaq_f32(acc, vcvtq_f32_s32(s), d);
             }
             vst1q_f32(o.as_mut_ptr(), vmulq_n_f32(acc, P::SCALE));
@@ -88,7 +88,7 @@ unsafe fn gemm_body<P: Rows4>(w: &[P], a: &[BlockQ8_0x4], out: &mut [f32]) {
                 s[2] = sdot_lane::<2>(s[2], *vj, x);
                 s[3] = sdot_lane::<3>(s[3], *vj, x);
             }
-            let wd = scales_f32(b.scales());
+            let wd = b.row_scales();
             let ad = scales_f32(&q.d);
             acc[0] = vfmaq_f32(acc[0], vcvtq_f32_s32(s[0]), vmulq_laneq_f32::<0>(wd, ad));
             acc[1] = vfmaq_f32(acc[1], vcvtq_f32_s32(s[1]), vmulq_laneq_f32::<1>(wd, ad));

@@ -61,7 +61,7 @@ unsafe fn gemv_body<P: Rows4>(w: &[P], a: &[BlockQ8_0], out: &mut [f32]) {
                     s23 = sdot(s23, v[2 * c + 1], *x8);
                 }
                 let s = vpaddq_s32(s01, s23);
-                let d = vmulq_f32(scales_f32(b.scales()), splat_f16(x.d));
+                let d = vmulq_f32(b.row_scales(), splat_f16(x.d));
                 acc = vfmaq_f32(acc, vcvtq_f32_s32(s), d);
             }
             vst1q_f32(o.as_mut_ptr(), vmulq_n_f32(acc, P::SCALE));
@@ -92,7 +92,7 @@ unsafe fn gemm_body<P: Rows4>(w: &[P], a: &[BlockQ8_0x4], out: &mut [f32]) {
                     sp[1] = smmla(sp[1], x, v[2 * c + 1]);
                 }
             }
-            let wd = scales_f32(b.scales());
+            let wd = b.row_scales();
             let ad = scales_f32(&q.d);
             let rows = |pair: [int32x4_t; 2]| {
                 let (x, y) = (

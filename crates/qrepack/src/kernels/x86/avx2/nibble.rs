@@ -1,12 +1,12 @@
 //! AVX2 kernels for the 8-row, 8-byte layouts of 32-weight blocks (`q4_0_8x8`, `iq4_nl_8x8`,
-//! `q8_0_8x8`).
+//! `mxfp4_8x8`, `q8_0_8x8`).
 //!
 //! A packed block holds 128 quant bytes: four 32-byte vectors, each with 8 bytes of four rows.
 //! Vector 0 = rows 0-3 bytes 0-7, vector 1 = rows 4-7 bytes 0-7, vector 2 = rows 0-3 bytes 8-15,
 //! vector 3 = rows 4-7 bytes 8-15. Low nibbles of byte `b` multiply activation `b`, high nibbles
 //! activation `b + 16`, so one 8-byte broadcast of the activations serves all four rows of a
 //! vector. Nibbles become signed weights through a 16-entry `pshufb` table (Q4_0's signed
-//! nibbles or IQ4_NL's levels), and the signed x signed byte product uses `maddubs(|w|, a*sign(w))`
+//! nibbles, IQ4_NL's levels or MXFP4's doubled E2M1 values), and the signed x signed byte product uses `maddubs(|w|, a*sign(w))`
 //! (no overflow: |w|, |a| <= 127 so a pair sums to at most 32258).
 //!
 //! Integer sums per row and block are exact; each block's sum is scaled by `d_w * d_a` and added
@@ -19,14 +19,16 @@ use crate::cpu::KernelSet;
 use crate::kernel_api::Kernels;
 use crate::kernels::x86::Avx2;
 
-/// One 8-row packed block with 32 weights per row and one f16 scale per row, as the kernels see
-/// it: nibbles through a table (`TABLE`), or plain signed bytes (`q8_0_8x8`).
+/// One 8-row packed block with 32 weights per row and one scale per row (an f16, or MXFP4's E8M0
+/// exponent), as the kernels see it: nibbles through a table (`TABLE`), or plain signed bytes
+/// (`q8_0_8x8`).
 pub(crate) trait Nibble8x8: Copy + Send + Sync + 'static {
     /// Signed weight of each nibble value (unused for byte blocks).
     const TABLE: [i8; 16];
     /// True when no decoded weight can be -128 (so the activations may carry the sign).
     const NEVER_MIN_I8: bool;
-    fn scales(&self) -> &[F16Bits; 8];
+    /// The eight rows' scales as f32, in row order.
+    unsafe fn row_scales(&self) -> __m256;
     /// The weights as signed bytes in the four-vector order documented above.
     unsafe fn decode(&self) -> [[__m256i; 2]; 4];
     /// The weights plus 128 as unsigned bytes (for `vpdpbusd`, which multiplies u8 by i8).
@@ -126,12 +128,17 @@ const fn biased(table: [i8; 16]) -> [u8; 16] {
 }
 
 macro_rules! nibble8x8 {
-    ($($t:ty => $table:expr),*) => {$(
+    ($($t:ty => $table:expr, |$b:ident| $scales:expr),*) => {$(
         impl Nibble8x8 for $t {
             const TABLE: [i8; 16] = $table;
             const NEVER_MIN_I8: bool = !has_min_i8($table);
             #[inline(always)]
-            fn scales(&self) -> &[F16Bits; 8] { &self.d }
+            unsafe fn row_scales(&self) -> __m256 {
+                let $b = self;
+                // SAFETY: the caller guarantees AVX2 and F16C; the helper reads a fixed-size
+                // field.
+                unsafe { $scales }
+            }
             #[inline(always)]
             unsafe fn decode(&self) -> [[__m256i; 2]; 4] { unsafe {
                 // SAFETY: the table is 16 bytes; the caller guarantees AVX2.
@@ -160,8 +167,9 @@ impl Nibble8x8 for crate::blocks::BlockQ8_0x8 {
     const TABLE: [i8; 16] = [0; 16];
     const NEVER_MIN_I8: bool = false;
     #[inline(always)]
-    fn scales(&self) -> &[F16Bits; 8] {
-        &self.d
+    unsafe fn row_scales(&self) -> __m256 {
+        // SAFETY: the caller guarantees F16C; `d` is 8 halves.
+        unsafe { imp::f16x8(&self.d) }
     }
     #[inline(always)]
     unsafe fn decode(&self) -> [[__m256i; 2]; 4] {
@@ -195,8 +203,9 @@ impl Nibble8x8 for crate::blocks::BlockQ8_0x8 {
     }
 }
 nibble8x8!(
-    crate::blocks::BlockQ4_0x8 => crate::blocks::SIGNED_NIBBLE,
-    crate::blocks::BlockIq4Nlx8 => crate::blocks::IQ4NL_LEVELS
+    crate::blocks::BlockQ4_0x8 => crate::blocks::SIGNED_NIBBLE, |b| imp::f16x8(&b.d),
+    crate::blocks::BlockIq4Nlx8 => crate::blocks::IQ4NL_LEVELS, |b| imp::f16x8(&b.d),
+    crate::blocks::BlockMxfp4x8 => crate::quant::grids::KVALUES_FP4, |b| imp::e8m0_half_x8(&b.e)
 );
 
 pub(in crate::kernels::x86) mod imp {
@@ -258,6 +267,21 @@ pub(in crate::kernels::x86) mod imp {
         unsafe {
             // SAFETY: 8 halves are 16 bytes.
             _mm256_cvtph_ps(_mm_loadu_si128(h.as_ptr() as *const __m128i))
+        }
+    }
+
+    /// Eight E8M0 exponents as the halved scales of MXFP4 (`e8m0_half_to_f32`): `2^(e - 128)`,
+    /// which for `e >= 2` is the exponent field `e - 1`, and for `e` 0 and 1 a subnormal.
+    #[inline(always)]
+    pub(in crate::kernels::x86) unsafe fn e8m0_half_x8(e: &[u8; 8]) -> __m256 {
+        // SAFETY: callers meet this function's contract (AVX2); `e` is 8 bytes.
+        unsafe {
+            let e = _mm256_cvtepu8_epi32(_mm_loadl_epi64(e.as_ptr() as *const __m128i));
+            let one = _mm256_set1_epi32(1);
+            let normal = _mm256_slli_epi32::<23>(_mm256_sub_epi32(e, one));
+            let tiny = _mm256_sllv_epi32(_mm256_set1_epi32(0x0020_0000), e);
+            let is_normal = _mm256_cmpgt_epi32(e, one);
+            _mm256_castsi256_ps(_mm256_blendv_epi8(tiny, normal, is_normal))
         }
     }
 
@@ -481,11 +505,11 @@ pub(in crate::kernels::x86) mod imp {
                         let da = f16_splat(ab.d);
                         let s0 = $sums(&b0.$decode(), av, abs);
                         let d0 =
-                            _mm256_mul_ps(_mm256_permutevar8x32_ps(f16x8(b0.scales()), order), da);
+                            _mm256_mul_ps(_mm256_permutevar8x32_ps(b0.row_scales(), order), da);
                         acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s0), d0, acc0);
                         let s1 = $sums(&b1.$decode(), av, abs);
                         let d1 =
-                            _mm256_mul_ps(_mm256_permutevar8x32_ps(f16x8(b1.scales()), order), da);
+                            _mm256_mul_ps(_mm256_permutevar8x32_ps(b1.row_scales(), order), da);
                         acc1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s1), d1, acc1);
                     }
                     // SAFETY: chunks_exact_mut(8) gives 8 floats.
@@ -495,7 +519,7 @@ pub(in crate::kernels::x86) mod imp {
                         let av = act_broadcasts(ab);
                         let s0 = $sums(&b0.$decode(), av, abs4(av));
                         let d0 = _mm256_mul_ps(
-                            _mm256_permutevar8x32_ps(f16x8(b0.scales()), order),
+                            _mm256_permutevar8x32_ps(b0.row_scales(), order),
                             f16_splat(ab.d),
                         );
                         acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s0), d0, acc0);
@@ -540,7 +564,7 @@ pub(in crate::kernels::x86) mod imp {
             let mut acc3 = _mm256_setzero_ps();
             for (wb, ab) in $w.iter().zip($a) {
                 let wq = wb.$decode();
-                let dw = _mm256_permutevar8x32_ps(f16x8(wb.scales()), order);
+                let dw = _mm256_permutevar8x32_ps(wb.row_scales(), order);
                 let da = ab.scales();
                 let qa = ab.quants();
                 // Row m's bytes 8k..8k+8 sit at 32k + 8m in the interleaved quad.
@@ -878,4 +902,36 @@ fn gemv<P: Nibble8x8>(w: &[P], a: &[BlockQ8_0], out: &mut [f32]) {
 fn gemm<P: Nibble8x8, Q: Q8Quad>(w: &[P], a: &[Q], out: &mut [f32]) {
     // SAFETY: only handed out by `kernels`, in exchange for an `Avx2` token.
     unsafe { imp::gemm(w, a, out) }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::arch::x86_64::*;
+
+    use crate::blocks::e8m0_half_to_f32;
+    use crate::cpu::{CpuFeatures, KernelSet};
+
+    #[target_feature(enable = "avx2")]
+    unsafe fn decode(e: &[u8; 8]) -> [f32; 8] {
+        let mut out = [0.0f32; 8];
+        // SAFETY: AVX2, which the caller checked; `out` is 8 floats.
+        unsafe { _mm256_storeu_ps(out.as_mut_ptr(), super::imp::e8m0_half_x8(e)) };
+        out
+    }
+
+    /// Every exponent byte, the subnormal ones (0, 1) and 255 included, as the portable decode.
+    #[test]
+    fn e8m0_scales_equal_the_portable_decode() {
+        if !CpuFeatures::get().has(KernelSet::Avx2) {
+            return;
+        }
+        for first in (0..256).step_by(8) {
+            let e: [u8; 8] = std::array::from_fn(|i| (first + i) as u8);
+            // SAFETY: the CPU has AVX2 (checked above).
+            let got = unsafe { decode(&e) };
+            for (g, x) in got.iter().zip(e) {
+                assert_eq!(g.to_bits(), e8m0_half_to_f32(x).to_bits(), "e = {x}");
+            }
+        }
+    }
 }

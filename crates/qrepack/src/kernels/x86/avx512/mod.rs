@@ -1,5 +1,5 @@
 //! The AVX-512 kernel set (F, BW, VL and VNNI): the 8x8 layouts of 32-weight blocks (Q4_0,
-//! IQ4_NL, Q5_0, Q8_0) with 512-bit `vpdpbusd` on the stored blocks (`nibble.rs`) and, from a
+//! IQ4_NL, MXFP4, Q5_0, Q8_0) with 512-bit `vpdpbusd` on the stored blocks (`nibble.rs`) and, from a
 //! few quads on, on per-call tiles of 16 rows, one row per lane (`rows16.rs`); the K-quant 8x8
 //! layouts the same way (`k_gemv.rs` on the stored blocks, `k_rows16.rs` tiles, scales from
 //! `k_scales.rs`); a 512-bit Q6_K GEMV (`q6_k_gemv.rs`). The Q4_1 and Q6_K GEMMs are the AVX2
@@ -21,8 +21,8 @@ mod q6_k_gemv;
 mod rows16;
 
 use crate::blocks::{
-    BlockIq4Nlx8, BlockQ4Kx8, BlockQ4_0x8, BlockQ5_0x8, BlockQ6Kx8, BlockQ8K, BlockQ8Kx4,
-    BlockQ8_0, BlockQ8_0x4Abs, BlockQ8_0x4Sums, BlockQ8_0x8, BlockQ8_1x4,
+    BlockQ4Kx8, BlockQ4_0x8, BlockQ5_0x8, BlockQ6Kx8, BlockQ8K, BlockQ8Kx4, BlockQ8_0,
+    BlockQ8_0x4Abs, BlockQ8_0x4Sums, BlockQ8_0x8, BlockQ8_1x4,
 };
 use crate::cpu::KernelSet;
 use crate::kernel_api::{Kernels, TiledGemm};
@@ -57,15 +57,16 @@ pub(crate) fn q8_0_kernels(_: Avx512) -> Kernels<BlockQ8_0x8, BlockQ8_0, BlockQ8
     }
 }
 
-/// `iq4_nl_8x8` with 512-bit `vpdpbusd`: levels + 128 from a table, `128 Σa` from the quads.
-pub(crate) fn iq4_nl_kernels(_: Avx512) -> Kernels<BlockIq4Nlx8, BlockQ8_0, BlockQ8_0x4Abs> {
+/// The table layouts (`iq4_nl_8x8`, `P = BlockIq4Nlx8`; `mxfp4_8x8`, `BlockMxfp4x8`) with
+/// 512-bit `vpdpbusd`: values + 128 from a table, `128 Σa` from the quads.
+pub(crate) fn table_kernels<P: ZmmBlock>(_: Avx512) -> Kernels<P, BlockQ8_0, BlockQ8_0x4Abs> {
     Kernels {
-        wide: Some(wide_gemm::<BlockIq4Nlx8, BlockQ8_0x4Abs>),
+        wide: Some(wide_gemm::<P, BlockQ8_0x4Abs>),
         tiled: Some(rows16_tiled(NIBBLE_TILE_MIN_QUADS)),
         ..Kernels::pair(
             KernelSet::Avx512,
-            zmm_gemv::<BlockIq4Nlx8>,
-            offset_gemm::<BlockIq4Nlx8, BlockQ8_0x4Abs>,
+            zmm_gemv::<P>,
+            offset_gemm::<P, BlockQ8_0x4Abs>,
         )
     }
 }

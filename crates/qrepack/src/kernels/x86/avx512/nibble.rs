@@ -1,4 +1,5 @@
-//! The 8x8 layouts of 32-weight blocks (`q4_0_8x8`, `iq4_nl_8x8`, `q5_0_8x8`, `q8_0_8x8`) with
+//! The 8x8 layouts of 32-weight blocks (`q4_0_8x8`, `iq4_nl_8x8`, `mxfp4_8x8`, `q5_0_8x8`,
+//! `q8_0_8x8`) with
 //! 512-bit `vpdpbusd`: one instruction multiplies all 8 rows of a row group by 8 activations.
 //!
 //! The packed blocks need no re-layout. For Q4_0, IQ4_NL and Q5_0: the first 64 quant bytes are bytes 0-7 of rows 0-7 (row
@@ -12,7 +13,7 @@
 //!
 //! `vpdpbusd` wants its weights unsigned, so they are biased: Q4_0 nibbles read as `q = nibble
 //! ^ 8` (weight `q - 8`), Q5_0's as `q = nibble | fifth bit << 4` (weight `q - 16`), IQ4_NL
-//! levels looked up as `level + 128`, Q8_0 bytes as `q + 128`. The bias times the activations'
+//! levels looked up as `level + 128`, MXFP4 values as `value + 16`, Q8_0 bytes as `q + 128`. The bias times the activations'
 //! sum is taken off again: in the GEMMs the sums come with the activations
 //! (`Q8_0SumsInterleaved<8>`, `<16>`, `<128>` and `Q8_0AbsInterleaved`), in the GEMV from a
 //! `vpdpbusd` of ones with the same broadcasts, which sums exactly the activations each lane
@@ -23,9 +24,11 @@ use std::arch::x86_64::*;
 
 use super::lanes::{fold_pairs_ps, store_piece};
 use crate::blocks::{
-    BlockIq4Nlx8, BlockQ4_0x8, BlockQ5_0x8, BlockQ8_0, BlockQ8_0x4Abs, BlockQ8_0x4Sums,
-    BlockQ8_0x8, F16Bits, IQ4NL_LEVELS,
+    BlockIq4Nlx8, BlockMxfp4x8, BlockQ4_0x8, BlockQ5_0x8, BlockQ8_0, BlockQ8_0x4Abs,
+    BlockQ8_0x4Sums, BlockQ8_0x8, IQ4NL_LEVELS,
 };
+use crate::kernels::x86::avx2::nibble::imp::{e8m0_half_x8, f16x8};
+use crate::quant::grids::KVALUES_FP4;
 
 /// Lanes `(r, 0)`: where the whole-row correction is subtracted once.
 const EVEN_LANES: __mmask16 = 0x5555;
@@ -34,13 +37,17 @@ const EVEN_LANES: __mmask16 = 0x5555;
 pub(crate) trait ZmmBlock: Copy + Send + Sync + 'static {
     /// log2 of the bias added to every weight to make it unsigned.
     const BIAS_SHIFT: u32;
+    /// log2 of the ratio between the bias the GEMMs' quads carry their offsets for and
+    /// [`ZmmBlock::BIAS_SHIFT`]: the offsets are shifted right by it (exactly: they are
+    /// multiples of their bias).
+    const QUAD_OFFSET_SHIFT: u32 = 0;
     /// Whether the GEMV asks for the weights ahead (`kernel_api::prefetch_l2`). Q8_0, with the
     /// fewest instructions per byte, streams as fast without (11008x4096 rotated, 2 threads,
     /// best of 4: 1.04-1.09 ms without, 1.11-1.13 with: no gain, within this VM's noise);
     /// Q4_0 and IQ4_NL gained 25-30 % (0.47-0.52 -> 0.36-0.39 ms).
     const PREFETCH: bool = true;
-    /// The rows' scales.
-    fn scales(&self) -> &[F16Bits; 8];
+    /// The rows' scales as f32, in row order.
+    unsafe fn row_scales(&self) -> __m256;
     /// The four weight vectors (activations 0-7, 8-15, 16-23, 24-31), biased to unsigned.
     unsafe fn weights(&self) -> [__m512i; 4];
 }
@@ -67,8 +74,10 @@ unsafe fn nibbles(qs: &[u8; 128], xor: i8) -> [__m512i; 4] {
 
 impl ZmmBlock for BlockQ4_0x8 {
     const BIAS_SHIFT: u32 = 3;
-    fn scales(&self) -> &[F16Bits; 8] {
-        &self.d
+    #[inline(always)]
+    unsafe fn row_scales(&self) -> __m256 {
+        // SAFETY: F16C per the caller's contract; `d` is 8 halves.
+        unsafe { f16x8(&self.d) }
     }
     #[inline(always)]
     unsafe fn weights(&self) -> [__m512i; 4] {
@@ -84,8 +93,10 @@ impl ZmmBlock for BlockQ4_0x8 {
 /// into a neighbouring byte there.
 impl ZmmBlock for BlockQ5_0x8 {
     const BIAS_SHIFT: u32 = 4;
-    fn scales(&self) -> &[F16Bits; 8] {
-        &self.d
+    #[inline(always)]
+    unsafe fn row_scales(&self) -> __m256 {
+        // SAFETY: F16C per the caller's contract; `d` is 8 halves.
+        unsafe { f16x8(&self.d) }
     }
     #[inline(always)]
     unsafe fn weights(&self) -> [__m512i; 4] {
@@ -133,36 +144,75 @@ const BIASED_IQ4NL_LEVELS: [u8; 16] = {
     }
     t
 };
+/// MXFP4's doubled E2M1 values plus 16.
+const BIASED_FP4_VALUES: [u8; 16] = {
+    let mut t = [0u8; 16];
+    let mut i = 0;
+    while i < 16 {
+        t[i] = (KVALUES_FP4[i] + 16) as u8;
+        i += 1;
+    }
+    t
+};
 
-impl ZmmBlock for BlockIq4Nlx8 {
-    const BIAS_SHIFT: u32 = 7;
-    fn scales(&self) -> &[F16Bits; 8] {
-        &self.d
+/// The nibbles of `qs` through a table of biased weights, as [`ZmmBlock::weights`] gives them.
+#[inline(always)]
+unsafe fn table_weights(qs: &[u8; 128], table: &[u8; 16]) -> [__m512i; 4] {
+    // SAFETY: AVX-512 F/BW per the caller's contract; the table is 16 bytes.
+    unsafe {
+        let lut = _mm512_broadcast_i32x4(_mm_loadu_si128(table.as_ptr() as *const __m128i));
+        let n = nibbles(qs, 0);
+        // No closures here: they would not inherit the kernel's target features.
+        [
+            _mm512_shuffle_epi8(lut, n[0]),
+            _mm512_shuffle_epi8(lut, n[1]),
+            _mm512_shuffle_epi8(lut, n[2]),
+            _mm512_shuffle_epi8(lut, n[3]),
+        ]
+    }
+}
+
+/// MXFP4: IQ4_NL's arithmetic with another table and E8M0 exponents for scales. Its values are
+/// at most 12 in magnitude, so they take a bias of 16 (IQ4_NL's 128 made each lane's sum, the
+/// half of a row that `fold_pairs_ps` adds after scaling, up to ten times larger than the
+/// row's result: the f32 rounding of the two large halves cancelled to relative errors of
+/// 1e-5). The quads carry `128 Σa` (`Q8_0AbsInterleaved`, as IQ4_NL's): shifted right by 3.
+impl ZmmBlock for BlockMxfp4x8 {
+    const BIAS_SHIFT: u32 = 4;
+    const QUAD_OFFSET_SHIFT: u32 = 3;
+    #[inline(always)]
+    unsafe fn row_scales(&self) -> __m256 {
+        // SAFETY: AVX2 per the caller's contract; `e` is 8 bytes.
+        unsafe { e8m0_half_x8(&self.e) }
     }
     #[inline(always)]
     unsafe fn weights(&self) -> [__m512i; 4] {
         // SAFETY: AVX-512 F/BW per the caller's contract.
-        unsafe {
-            let lut = _mm512_broadcast_i32x4(_mm_loadu_si128(
-                BIASED_IQ4NL_LEVELS.as_ptr() as *const __m128i
-            ));
-            let n = nibbles(&self.qs, 0);
-            // No closures here: they would not inherit the kernel's target features.
-            [
-                _mm512_shuffle_epi8(lut, n[0]),
-                _mm512_shuffle_epi8(lut, n[1]),
-                _mm512_shuffle_epi8(lut, n[2]),
-                _mm512_shuffle_epi8(lut, n[3]),
-            ]
-        }
+        unsafe { table_weights(&self.qs, &BIASED_FP4_VALUES) }
+    }
+}
+
+impl ZmmBlock for BlockIq4Nlx8 {
+    const BIAS_SHIFT: u32 = 7;
+    #[inline(always)]
+    unsafe fn row_scales(&self) -> __m256 {
+        // SAFETY: F16C per the caller's contract; `d` is 8 halves.
+        unsafe { f16x8(&self.d) }
+    }
+    #[inline(always)]
+    unsafe fn weights(&self) -> [__m512i; 4] {
+        // SAFETY: AVX-512 F/BW per the caller's contract.
+        unsafe { table_weights(&self.qs, &BIASED_IQ4NL_LEVELS) }
     }
 }
 
 impl ZmmBlock for BlockQ8_0x8 {
     const PREFETCH: bool = false;
     const BIAS_SHIFT: u32 = 7;
-    fn scales(&self) -> &[F16Bits; 8] {
-        &self.d
+    #[inline(always)]
+    unsafe fn row_scales(&self) -> __m256 {
+        // SAFETY: F16C per the caller's contract; `d` is 8 halves.
+        unsafe { f16x8(&self.d) }
     }
     #[inline(always)]
     unsafe fn weights(&self) -> [__m512i; 4] {
@@ -182,10 +232,9 @@ impl ZmmBlock for BlockQ8_0x8 {
 
 /// The 8 row scales of a block, each twice (lanes `(r, 0)` and `(r, 1)`).
 #[inline(always)]
-unsafe fn scales_twice(d: &[F16Bits; 8]) -> __m512 {
-    // SAFETY: 8 halves are 16 bytes; AVX-512 F and F16C per the caller's contract.
+unsafe fn scales_twice(s: __m256) -> __m512 {
+    // SAFETY: register-only AVX-512 F per the caller's contract.
     unsafe {
-        let s = _mm256_cvtph_ps(_mm_loadu_si128(d.as_ptr() as *const __m128i));
         let twice = _mm512_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7);
         _mm512_permutexvar_ps(twice, _mm512_castps256_ps512(s))
     }
@@ -257,7 +306,7 @@ pub(super) unsafe fn gemm_body<P: ZmmBlock, Q: OffsetQuad>(w: &[P], a: &[Q], out
         let mut acc = [_mm512_setzero_ps(); 4];
         for (wb, ab) in w.iter().zip(a) {
             let wq = wb.weights();
-            let dw = scales_twice(wb.scales());
+            let dw = scales_twice(wb.row_scales());
             let qs = ab.qs();
             for (m, acc_m) in acc.iter_mut().enumerate() {
                 // Row m's activations 8j..8j + 8 sit at 32j + 8m in the interleaved quad.
@@ -272,7 +321,7 @@ pub(super) unsafe fn gemm_body<P: ZmmBlock, Q: OffsetQuad>(w: &[P], a: &[Q], out
                     dots,
                     EVEN_LANES,
                     dots,
-                    _mm512_set1_epi32(ab.offsets()[m]),
+                    _mm512_set1_epi32(ab.offsets()[m] >> P::QUAD_OFFSET_SHIFT),
                 );
                 let scale = _mm512_mul_ps(dw, _mm512_set1_ps(ab.d()[m]));
                 *acc_m = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dots), scale, *acc_m);
@@ -305,8 +354,8 @@ pub(super) unsafe fn wide_gemm_body<P: ZmmBlock, Q: OffsetQuad>(
         for b in 0..nb {
             let wq = [w[0][b].weights(), w[1][b].weights()];
             let dw = [
-                scales_twice(w[0][b].scales()),
-                scales_twice(w[1][b].scales()),
+                scales_twice(w[0][b].row_scales()),
+                scales_twice(w[1][b].row_scales()),
             ];
             for (q, aq) in a.iter().enumerate() {
                 let ab = &aq[b];
@@ -319,7 +368,7 @@ pub(super) unsafe fn wide_gemm_body<P: ZmmBlock, Q: OffsetQuad>(
                         broadcast8(qs, 64 + 8 * m),
                         broadcast8(qs, 96 + 8 * m),
                     ];
-                    let offset = _mm512_set1_epi32(ab.offsets()[m]);
+                    let offset = _mm512_set1_epi32(ab.offsets()[m] >> P::QUAD_OFFSET_SHIFT);
                     let da = _mm512_set1_ps(ab.d()[m]);
                     for g in 0..2 {
                         let dots = lane_dots(&wq[g], &am);
@@ -413,7 +462,7 @@ pub(super) unsafe fn gemv_body<P: ZmmBlock>(w: &[P], a: &[BlockQ8_0], out: &mut 
                         _mm512_set1_epi64(std::ptr::read_unaligned(p.as_ptr() as *const i64));
                     let dots = lane_dots_from(init, &wb.weights(), &act);
                     let da = _mm512_set1_ps(f32::from_bits(p[2] as u32));
-                    let scale = _mm512_mul_ps(scales_twice(wb.scales()), da);
+                    let scale = _mm512_mul_ps(scales_twice(wb.row_scales()), da);
                     acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dots), scale, acc);
                 }
                 store_piece(o, fold_pairs_ps(acc), piece == 0);

@@ -1,5 +1,5 @@
 //! A per-call tile of 16 rows for the 8x8 layouts of 32-weight blocks (`q4_0_8x8`,
-//! `iq4_nl_8x8`, `q8_0_8x8`): two row groups re-laid so that one zmm holds 4 weights of each of
+//! `iq4_nl_8x8`, `mxfp4_8x8`, `q8_0_8x8`): two row groups re-laid so that one zmm holds 4 weights of each of
 //! 16 rows, one row per dword lane.
 //!
 //! In the stored 8x8 form a row owns two lanes of a zmm, so every block and activation row ends
@@ -13,7 +13,7 @@
 
 use std::arch::x86_64::*;
 
-use super::lanes::{f16x16, pick_rows};
+use super::lanes::pick_rows;
 use super::nibble::{OffsetQuad, ZmmBlock};
 
 /// Words of one block's tile: 8 x 64 bytes of weights, 16 f32 scales.
@@ -42,7 +42,9 @@ pub(super) unsafe fn make_tile_body<P: ZmmBlock>(w: &[P], tile: &mut [u64]) {
                     _mm512_storeu_si512(out.add(2 * c + h), pick_rows(wa[c], wb[c], h));
                 }
             }
-            _mm512_storeu_ps(out.add(8) as *mut f32, f16x16(a.scales(), b.scales()));
+            let scales =
+                _mm512_insertf32x8::<1>(_mm512_castps256_ps512(a.row_scales()), b.row_scales());
+            _mm512_storeu_ps(out.add(8) as *mut f32, scales);
         }
     }
 }
@@ -58,7 +60,7 @@ unsafe fn broadcast4(q: &[i8; 128], at: usize) -> __m512i {
 /// The GEMM over a tile of 16 rows with one or two quads (`a`: `QUADS x nb` blocks, quad
 /// major), into `out[16 m + r]` for activation row `m` (0..4 QUADS) and tile row `r`.
 #[inline(always)]
-pub(super) unsafe fn gemm_body<Q: OffsetQuad, const QUADS: usize>(
+pub(super) unsafe fn gemm_body<P: ZmmBlock, Q: OffsetQuad, const QUADS: usize>(
     tile: &[u64],
     a: &[Q],
     out: &mut [f32],
@@ -87,7 +89,10 @@ pub(super) unsafe fn gemm_body<Q: OffsetQuad, const QUADS: usize>(
                         let at = 32 * (j / 2) + 8 * m + 4 * (j % 2);
                         dot = _mm512_dpbusd_epi32(dot, *wj, broadcast4(qs, at));
                     }
-                    let dot = _mm512_sub_epi32(dot, _mm512_set1_epi32(ab.offsets()[m]));
+                    let dot = _mm512_sub_epi32(
+                        dot,
+                        _mm512_set1_epi32(ab.offsets()[m] >> P::QUAD_OFFSET_SHIFT),
+                    );
                     let scale = _mm512_mul_ps(dw, _mm512_set1_ps(ab.d()[m]));
                     *acc_m = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), scale, *acc_m);
                 }
@@ -114,9 +119,9 @@ pub(super) unsafe fn tiled_gemm_body<P: ZmmBlock, Q: OffsetQuad>(
     // SAFETY: the caller's contract is the callee's; `gemm_body` checks the lengths.
     unsafe {
         if a.len() >= 2 * nb {
-            gemm_body::<Q, 2>(tile, &a[..2 * nb], out)
+            gemm_body::<P, Q, 2>(tile, &a[..2 * nb], out)
         } else {
-            gemm_body::<Q, 1>(tile, &a[..nb], out)
+            gemm_body::<P, Q, 1>(tile, &a[..nb], out)
         }
     }
 }

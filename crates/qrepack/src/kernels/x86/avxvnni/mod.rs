@@ -8,7 +8,7 @@ use crate::blocks::BlockQ8_0;
 use crate::cpu::KernelSet;
 use crate::kernel_api::Kernels;
 use crate::kernels::x86::avx2::nibble::imp::{
-    abs4, act_broadcasts, broadcast8, f16_splat, f16x8, gemm_quad, gemv_groups, row_order,
+    abs4, act_broadcasts, broadcast8, f16_splat, gemm_quad, gemv_groups, row_order,
 };
 use crate::kernels::x86::avx2::nibble::{Nibble8x8, Q8Quad};
 use crate::kernels::x86::AvxVnni;
