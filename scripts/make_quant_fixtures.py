@@ -287,6 +287,13 @@ def check_against_bench(peer, exe, x):
         print(f"  {name}: harness == ggml_mm_bench --dump (4x256, seed 42)")
 
 
+def write_expected(exe, type_id, rows, cols, name, data):
+    """Writes ggml's bytes `data` to OUT/name; returns the digest of ggml's dequantization."""
+    with open(os.path.join(OUT, name), "wb") as f:
+        f.write(data)
+    return ggml_dequant_digest(exe, type_id, rows, cols, data)
+
+
 def imatrix_fixtures(exe, ins):
     manifest, imps = [], {}
     for iname in IMAT_INPUTS:
@@ -302,9 +309,7 @@ def imatrix_fixtures(exe, ins):
             rows, cols, x = ins[iname]
             for name in importances(cols):
                 data = harness(exe, tid, "imat", rows, cols, x, imps[name])
-                with open(os.path.join(OUT, f"{iname}.{name}.{tname}.bin"), "wb") as f:
-                    f.write(data)
-                digest = ggml_dequant_digest(exe, tid, rows, cols, data)
+                digest = write_expected(exe, tid, rows, cols, f"{iname}.{name}.{tname}.bin", data)
                 manifest.append(f"{tname} {iname} {name} ggml-nofma-quantize_chunk-imatrix {digest}")
                 print(f"{tname:7} {iname:12} {name:9} {len(data):6} bytes  to_float fnv1a64 {digest}")
     with open(os.path.join(OUT, "MANIFEST_IMATRIX.txt"), "w") as f:
@@ -346,9 +351,7 @@ def main():
             else:
                 data = ggml_bytes
                 source = "ggml-nofma-" + ("quantize_row_ref" if mode == "ref" else "quantize_chunk")
-            with open(os.path.join(OUT, f"{iname}.{tname}.bin"), "wb") as f:
-                f.write(data)
-            digest = ggml_dequant_digest(exe, tid, rows, cols, data)
+            digest = write_expected(exe, tid, rows, cols, f"{iname}.{tname}.bin", data)
             manifest.append(f"{tname} {iname} {source} {digest}")
             print(f"{tname:7} {iname:11} {len(data):6} bytes  {source}  to_float fnv1a64 {digest}")
     with open(os.path.join(OUT, "MANIFEST.txt"), "w") as f:

@@ -9,10 +9,10 @@
 //! scales are then quantized to 4 bits under one f16 block scale.
 
 use super::grid_search::{
-    c_max, even_sign_magnitudes, group_max, group_weights, iq2_s_grid, iq2_xs_grid, iq2_xxs_grid,
-    iq3_s_grid, iq3_xxs_grid, magnitudes, scale_code, sum_squares, Refit, Search,
+    c_max, group_weights, iq2_s_grid, iq2_xs_grid, iq2_xxs_grid, iq3_s_grid, iq3_xxs_grid,
+    scale_code, sum_squares, GroupFit, Refit, Search, Signs, Start,
 };
-use super::{nearest_int, GROUP_MAX_EPS};
+use super::GROUP_MAX_EPS;
 use crate::blocks::{BlockIq2S, BlockIq2Xs, BlockIq2Xxs, BlockIq3S, BlockIq3Xxs, F16Bits};
 use crate::types::QK_K;
 
@@ -20,9 +20,73 @@ use crate::types::QK_K;
 /// `GROUP_MAX_EPS_IQ2_S`).
 const GRID_GROUP_EPS: f32 = 1e-8;
 
-/// The importance of the values of group `ib` of `n` values, if any.
-fn group_importance(qw: Option<&[f32]>, ib: usize, n: usize) -> Option<&[f32]> {
-    qw.map(|q| &q[n * ib..n * (ib + 1)])
+/// The group scales of a block and the largest of them (0 when no group was fitted).
+struct BlockScales {
+    scales: [f32; 16],
+    max: f32,
+}
+
+impl BlockScales {
+    /// The 4-bit codes of the group scales under the block step `max / 31`, two to a byte (the
+    /// even group in the low nibble), and that step; `None` when no group was fitted.
+    fn nibble_pairs(&self, n: usize) -> Option<([u8; 8], f32)> {
+        if self.max == 0.0 {
+            return None;
+        }
+        let d = self.max / 31.0;
+        let id = 1.0 / d;
+        let mut out = [0u8; 8];
+        for (o, pair) in out.iter_mut().zip(self.scales[..n].chunks_exact(2)) {
+            *o = scale_code(id, pair[0], 15) | (scale_code(id, pair[1], 15) << 4);
+        }
+        Some((out, d))
+    }
+}
+
+/// Fits every group of `N` values of block `x`, with the weights `weights(ib, xb)` of group
+/// `ib`, and hands each fitted group to `put`.
+fn fit_groups<const N: usize>(
+    search: &Search,
+    x: &[f32],
+    weights: impl Fn(usize, &[f32]) -> [f32; N],
+    mut put: impl FnMut(usize, &GroupFit),
+) -> BlockScales {
+    let mut s = BlockScales {
+        scales: [0.0; 16],
+        max: 0.0,
+    };
+    for (ib, xb) in x.chunks_exact(N).enumerate() {
+        let Some(fit) = search.fit_group(xb, &weights(ib, xb)) else {
+            continue;
+        };
+        put(ib, &fit);
+        s.scales[ib] = fit.scale;
+        s.max = c_max(s.max, fit.scale);
+    }
+    s
+}
+
+/// ggml's weights of a group of `N` values without an importance matrix, `plain(x)`, or with
+/// the importance `qw` of the block, `qw * sqrt(sigma2 + x^2)`.
+fn weights_of<'a, const N: usize>(
+    qw: Option<&'a [f32]>,
+    sigma2: f32,
+    plain: impl Fn(f32) -> f32 + Copy + 'a,
+) -> impl Fn(usize, &[f32]) -> [f32; N] + 'a {
+    move |ib, xb| group_weights(xb, qw.map(|q| &q[N * ib..N * (ib + 1)]), sigma2, plain)
+}
+
+/// `2 sum x^2 / 256`, the variance term of the importance weights of most grid types.
+fn sigma2_of(x: &[f32]) -> f32 {
+    2.0 * sum_squares(x) / QK_K as f32
+}
+
+/// The little-endian word of four 7-bit sign codes, `k`-th at bit `7 k`.
+fn sign_word(signs: &[u8]) -> u32 {
+    signs
+        .iter()
+        .enumerate()
+        .fold(0, |w, (k, &s)| w | (u32::from(s) << (7 * k)))
 }
 
 /// IQ3_XXS, with importance `qw` (one per value of `x`) or without.
@@ -33,50 +97,31 @@ pub(super) fn q_iq3_xxs(x: &[f32], qw: Option<&[f32]>) -> BlockIq3Xxs {
         max_q: 8,
         trials: -15..=15,
         step: 0.2,
+        start: Start::Max,
         start_on_grid: true,
         refit: Refit::OffGrid,
+        signs: Signs::Even,
+        eps: GRID_GROUP_EPS,
     };
-    let sigma2 = 2.0 * sum_squares(x) / QK_K as f32;
     let mut qs = [0u8; 96];
-    let mut scales = [0.0f32; 8];
-    let mut max_scale = 0.0f32;
     let mut words = [0u32; 8];
-    for (ib, xb) in x.chunks_exact(32).enumerate() {
-        let weight: [f32; 32] = group_weights(xb, group_importance(qw, ib, 32), sigma2, |v| v * v);
-        let waux = weight.map(f32::sqrt);
-        let mut xval = [0.0f32; 32];
-        let mut signs = [0u8; 4];
-        even_sign_magnitudes(xb, &weight, &mut xval, &mut signs);
-        let max = group_max(&xval);
-        if max < GRID_GROUP_EPS {
-            continue;
-        }
-        let mut fit = search.fit(&xval, &weight, &waux, max, max / 15.0);
-        if fit.scale < 0.0 {
-            // Scales are stored unsigned: flip the signs instead.
-            fit.scale = -fit.scale;
-            signs.iter_mut().for_each(|s| *s = !*s & 127);
-        }
+    let weights = weights_of::<32>(qw, sigma2_of(x), |v| v * v);
+    let s = fit_groups(&search, x, weights, |ib, fit| {
         for (q, &p) in qs[8 * ib..8 * ib + 8].iter_mut().zip(&fit.points) {
             *q = p as u8;
         }
-        words[ib] = signs
-            .iter()
-            .enumerate()
-            .fold(0, |w, (k, &s)| w | (u32::from(s) << (7 * k)));
-        scales[ib] = fit.scale;
-        max_scale = c_max(max_scale, fit.scale);
-    }
-    if max_scale == 0.0 {
+        words[ib] = sign_word(&fit.signs);
+    });
+    if s.max == 0.0 {
         return BlockIq3Xxs {
             d: F16Bits::from_f32(0.0),
             qs: [0; 96],
         };
     }
-    let d = max_scale / 31.0;
+    let d = s.max / 31.0;
     let id = 1.0 / d;
     for (ib, w) in words.iter().enumerate() {
-        let word = w | (u32::from(scale_code(id, scales[ib], 15)) << 28);
+        let word = w | (u32::from(scale_code(id, s.scales[ib], 15)) << 28);
         qs[64 + 4 * ib..68 + 4 * ib].copy_from_slice(&word.to_le_bytes());
     }
     BlockIq3Xxs {
@@ -94,10 +139,13 @@ pub(super) fn q_iq3_s(x: &[f32], qw: Option<&[f32]>) -> BlockIq3S {
         max_q: 8,
         trials: -9..=9,
         step: 0.2,
+        start: Start::Max,
         start_on_grid: false,
         refit: Refit::AllWhenOffGrid,
+        signs: Signs::All,
+        // only all-zero groups are skipped
+        eps: f32::from_bits(1),
     };
-    let sigma2 = 2.0 * sum_squares(x) / QK_K as f32;
     let mut b = BlockIq3S {
         d: F16Bits::from_f32(0.0),
         qs: [0; 64],
@@ -105,43 +153,21 @@ pub(super) fn q_iq3_s(x: &[f32], qw: Option<&[f32]>) -> BlockIq3S {
         signs: [0; 32],
         scales: [0; 4],
     };
-    let mut scales = [0.0f32; 8];
-    let mut max_scale = 0.0f32;
     // ggml advances its write positions for `qs` and `signs` only past groups it fitted, so the
     // groups after an all-zero one move up: their bytes are written where ggml writes them.
     let mut written = 0usize;
-    for (ib, xb) in x.chunks_exact(32).enumerate() {
-        let weight: [f32; 32] = group_weights(xb, group_importance(qw, ib, 32), sigma2, |v| v * v);
-        let waux = weight.map(f32::sqrt);
-        let mut xval = [0.0f32; 32];
-        let mut signs = [0u8; 4];
-        magnitudes(xb, &mut xval, &mut signs);
-        let max = group_max(&xval);
-        if max == 0.0 {
-            continue;
-        }
-        let mut fit = search.fit(&xval, &weight, &waux, max, max / 15.0);
-        if fit.scale < 0.0 {
-            fit.scale = -fit.scale;
-            signs.iter_mut().for_each(|s| *s = !*s);
-        }
+    let weights = weights_of::<32>(qw, sigma2_of(x), |v| v * v);
+    let s = fit_groups(&search, x, weights, |ib, fit| {
         for (k, &p) in fit.points.iter().enumerate() {
             b.qs[8 * written + k] = p as u8;
             b.qh[ib] |= ((p >> 8) as u8) << k;
         }
-        b.signs[4 * written..4 * written + 4].copy_from_slice(&signs);
+        b.signs[4 * written..4 * written + 4].copy_from_slice(&fit.signs);
         written += 1;
-        scales[ib] = fit.scale;
-        max_scale = c_max(max_scale, fit.scale);
-    }
-    if max_scale == 0.0 {
-        return b;
-    }
-    let d = max_scale / 31.0;
-    b.d = F16Bits::from_f32(d * 1.033);
-    let id = 1.0 / d;
-    for (s, pair) in b.scales.iter_mut().zip(scales.chunks_exact(2)) {
-        *s = scale_code(id, pair[0], 15) | (scale_code(id, pair[1], 15) << 4);
+    });
+    if let Some((pairs, d)) = s.nibble_pairs(8) {
+        b.d = F16Bits::from_f32(d * 1.033);
+        b.scales.copy_from_slice(&pairs[..4]);
     }
     b
 }
@@ -154,8 +180,11 @@ pub(super) fn q_iq2_s(x: &[f32], qw: Option<&[f32]>) -> BlockIq2S {
         max_q: 3,
         trials: -9..=9,
         step: 0.1,
+        start: Start::Max,
         start_on_grid: true,
         refit: Refit::OffGrid,
+        signs: Signs::All,
+        eps: GRID_GROUP_EPS,
     };
     let mut b = BlockIq2S {
         d: F16Bits::from_f32(0.0),
@@ -163,119 +192,21 @@ pub(super) fn q_iq2_s(x: &[f32], qw: Option<&[f32]>) -> BlockIq2S {
         qh: [0; 8],
         scales: [0; 8],
     };
-    let sigma2 = 2.0 * sum_squares(x) / QK_K as f32;
-    let mut scales = [0.0f32; 16];
-    let mut max_scale = 0.0f32;
-    for (ib, xb) in x.chunks_exact(16).enumerate() {
-        let weight: [f32; 16] = group_weights(xb, group_importance(qw, ib, 16), sigma2, |v| {
-            0.25 * sigma2 + v * v
-        });
-        let waux = weight.map(f32::sqrt);
-        let mut xval = [0.0f32; 16];
-        let mut signs = [0u8; 2];
-        magnitudes(xb, &mut xval, &mut signs);
-        let max = group_max(&xval);
-        if max < GRID_GROUP_EPS {
-            continue;
-        }
-        let mut fit = search.fit(&xval, &weight, &waux, max, max / 5.0);
-        if fit.scale < 0.0 {
-            fit.scale = -fit.scale;
-            signs.iter_mut().for_each(|s| *s = !*s);
-        }
-        for (k, (&p, &s)) in fit.points.iter().zip(&signs).enumerate() {
+    let sigma2 = sigma2_of(x);
+    let weights = weights_of::<16>(qw, sigma2, move |v| 0.25 * sigma2 + v * v);
+    let s = fit_groups(&search, x, weights, |ib, fit| {
+        for (k, (&p, &sg)) in fit.points.iter().zip(&fit.signs[..2]).enumerate() {
             let i8 = 2 * ib + k;
             b.qs[i8] = p as u8;
             b.qh[i8 / 4] |= ((p >> 8) as u8) << (2 * (i8 % 4));
-            b.qs[QK_K / 8 + i8] = s;
+            b.qs[QK_K / 8 + i8] = sg;
         }
-        scales[ib] = fit.scale;
-        max_scale = c_max(max_scale, fit.scale);
-    }
-    if max_scale == 0.0 {
-        return b;
-    }
-    let d = max_scale / 31.0;
-    b.d = F16Bits::from_f32(d * 0.9875);
-    let id = 1.0 / d;
-    for (s, pair) in b.scales.iter_mut().zip(scales.chunks_exact(2)) {
-        *s = scale_code(id, pair[0], 15) | (scale_code(id, pair[1], 15) << 4);
+    });
+    if let Some((pairs, d)) = s.nibble_pairs(16) {
+        b.d = F16Bits::from_f32(d * 0.9875);
+        b.scales = pairs;
     }
     b
-}
-
-/// The scale of ggml's `make_qp_quants`: levels `0..=nmax` for the non-negative `x` (a
-/// negative value, which the even-sign rule can leave, rounds to a negative level that is
-/// stored as a byte, as ggml stores it), the best of 9 inverse scales by weighted error, then
-/// up to 5 passes that move single levels while that improves the least-squares fit.
-fn make_qp_scale(x: &[f32], nmax: i32, w: &[f32]) -> f32 {
-    let max = x.iter().fold(0.0f32, |m, &v| c_max(m, v));
-    if max < GROUP_MAX_EPS {
-        return 0.0;
-    }
-    let nmaxf = nmax as f32;
-    let mut iscale = nmaxf / max;
-    let scale = 1.0 / iscale;
-    let mut best_mse = 0.0f32;
-    for (&v, &wi) in x.iter().zip(w) {
-        let l = f32::from(nearest_int(iscale * v) as u8);
-        let diff = v - scale * l;
-        best_mse += wi * diff * diff;
-    }
-    for is in (-4..=4).filter(|&is| is != 0) {
-        let iscale_is = (0.1 * is as f32 + nmaxf) / max;
-        let scale_is = 1.0 / iscale_is;
-        let mut mse = 0.0f32;
-        for (&v, &wi) in x.iter().zip(w) {
-            let l = nearest_int(iscale_is * v).min(nmax);
-            let diff = v - scale_is * l as f32;
-            mse += wi * diff * diff;
-        }
-        if mse < best_mse {
-            best_mse = mse;
-            iscale = iscale_is;
-        }
-    }
-    let mut levels = [0u8; 32];
-    let (mut sumlx, mut suml2) = (0.0f32, 0.0f32);
-    for ((l, &v), &wi) in levels.iter_mut().zip(x).zip(w) {
-        let q = nearest_int(iscale * v).min(nmax);
-        *l = q as u8;
-        // the sums take the level before it is stored as a byte
-        let qf = q as f32;
-        sumlx += wi * v * qf;
-        suml2 += wi * qf * qf;
-    }
-    for _ in 0..5 {
-        let mut changed = false;
-        for ((l, &v), &wi) in levels.iter_mut().zip(x).zip(w) {
-            let lf = f32::from(*l);
-            let mut slx = sumlx - wi * v * lf;
-            let mut sl2 = suml2 - wi * lf * lf;
-            if slx > 0.0 && sl2 > 0.0 {
-                let new_l = nearest_int(v * sl2 / slx).min(nmax);
-                if new_l != i32::from(*l) {
-                    let nl = new_l as f32;
-                    slx += wi * v * nl;
-                    sl2 += wi * nl * nl;
-                    if slx * slx * suml2 > sumlx * sumlx * sl2 {
-                        *l = new_l as u8;
-                        sumlx = slx;
-                        suml2 = sl2;
-                        changed = true;
-                    }
-                }
-            }
-        }
-        if !changed {
-            break;
-        }
-    }
-    if suml2 > 0.0 {
-        sumlx / suml2
-    } else {
-        0.0
-    }
 }
 
 /// IQ2_XXS with importance `qw` (one per value of `x`).
@@ -286,56 +217,31 @@ pub(super) fn q_iq2_xxs(x: &[f32], qw: &[f32]) -> BlockIq2Xxs {
         max_q: 3,
         trials: -6..=6,
         step: 0.1,
+        start: Start::QpQuants,
         start_on_grid: true,
         refit: Refit::Always,
+        signs: Signs::Even,
+        eps: GROUP_MAX_EPS,
     };
-    let sigma2 = sum_squares(x) / QK_K as f32;
     let mut qs = [0u8; 64];
-    let mut scales = [0.0f32; 8];
-    let mut max_scale = 0.0f32;
-    for (ib, xb) in x.chunks_exact(32).enumerate() {
-        let weight: [f32; 32] = group_weights(xb, Some(&qw[32 * ib..]), sigma2, |v| v);
-        let waux = weight.map(f32::sqrt);
-        let mut xval = [0.0f32; 32];
-        let mut signs = [0u8; 4];
-        even_sign_magnitudes(xb, &weight, &mut xval, &mut signs);
-        let max = group_max(&xval);
-        if max < GROUP_MAX_EPS {
-            continue;
-        }
-        // The trials centre on the scale of a plain 4-level fit instead of the largest value.
-        let start = make_qp_scale(&xval, 4, &weight);
-        let eff_max = start * 3.0;
-        if eff_max <= 0.0 {
-            continue;
-        }
-        let mut fit = search.fit(&xval, &weight, &waux, eff_max, start);
-        if fit.scale < 0.0 {
-            fit.scale = -fit.scale;
-            signs.iter_mut().for_each(|s| *s = !*s & 127);
-        }
+    let weights = weights_of::<32>(Some(qw), sum_squares(x) / QK_K as f32, |v| v);
+    let s = fit_groups(&search, x, weights, |ib, fit| {
         let group = &mut qs[8 * ib..8 * ib + 8];
         for (q, &p) in group.iter_mut().zip(&fit.points) {
             *q = p as u8;
         }
-        let word = signs
-            .iter()
-            .enumerate()
-            .fold(0u32, |w, (k, &s)| w | (u32::from(s) << (7 * k)));
-        group[4..].copy_from_slice(&word.to_le_bytes());
-        scales[ib] = fit.scale;
-        max_scale = c_max(max_scale, fit.scale);
-    }
-    if max_scale == 0.0 {
+        group[4..].copy_from_slice(&sign_word(&fit.signs).to_le_bytes());
+    });
+    if s.max == 0.0 {
         return BlockIq2Xxs {
             d: F16Bits::from_f32(0.0),
             qs: [0; 64],
         };
     }
-    let d = max_scale / 31.0;
+    let d = s.max / 31.0;
     let id = 1.0 / d;
-    for (ib, &s) in scales.iter().enumerate() {
-        qs[8 * ib + 7] |= scale_code(id, s, 15) << 4;
+    for (ib, &sc) in s.scales[..8].iter().enumerate() {
+        qs[8 * ib + 7] |= scale_code(id, sc, 15) << 4;
     }
     BlockIq2Xxs {
         d: F16Bits::from_f32(d),
@@ -351,48 +257,31 @@ pub(super) fn q_iq2_xs(x: &[f32], qw: &[f32]) -> BlockIq2Xs {
         max_q: 3,
         trials: -9..=9,
         step: 0.1,
+        start: Start::Max,
         start_on_grid: true,
         refit: Refit::OffGrid,
+        signs: Signs::Even,
+        eps: GROUP_MAX_EPS,
     };
-    let sigma2 = sum_squares(x) / QK_K as f32;
     let mut b = BlockIq2Xs {
         d: F16Bits::from_f32(0.0),
         qs: [0; 64],
         scales: [0; 8],
     };
-    let mut scales = [0.0f32; 16];
-    let mut max_scale = 0.0f32;
-    for (ib, xb) in x.chunks_exact(16).enumerate() {
-        let weight: [f32; 16] = group_weights(xb, Some(&qw[16 * ib..]), sigma2, |v| v);
-        let waux = weight.map(f32::sqrt);
-        let mut xval = [0.0f32; 16];
-        let mut signs = [0u8; 2];
-        even_sign_magnitudes(xb, &weight, &mut xval, &mut signs);
-        let max = group_max(&xval);
-        if max < GROUP_MAX_EPS {
-            continue;
-        }
-        let mut fit = search.fit(&xval, &weight, &waux, max, max / 5.0);
-        if fit.scale < 0.0 {
-            fit.scale = -fit.scale;
-            signs.iter_mut().for_each(|s| *s = !*s & 127);
-        }
-        for (k, (&p, &s)) in fit.points.iter().zip(&signs).enumerate() {
-            let v = p | (u16::from(s) << 9);
+    let weights = weights_of::<16>(Some(qw), sum_squares(x) / QK_K as f32, |v| v);
+    let s = fit_groups(&search, x, weights, |ib, fit| {
+        for (k, (&p, &sg)) in fit.points.iter().zip(&fit.signs[..2]).enumerate() {
+            let v = p | (u16::from(sg) << 9);
             b.qs[4 * ib + 2 * k..4 * ib + 2 * k + 2].copy_from_slice(&v.to_le_bytes());
         }
-        scales[ib] = fit.scale;
-        max_scale = c_max(max_scale, fit.scale);
-    }
-    if max_scale == 0.0 {
-        b.qs = [0; 64];
-        return b;
-    }
-    let d = max_scale / 31.0;
-    b.d = F16Bits::from_f32(d);
-    let id = 1.0 / d;
-    for (s, pair) in b.scales.iter_mut().zip(scales.chunks_exact(2)) {
-        *s = scale_code(id, pair[0], 15) | (scale_code(id, pair[1], 15) << 4);
+    });
+    match s.nibble_pairs(16) {
+        Some((pairs, d)) => {
+            b.d = F16Bits::from_f32(d);
+            b.scales = pairs;
+        }
+        // ggml clears the indices of groups fitted to a zero scale
+        None => b.qs = [0; 64],
     }
     b
 }

@@ -10,7 +10,7 @@ use std::ops::RangeInclusive;
 use std::sync::OnceLock;
 
 use super::grids::{IQ1S_GRID, IQ2S_GRID, IQ2XS_GRID, IQ2XXS_GRID, IQ3S_GRID, IQ3XXS_GRID};
-use super::nearest_int;
+use super::{nearest_int, GROUP_MAX_EPS};
 
 /// The most weights a fitted group holds (IQ3's 32).
 const MAX_GROUP: usize = 32;
@@ -205,6 +205,25 @@ pub(super) enum Refit {
     Always,
 }
 
+/// Where the trials of [`Search::fit`] centre.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) enum Start {
+    /// On the group's largest magnitude, with `max / (2 max_q - 1)` as the fallback scale.
+    Max,
+    /// On the scale of ggml's `make_qp_quants` fit to `max_q + 1` levels (IQ2_XXS); a group
+    /// whose fit is not positive is skipped.
+    QpQuants,
+}
+
+/// Which sign patterns a type stores.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) enum Signs {
+    /// Any: 8 bits per 8 values.
+    All,
+    /// Even ones only, as 7 bits (see [`even_sign_magnitudes`]).
+    Even,
+}
+
 /// How one type searches a group's scale.
 pub(super) struct Search {
     pub(super) grid: &'static Grid,
@@ -213,16 +232,28 @@ pub(super) struct Search {
     /// Trials `is`: inverse scales `(2 max_q - 1 + is * step) / max`.
     pub(super) trials: RangeInclusive<i32>,
     pub(super) step: f32,
+    pub(super) start: Start,
     /// Whether sub-groups count as on the grid before any trial wins (then an all-zero fit
     /// skips the refit).
     pub(super) start_on_grid: bool,
     pub(super) refit: Refit,
+    pub(super) signs: Signs,
+    /// Groups whose largest magnitude is below this are not fitted.
+    pub(super) eps: f32,
 }
 
 /// The result of fitting one group: its scale and the grid point of each sub-group.
 pub(super) struct Fit {
     pub(super) scale: f32,
     pub(super) points: [u16; 8],
+}
+
+/// A fitted group as it is stored: its (non-negative) scale, the grid point of each sub-group
+/// and the sign code of each 8 values.
+pub(super) struct GroupFit {
+    pub(super) scale: f32,
+    pub(super) points: [u16; 8],
+    pub(super) signs: [u8; 4],
 }
 
 impl Search {
@@ -273,16 +304,55 @@ impl Search {
         (sumqx, sumq2)
     }
 
+    /// Fits the group of values `xb` with weights `weight`, or `None` when it is too small (or
+    /// its start scale is not positive). A negative scale is stored as its magnitude with every
+    /// sign flipped.
+    pub(super) fn fit_group<const N: usize>(
+        &self,
+        xb: &[f32],
+        weight: &[f32; N],
+    ) -> Option<GroupFit> {
+        let waux = weight.map(f32::sqrt);
+        let mut xval = [0.0f32; N];
+        let mut signs = [0u8; 4];
+        let codes = &mut signs[..N / 8];
+        match self.signs {
+            Signs::All => magnitudes(xb, &mut xval, codes),
+            Signs::Even => even_sign_magnitudes(xb, weight, &mut xval, codes),
+        }
+        let max = group_max(&xval);
+        if max < self.eps {
+            return None;
+        }
+        let (trial_max, start) = match self.start {
+            Start::Max => (max, max / (2 * self.max_q - 1) as f32),
+            Start::QpQuants => {
+                let scale = make_qp_scale(&xval, self.max_q + 1, weight);
+                let eff_max = scale * self.max_q as f32;
+                if eff_max <= 0.0 {
+                    return None;
+                }
+                (eff_max, scale)
+            }
+        };
+        let fit = self.fit(&xval, weight, &waux, trial_max, start);
+        let mut scale = fit.scale;
+        if scale < 0.0 {
+            // Scales are stored unsigned: flip the signs instead.
+            scale = -scale;
+            let mask = if self.signs == Signs::Even { 127 } else { 255 };
+            codes.iter_mut().for_each(|s| *s = !*s & mask);
+        }
+        Some(GroupFit {
+            scale,
+            points: fit.points,
+            signs,
+        })
+    }
+
     /// Fits a group of magnitudes `xval` with weights `weight` and their square roots `waux`:
     /// the trials divide by `max`, and `scale` stands when no trial wins.
-    pub(super) fn fit(
-        &self,
-        xval: &[f32],
-        weight: &[f32],
-        waux: &[f32],
-        max: f32,
-        mut scale: f32,
-    ) -> Fit {
+    fn fit(&self, xval: &[f32], weight: &[f32], waux: &[f32], max: f32, mut scale: f32) -> Fit {
         let g = self.grid;
         let n = xval.len();
         let subgroups = n / g.dim;
@@ -322,7 +392,7 @@ impl Search {
 }
 
 /// The magnitudes of `xb`, each 8 values' signs as a bit mask (bit `i` set for a negative value).
-pub(super) fn magnitudes(xb: &[f32], xval: &mut [f32], signs: &mut [u8]) {
+fn magnitudes(xb: &[f32], xval: &mut [f32], signs: &mut [u8]) {
     for ((xs, vs), s) in xb.chunks_exact(8).zip(xval.chunks_exact_mut(8)).zip(signs) {
         *s = 0;
         for (i, (&x, v)) in xs.iter().zip(vs.iter_mut()).enumerate() {
@@ -339,7 +409,7 @@ pub(super) fn magnitudes(xb: &[f32], xval: &mut [f32], signs: &mut [u8]) {
 /// [`magnitudes`] for the types that store only even sign patterns (7 bits, the eighth is the
 /// parity): an odd pattern gives up the sign of the value whose `weight x^2` is the smallest
 /// (that magnitude turns negative), and the codes keep their low 7 bits.
-pub(super) fn even_sign_magnitudes(xb: &[f32], weight: &[f32], xval: &mut [f32], signs: &mut [u8]) {
+fn even_sign_magnitudes(xb: &[f32], weight: &[f32], xval: &mut [f32], signs: &mut [u8]) {
     magnitudes(xb, xval, signs);
     for (k, s) in signs.iter_mut().enumerate() {
         if s.count_ones() % 2 == 1 {
@@ -370,7 +440,7 @@ pub(super) fn c_max(a: f32, b: f32) -> f32 {
 }
 
 /// The largest of `xval`, folded as ggml does from the first value.
-pub(super) fn group_max(xval: &[f32]) -> f32 {
+fn group_max(xval: &[f32]) -> f32 {
     xval[1..].iter().fold(xval[0], |m, &v| c_max(m, v))
 }
 
@@ -398,6 +468,80 @@ pub(super) fn group_weights<const N: usize>(
         Some(q) => q[i] * (sigma2 + xb[i] * xb[i]).sqrt(),
         None => plain(xb[i]),
     })
+}
+
+/// The scale of ggml's `make_qp_quants`: levels `0..=nmax` for the non-negative `x` (a
+/// negative value, which the even-sign rule can leave, rounds to a negative level that is
+/// stored as a byte, as ggml stores it), the best of 9 inverse scales by weighted error, then
+/// up to 5 passes that move single levels while that improves the least-squares fit.
+fn make_qp_scale(x: &[f32], nmax: i32, w: &[f32]) -> f32 {
+    let max = x.iter().fold(0.0f32, |m, &v| c_max(m, v));
+    if max < GROUP_MAX_EPS {
+        return 0.0;
+    }
+    let nmaxf = nmax as f32;
+    let mut iscale = nmaxf / max;
+    let scale = 1.0 / iscale;
+    let mut best_mse = 0.0f32;
+    for (&v, &wi) in x.iter().zip(w) {
+        let l = f32::from(nearest_int(iscale * v) as u8);
+        let diff = v - scale * l;
+        best_mse += wi * diff * diff;
+    }
+    for is in (-4..=4).filter(|&is| is != 0) {
+        let iscale_is = (0.1 * is as f32 + nmaxf) / max;
+        let scale_is = 1.0 / iscale_is;
+        let mut mse = 0.0f32;
+        for (&v, &wi) in x.iter().zip(w) {
+            let l = nearest_int(iscale_is * v).min(nmax);
+            let diff = v - scale_is * l as f32;
+            mse += wi * diff * diff;
+        }
+        if mse < best_mse {
+            best_mse = mse;
+            iscale = iscale_is;
+        }
+    }
+    let mut levels = [0u8; 32];
+    let (mut sumlx, mut suml2) = (0.0f32, 0.0f32);
+    for ((l, &v), &wi) in levels.iter_mut().zip(x).zip(w) {
+        let q = nearest_int(iscale * v).min(nmax);
+        *l = q as u8;
+        // the sums take the level before it is stored as a byte
+        let qf = q as f32;
+        sumlx += wi * v * qf;
+        suml2 += wi * qf * qf;
+    }
+    for _ in 0..5 {
+        let mut changed = false;
+        for ((l, &v), &wi) in levels.iter_mut().zip(x).zip(w) {
+            let lf = f32::from(*l);
+            let mut slx = sumlx - wi * v * lf;
+            let mut sl2 = suml2 - wi * lf * lf;
+            if slx > 0.0 && sl2 > 0.0 {
+                let new_l = nearest_int(v * sl2 / slx).min(nmax);
+                if new_l != i32::from(*l) {
+                    let nl = new_l as f32;
+                    slx += wi * v * nl;
+                    sl2 += wi * nl * nl;
+                    if slx * slx * suml2 > sumlx * sumlx * sl2 {
+                        *l = new_l as u8;
+                        sumlx = slx;
+                        suml2 = sl2;
+                        changed = true;
+                    }
+                }
+            }
+        }
+        if !changed {
+            break;
+        }
+    }
+    if suml2 > 0.0 {
+        sumlx / suml2
+    } else {
+        0.0
+    }
 }
 
 #[cfg(test)]
