@@ -16,10 +16,6 @@ use super::GROUP_MAX_EPS;
 use crate::blocks::{BlockIq2S, BlockIq2Xs, BlockIq2Xxs, BlockIq3S, BlockIq3Xxs, F16Bits};
 use crate::types::QK_K;
 
-/// Smallest group maximum that IQ3_XXS and IQ2_S fit (ggml's `GROUP_MAX_EPS_IQ3_XXS` and
-/// `GROUP_MAX_EPS_IQ2_S`).
-const GRID_GROUP_EPS: f32 = 1e-8;
-
 /// The group scales of a block and the largest of them (0 when no group was fitted).
 struct BlockScales {
     scales: [f32; 16],
@@ -93,15 +89,9 @@ fn sign_word(signs: &[u8]) -> u32 {
 pub(super) fn q_iq3_xxs(x: &[f32], qw: Option<&[f32]>) -> BlockIq3Xxs {
     debug_assert_eq!(x.len(), QK_K);
     let search = Search {
-        grid: iq3_xxs_grid(),
-        max_q: 8,
         trials: -15..=15,
-        step: 0.2,
-        start: Start::Max,
-        start_on_grid: true,
-        refit: Refit::OffGrid,
         signs: Signs::Even,
-        eps: GRID_GROUP_EPS,
+        ..Search::new(iq3_xxs_grid(), 8, 0.2)
     };
     let mut qs = [0u8; 96];
     let mut words = [0u32; 8];
@@ -135,16 +125,11 @@ pub(super) fn q_iq3_xxs(x: &[f32], qw: Option<&[f32]>) -> BlockIq3Xxs {
 pub(super) fn q_iq3_s(x: &[f32], qw: Option<&[f32]>) -> BlockIq3S {
     debug_assert_eq!(x.len(), QK_K);
     let search = Search {
-        grid: iq3_s_grid(),
-        max_q: 8,
-        trials: -9..=9,
-        step: 0.2,
-        start: Start::Max,
         start_on_grid: false,
         refit: Refit::AllWhenOffGrid,
-        signs: Signs::All,
         // only all-zero groups are skipped
         eps: f32::from_bits(1),
+        ..Search::new(iq3_s_grid(), 8, 0.2)
     };
     let mut b = BlockIq3S {
         d: F16Bits::from_f32(0.0),
@@ -175,17 +160,7 @@ pub(super) fn q_iq3_s(x: &[f32], qw: Option<&[f32]>) -> BlockIq3S {
 /// IQ2_S, with importance `qw` (one per value of `x`) or without.
 pub(super) fn q_iq2_s(x: &[f32], qw: Option<&[f32]>) -> BlockIq2S {
     debug_assert_eq!(x.len(), QK_K);
-    let search = Search {
-        grid: iq2_s_grid(),
-        max_q: 3,
-        trials: -9..=9,
-        step: 0.1,
-        start: Start::Max,
-        start_on_grid: true,
-        refit: Refit::OffGrid,
-        signs: Signs::All,
-        eps: GRID_GROUP_EPS,
-    };
+    let search = Search::new(iq2_s_grid(), 3, 0.1);
     let mut b = BlockIq2S {
         d: F16Bits::from_f32(0.0),
         qs: [0; 64],
@@ -213,15 +188,12 @@ pub(super) fn q_iq2_s(x: &[f32], qw: Option<&[f32]>) -> BlockIq2S {
 pub(super) fn q_iq2_xxs(x: &[f32], qw: &[f32]) -> BlockIq2Xxs {
     debug_assert_eq!(x.len(), QK_K);
     let search = Search {
-        grid: iq2_xxs_grid(),
-        max_q: 3,
         trials: -6..=6,
-        step: 0.1,
         start: Start::QpQuants,
-        start_on_grid: true,
         refit: Refit::Always,
         signs: Signs::Even,
         eps: GROUP_MAX_EPS,
+        ..Search::new(iq2_xxs_grid(), 3, 0.1)
     };
     let mut qs = [0u8; 64];
     let weights = weights_of::<32>(Some(qw), sum_squares(x) / QK_K as f32, |v| v);
@@ -253,15 +225,9 @@ pub(super) fn q_iq2_xxs(x: &[f32], qw: &[f32]) -> BlockIq2Xxs {
 pub(super) fn q_iq2_xs(x: &[f32], qw: &[f32]) -> BlockIq2Xs {
     debug_assert_eq!(x.len(), QK_K);
     let search = Search {
-        grid: iq2_xs_grid(),
-        max_q: 3,
-        trials: -9..=9,
-        step: 0.1,
-        start: Start::Max,
-        start_on_grid: true,
-        refit: Refit::OffGrid,
         signs: Signs::Even,
         eps: GROUP_MAX_EPS,
+        ..Search::new(iq2_xs_grid(), 3, 0.1)
     };
     let mut b = BlockIq2Xs {
         d: F16Bits::from_f32(0.0),

@@ -256,7 +256,28 @@ pub(super) struct GroupFit {
     pub(super) signs: [u8; 4],
 }
 
+/// Smallest group maximum that IQ3_XXS and IQ2_S fit (ggml's `GROUP_MAX_EPS_IQ3_XXS` and
+/// `GROUP_MAX_EPS_IQ2_S`).
+const GRID_GROUP_EPS: f32 = 1e-8;
+
 impl Search {
+    /// A search on `grid` with `max_q` levels per coordinate and trials `is` in `-9..=9` of
+    /// `step`, as IQ2_S searches: centred on the largest magnitude, refitting only what the
+    /// best trial moved off the grid, every sign pattern, groups from 1e-8 up.
+    pub(super) fn new(grid: &'static Grid, max_q: i32, step: f32) -> Self {
+        Search {
+            grid,
+            max_q,
+            trials: -9..=9,
+            step,
+            start: Start::Max,
+            start_on_grid: true,
+            refit: Refit::OffGrid,
+            signs: Signs::All,
+            eps: GRID_GROUP_EPS,
+        }
+    }
+
     /// Rounds the sub-groups of `xval` at inverse scale `id` to levels in `l`, replacing a
     /// combination off the grid with its best candidate at `scale`; returns whether each
     /// sub-group was on the grid. With `only`, the sub-groups it marks as on the grid keep
