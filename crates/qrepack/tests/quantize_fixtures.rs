@@ -463,12 +463,11 @@ struct WeightedCase {
     expected: Vec<u8>,
 }
 
+/// The inputs and importance vectors of `MANIFEST_IMATRIX.txt`, by name.
+type WeightedInputs = (BTreeMap<String, Input>, BTreeMap<String, Vec<f32>>);
+
 /// The inputs, importance vectors and cases of `MANIFEST_IMATRIX.txt`.
-fn load_weighted() -> (
-    BTreeMap<String, Input>,
-    BTreeMap<String, Vec<f32>>,
-    Vec<WeightedCase>,
-) {
+fn load_weighted() -> (WeightedInputs, Vec<WeightedCase>) {
     let manifest = String::from_utf8(read("MANIFEST_IMATRIX.txt")).unwrap();
     let floats = |name: String| -> Vec<f32> {
         read(&name)
@@ -501,12 +500,12 @@ fn load_weighted() -> (
             _ => panic!("bad manifest line {line}"),
         }
     }
-    (inputs, imps, cases)
+    ((inputs, imps), cases)
 }
 
 #[test]
 fn quantize_with_importance_matches_ggml_bytes() {
-    let (inputs, imps, cases) = load_weighted();
+    let ((inputs, imps), cases) = load_weighted();
     let mut failures = Vec::new();
     let mut covered = BTreeMap::<GgmlType, BTreeSet<&str>>::new();
     for c in &cases {
