@@ -74,10 +74,10 @@ EDGE_TYPES = {"mxfp4", "tq2_0", "tq1_0", "nvfp4", "q1_0", "q2_0"}
 # squares (which underflow for tiny values) and force even sign patterns (IQ3_XXS): the "gaps"
 # input has such groups between ordinary ones, for the types added with it.
 GAPS_TYPES = EDGE_TYPES | {"iq3_xxs", "iq3_s", "iq2_s"}
-# Quantized with an importance matrix: the four types ggml quantizes only that way, and the grid
-# types whose searches take it as their weights.
+# Quantized with an importance matrix: the four types ggml quantizes only that way, the grid
+# types whose searches take it as their weights, and IQ4_NL / IQ4_XS (their scale searches).
 IMAT_TYPES = [("iq2_xxs", 16), ("iq2_xs", 17), ("iq1_s", 19), ("iq1_m", 29), ("iq3_xxs", 18),
-              ("iq3_s", 21), ("iq2_s", 22)]
+              ("iq3_s", 21), ("iq2_s", 22), ("iq4_nl", 20), ("iq4_xs", 23)]
 # The inputs they get: the edge input of EDGE_TYPES holds values whose squares overflow f32,
 # which make ggml's grid searches abort; "imedge" has zeros, subnormals and large values within
 # range instead.

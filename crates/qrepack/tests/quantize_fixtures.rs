@@ -525,8 +525,17 @@ fn quantize_with_importance_matches_ggml_bytes() {
             .insert(c.importance.split('_').next().unwrap());
     }
     assert!(failures.is_empty(), "mismatches:\n{}", failures.join("\n"));
-    // uniform and random importance for every type that needs an importance matrix
-    for ty in GgmlType::ALL.into_iter().filter(|t| !t.is_quantizable()) {
+    // uniform and random importance for every type that needs an importance matrix, and for
+    // every other type whose quantizer uses it
+    let weighted = [
+        GgmlType::IQ3_XXS,
+        GgmlType::IQ3_S,
+        GgmlType::IQ2_S,
+        GgmlType::IQ4_NL,
+        GgmlType::IQ4_XS,
+    ];
+    let needs = GgmlType::ALL.into_iter().filter(|t| !t.is_quantizable());
+    for ty in needs.chain(weighted) {
         let kinds: Vec<&str> = covered[&ty].iter().copied().collect();
         assert_eq!(kinds, ["ones", "rand"], "{ty}");
         assert!(cases.iter().filter(|c| c.ty == ty).count() >= 10, "{ty}");
@@ -557,14 +566,16 @@ fn quantize_with_importance_elsewhere() {
                     quantize(ty, &inp.x, inp.rows, inp.cols).unwrap()
                 )
             }
-            // the grid types use it (checked against ggml above)
+            // the grid and IQ4 types use it (checked against ggml above)
             GgmlType::IQ2_XXS
             | GgmlType::IQ2_XS
             | GgmlType::IQ1_S
             | GgmlType::IQ1_M
             | GgmlType::IQ3_XXS
             | GgmlType::IQ3_S
-            | GgmlType::IQ2_S => {
+            | GgmlType::IQ2_S
+            | GgmlType::IQ4_NL
+            | GgmlType::IQ4_XS => {
                 assert_eq!(weighted.unwrap().len(), ty.matrix_bytes(3, 512).unwrap())
             }
             _ => assert!(matches!(weighted, Err(Error::Unsupported(_))), "{ty}"),
@@ -613,6 +624,8 @@ fn quantize_with_importance_survives_non_finite_values() {
         GgmlType::IQ3_XXS,
         GgmlType::IQ3_S,
         GgmlType::IQ2_S,
+        GgmlType::IQ4_NL,
+        GgmlType::IQ4_XS,
     ] {
         let q = quantize_with_importance(ty, &x, 2, 256, &imp).unwrap();
         assert_eq!(q.len(), ty.matrix_bytes(2, 256).unwrap());

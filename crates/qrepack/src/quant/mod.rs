@@ -5,7 +5,8 @@
 //!   that `ggml_quantize_chunk` uses, and for IQ3_XXS / IQ3_S / IQ2_S the grid searches with
 //!   weights derived from the values), as compiled without floating-point contraction.
 //! * [`quantize_with_importance`] reproduces them given an importance matrix, for the grid
-//!   types (IQ1_S, IQ1_M, IQ2_XXS and IQ2_XS need one) and the types that ignore it.
+//!   types (IQ1_S, IQ1_M, IQ2_XXS and IQ2_XS need one), IQ4_NL, IQ4_XS and the types that
+//!   ignore it.
 //! * [`dequantize`] reproduces ggml's `dequantize_row_*` in f32, operation for operation.
 //! * [`dequantize_f64`] computes the same values exactly (in f64) from the stored integers and
 //!   scales; it is meant as an independent reference for tests.
@@ -338,8 +339,8 @@ pub fn quantize(ty: GgmlType, x: &[f32], rows: usize, cols: usize) -> Result<Vec
         GgmlType::Q5_K => encode_blocks(x, QK_K, &mut out, q_q5_k),
         GgmlType::Q6_K => encode_blocks(x, QK_K, &mut out, q_q6_k),
         GgmlType::Q8_K => encode_blocks(x, QK_K, &mut out, q_q8_k),
-        GgmlType::IQ4_NL => encode_blocks(x, 32, &mut out, q_iq4_nl),
-        GgmlType::IQ4_XS => encode_blocks(x, QK_K, &mut out, q_iq4_xs),
+        GgmlType::IQ4_NL => encode_blocks(x, 32, &mut out, |b| q_iq4_nl(b, None)),
+        GgmlType::IQ4_XS => encode_blocks(x, QK_K, &mut out, |b| q_iq4_xs(b, None)),
         GgmlType::MXFP4 => encode_blocks(x, 32, &mut out, q_mxfp4),
         GgmlType::TQ2_0 => encode_blocks(x, QK_K, &mut out, q_tq2_0),
         GgmlType::TQ1_0 => encode_blocks(x, QK_K, &mut out, q_tq1_0),
@@ -384,11 +385,12 @@ fn checked_output(ty: GgmlType, out: Vec<u8>, nbytes: usize) -> Result<Vec<u8>, 
     Ok(out)
 }
 
-/// Quantizes every row of `x` (rows of `importance.len()` values) in `QK_K`-value blocks with
-/// `f`, which gets each block's slice of the importance.
+/// Quantizes every row of `x` (rows of `importance.len()` values) in `block_size`-value blocks
+/// with `f`, which gets each block's slice of the importance.
 fn encode_weighted<B: Pod>(
     x: &[f32],
     importance: &[f32],
+    block_size: usize,
     out: &mut Vec<u8>,
     f: fn(&[f32], &[f32]) -> B,
 ) {
@@ -397,7 +399,10 @@ fn encode_weighted<B: Pod>(
         return;
     }
     for row in x.chunks_exact(importance.len()) {
-        for (xb, qw) in row.chunks_exact(QK_K).zip(importance.chunks_exact(QK_K)) {
+        for (xb, qw) in row
+            .chunks_exact(block_size)
+            .zip(importance.chunks_exact(block_size))
+        {
             out.extend_from_slice(bytemuck::bytes_of(&f(xb, qw)));
         }
     }
@@ -410,10 +415,11 @@ fn encode_weighted<B: Pod>(
 /// weights, as compiled without floating-point contraction.
 ///
 /// * IQ2_XXS, IQ2_XS, IQ1_S and IQ1_M, which ggml quantizes only this way, and IQ3_XXS, IQ3_S
-///   and IQ2_S use the importance in their grid searches.
+///   and IQ2_S use the importance in their grid searches, IQ4_NL and IQ4_XS in their scale
+///   searches.
 /// * F32, F16, BF16, Q8_0, MXFP4, NVFP4, TQ1_0 and TQ2_0 (whose ggml quantizers ignore the
 ///   importance) and the activation types Q8_1 and Q8_K give the bytes of [`quantize`].
-/// * The other types (Q4_0, Q4_1, Q5_0, Q5_1, the K-quants, IQ4_NL, IQ4_XS, Q1_0, Q2_0), whose
+/// * The other types (Q4_0, Q4_1, Q5_0, Q5_1, the K-quants, Q1_0, Q2_0), whose
 ///   ggml quantizers change with an importance matrix, give [`Error::Unsupported`].
 ///
 /// Fails like [`quantize`] on shapes, and when `importance.len() != cols`.
@@ -450,13 +456,25 @@ pub fn quantize_with_importance(
     }
     let mut out = Vec::with_capacity(nbytes);
     match ty {
-        GgmlType::IQ2_XXS => encode_weighted(x, importance, &mut out, q_iq2_xxs),
-        GgmlType::IQ2_XS => encode_weighted(x, importance, &mut out, q_iq2_xs),
-        GgmlType::IQ1_S => encode_weighted(x, importance, &mut out, q_iq1_s),
-        GgmlType::IQ1_M => encode_weighted(x, importance, &mut out, q_iq1_m),
-        GgmlType::IQ3_XXS => encode_weighted(x, importance, &mut out, |b, w| q_iq3_xxs(b, Some(w))),
-        GgmlType::IQ3_S => encode_weighted(x, importance, &mut out, |b, w| q_iq3_s(b, Some(w))),
-        GgmlType::IQ2_S => encode_weighted(x, importance, &mut out, |b, w| q_iq2_s(b, Some(w))),
+        GgmlType::IQ2_XXS => encode_weighted(x, importance, QK_K, &mut out, q_iq2_xxs),
+        GgmlType::IQ2_XS => encode_weighted(x, importance, QK_K, &mut out, q_iq2_xs),
+        GgmlType::IQ1_S => encode_weighted(x, importance, QK_K, &mut out, q_iq1_s),
+        GgmlType::IQ1_M => encode_weighted(x, importance, QK_K, &mut out, q_iq1_m),
+        GgmlType::IQ3_XXS => {
+            encode_weighted(x, importance, QK_K, &mut out, |b, w| q_iq3_xxs(b, Some(w)))
+        }
+        GgmlType::IQ3_S => {
+            encode_weighted(x, importance, QK_K, &mut out, |b, w| q_iq3_s(b, Some(w)))
+        }
+        GgmlType::IQ2_S => {
+            encode_weighted(x, importance, QK_K, &mut out, |b, w| q_iq2_s(b, Some(w)))
+        }
+        GgmlType::IQ4_NL => {
+            encode_weighted(x, importance, 32, &mut out, |b, w| q_iq4_nl(b, Some(w)))
+        }
+        GgmlType::IQ4_XS => {
+            encode_weighted(x, importance, QK_K, &mut out, |b, w| q_iq4_xs(b, Some(w)))
+        }
         GgmlType::F32
         | GgmlType::F16
         | GgmlType::BF16
@@ -476,8 +494,6 @@ pub fn quantize_with_importance(
         | GgmlType::Q4_K
         | GgmlType::Q5_K
         | GgmlType::Q6_K
-        | GgmlType::IQ4_NL
-        | GgmlType::IQ4_XS
         | GgmlType::Q1_0
         | GgmlType::Q2_0 => {
             return Err(Error::Unsupported(format!(
@@ -521,11 +537,11 @@ mod tests {
     fn zero_blocks() {
         let z = [0.0f32; 256];
         // IQ4_NL: scale 0, every level the one closest to 0 (index 8, value 1)
-        let b = q_iq4_nl(&z[..32]);
+        let b = q_iq4_nl(&z[..32], None);
         assert_eq!(b.d, F16Bits::from_f32(0.0));
         assert_eq!(b.qs, [0x88; 16]);
         // IQ4_XS: ggml's d = -0/32 is a negative zero
-        let b = q_iq4_xs(&z);
+        let b = q_iq4_xs(&z, None);
         assert_eq!(u16::from_le_bytes(b.d.0), 0x8000);
         assert_eq!(b.qs, [0x88; 128]);
         // Q6_K and Q4_K: everything zero
