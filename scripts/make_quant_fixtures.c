@@ -2,8 +2,11 @@
 // itself. Not part of the crate; contains no ggml code, only calls into a ggml build.
 //
 // usage: make_quant_fixtures TYPE_ID chunk|ref ROWS COLS IN.f32 OUT.bin
+//        make_quant_fixtures TYPE_ID imat ROWS COLS IN.f32 OUT.bin IMP.f32
 //        make_quant_fixtures TYPE_ID deq ROWS COLS IN.bin OUT.f32
 //   chunk: lm_ggml_quantize_chunk(type, x, dst, 0, rows, cols, NULL)   (what llama-quantize uses)
+//   imat:  lm_ggml_quantize_chunk(type, x, dst, 0, rows, cols, imp)    (llama-quantize --imatrix;
+//          IMP.f32 holds COLS importance values)
 //   ref:   type_traits->from_float_ref(x, dst, rows*cols)            (quantize_row_*_ref;
 //          quantize_row_q8_K_ref for Q8_K)
 //   deq:   type_traits->to_float(q, y, rows*cols)                    (dequantize_row_*)
@@ -23,14 +26,22 @@
 void quantize_row_q8_K_ref(const float * x, void * y, int64_t k);
 
 int main(int argc, char ** argv) {
-    if (argc != 7) {
-        fprintf(stderr, "usage: %s TYPE_ID chunk|ref ROWS COLS IN.f32 OUT.bin\n", argv[0]);
+    int use_imat = argc == 8 && strcmp(argv[2], "imat") == 0;
+    if (argc != 7 && !use_imat) {
+        fprintf(stderr, "usage: %s TYPE_ID chunk|ref|imat ROWS COLS IN.f32 OUT.bin [IMP.f32]\n", argv[0]);
         return 2;
     }
     enum lm_ggml_type type = (enum lm_ggml_type) atoi(argv[1]);
     int use_ref = strcmp(argv[2], "ref") == 0;
     long rows = atol(argv[3]), cols = atol(argv[4]);
     size_t n = (size_t) rows * (size_t) cols;
+    float * imp = NULL;
+    if (use_imat) {
+        imp = malloc((size_t) cols * sizeof(float));
+        FILE * fi = fopen(argv[7], "rb");
+        if (!fi || fread(imp, sizeof(float), (size_t) cols, fi) != (size_t) cols) { fprintf(stderr, "cannot read %s\n", argv[7]); return 1; }
+        fclose(fi);
+    }
     if (strcmp(argv[2], "deq") == 0) {
         const struct lm_ggml_type_traits * tr = lm_ggml_get_type_traits(type);
         size_t qbytes = lm_ggml_row_size(type, cols) * (size_t) rows;
@@ -67,7 +78,7 @@ int main(int argc, char ** argv) {
         }
         got = nbytes;
     } else {
-        got = lm_ggml_quantize_chunk(type, x, dst, 0, rows, cols, NULL);
+        got = lm_ggml_quantize_chunk(type, x, dst, 0, rows, cols, imp);
     }
     if (got != nbytes) { fprintf(stderr, "size mismatch %zu vs %zu\n", got, nbytes); return 1; }
     f = fopen(argv[6], "wb");
@@ -75,5 +86,6 @@ int main(int argc, char ** argv) {
     fclose(f);
     free(x);
     free(dst);
+    free(imp);
     return 0;
 }

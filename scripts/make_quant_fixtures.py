@@ -27,6 +27,13 @@ Output: <input>.f32, <input>.<type>.bin and MANIFEST.txt ("<input> <rows> <cols>
 "<type> <input> <source> <digest>" lines, digest = FNV-1a 64 of the little-endian f32 bytes of
 ggml's own dequantization (type_traits->to_float) of the expected bytes, '-' where ggml has none)
 read by crates/qrepack/tests/quantize_fixtures.rs.
+
+With an importance matrix (`lm_ggml_quantize_chunk(type, x, dst, 0, rows, cols, imp)`, what
+llama-quantize --imatrix does) for the types of IMAT_TYPES: importance vectors <imp>.imp.f32 (one
+value per column: all ones, and random ones spanning four decades with a few zeros), the bytes
+<input>.<imp>.<type>.bin and MANIFEST_IMATRIX.txt ("<input> <rows> <cols>" and "<imp> <cols>" lines, then
+"<type> <input> <imp> <source> <digest>" lines), read by
+crates/qrepack/tests/quantize_fixtures.rs. `--imatrix-only` regenerates just these.
 """
 import argparse
 import os
@@ -36,8 +43,12 @@ import sys
 import tempfile
 
 import numpy as np
-import gguf
-from gguf import GGMLQuantizationType as QT
+
+try:
+    import gguf
+    from gguf import GGMLQuantizationType as QT
+except ImportError:  # only needed without --imatrix-only
+    gguf = QT = None
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 OUT = os.path.join(ROOT, "crates", "qrepack", "tests", "fixtures", "quant")
@@ -52,8 +63,8 @@ TYPES = [
     ("nvfp4", 40, 64), ("q1_0", 41, 128), ("q2_0", 42, 64), ("iq3_xxs", 18, 256),
     ("iq3_s", 21, 256), ("iq2_s", 22, 256),
 ]
-GGUF_TYPES = {"f32": QT.F32, "f16": QT.F16, "bf16": QT.BF16, "q4_0": QT.Q4_0, "q4_1": QT.Q4_1,
-              "q5_0": QT.Q5_0, "q5_1": QT.Q5_1, "q8_0": QT.Q8_0}
+GGUF_TYPES = ({"f32": QT.F32, "f16": QT.F16, "bf16": QT.BF16, "q4_0": QT.Q4_0, "q4_1": QT.Q4_1,
+               "q5_0": QT.Q5_0, "q5_1": QT.Q5_1, "q8_0": QT.Q8_0} if QT else {})
 REF_ONLY = {"q8_1", "q8_K"}  # not handled by ggml_quantize_chunk: use from_float_ref
 # Types whose quantizers take their scale from one magnitude and round each weight on its own,
 # so inputs at the edges of f32 (subnormal blocks whose inverse scale overflows, huge values,
@@ -63,6 +74,14 @@ EDGE_TYPES = {"mxfp4", "tq2_0", "tq1_0", "nvfp4", "q1_0", "q2_0"}
 # squares (which underflow for tiny values) and force even sign patterns (IQ3_XXS): the "gaps"
 # input has such groups between ordinary ones, for the types added with it.
 GAPS_TYPES = EDGE_TYPES | {"iq3_xxs", "iq3_s", "iq2_s"}
+# Quantized with an importance matrix: the four types ggml quantizes only that way, the grid
+# types whose searches take it as their weights, and IQ4_NL / IQ4_XS (their scale searches).
+IMAT_TYPES = [("iq2_xxs", 16), ("iq2_xs", 17), ("iq1_s", 19), ("iq1_m", 29), ("iq3_xxs", 18),
+              ("iq3_s", 21), ("iq2_s", 22), ("iq4_nl", 20), ("iq4_xs", 23)]
+# The inputs they get: the edge input of EDGE_TYPES holds values whose squares overflow f32,
+# which make ggml's grid searches abort; "imedge" has zeros, subnormals and large values within
+# range instead.
+IMAT_INPUTS = ["rand_4x256", "rand_3x512", "awk_8x256", "gaps_4x256", "imedge_4x512"]
 
 
 def splitmix64(seed, n):
@@ -163,14 +182,44 @@ def inputs():
     g[3, 64:72] = np.float32(-0.5)
     g[3, 72:80] = np.float32(0.5)
     ins["gaps_4x256"] = (4, n, g.reshape(-1))
+
+    m = 512
+    e = np.zeros((4, m), dtype=np.float32)
+    base = splitmix64(19, 4 * m).reshape(4, m)
+    # 0: all zeros
+    # 1: f32 subnormals, signed zeros among them, then ordinary values with zeros sprinkled in
+    e[1, :256] = base[1, :256] * np.float32(1e-39)
+    e[1, 5:256:9] = -0.0
+    e[1, 256:] = base[1, 256:]
+    e[1, 256::5] = 0.0
+    # 2: large values (block scales beyond the range of f16), their squares within f32
+    e[2, :256] = base[2, :256] * np.float32(1e6)
+    e[2, 256:] = base[2, 256:] * np.float32(3e4)
+    # 3: a magnitude per 32 values from 1e-13 (below every fitting threshold) to 1e2
+    for grp in range(16):
+        e[3, 32 * grp:32 * grp + 32] = base[3, 32 * grp:32 * grp + 32] * np.float32(10.0 ** (grp - 13))
+    ins["imedge_4x512"] = (4, m, e.reshape(-1))
     return ins
 
 
-def harness(exe, type_id, mode, rows, cols, x):
+def importances(cols):
+    """Per column count: all ones, and random values spanning four decades with some zeros."""
+    r = splitmix64(1000 + cols, cols)
+    rand = (np.float32(10.0) ** (np.float32(2.0) * r)).astype(np.float32)
+    rand[7::61] = 0.0
+    return {f"ones_{cols}": np.ones(cols, dtype=np.float32), f"rand_{cols}": rand}
+
+
+def harness(exe, type_id, mode, rows, cols, x, imp=None):
     with tempfile.TemporaryDirectory() as td:
         fin, fout = os.path.join(td, "x.f32"), os.path.join(td, "q.bin")
         x.astype("<f4").tofile(fin)
-        subprocess.run([exe, str(type_id), mode, str(rows), str(cols), fin, fout], check=True)
+        extra = []
+        if imp is not None:
+            extra = [os.path.join(td, "imp.f32")]
+            imp.astype("<f4").tofile(extra[0])
+        subprocess.run([exe, str(type_id), mode, str(rows), str(cols), fin, fout] + extra,
+                       check=True)
         with open(fout, "rb") as f:
             return f.read()
 
@@ -238,13 +287,48 @@ def check_against_bench(peer, exe, x):
         print(f"  {name}: harness == ggml_mm_bench --dump (4x256, seed 42)")
 
 
+def write_expected(exe, type_id, rows, cols, name, data):
+    """Writes ggml's bytes `data` to OUT/name; returns the digest of ggml's dequantization."""
+    with open(os.path.join(OUT, name), "wb") as f:
+        f.write(data)
+    return ggml_dequant_digest(exe, type_id, rows, cols, data)
+
+
+def imatrix_fixtures(exe, ins):
+    manifest, imps = [], {}
+    for iname in IMAT_INPUTS:
+        rows, cols, x = ins[iname]
+        x.astype("<f4").tofile(os.path.join(OUT, f"{iname}.f32"))
+        manifest.append(f"{iname} {rows} {cols}")
+        imps.update(importances(cols))
+    for name, v in imps.items():
+        v.astype("<f4").tofile(os.path.join(OUT, f"{name}.imp.f32"))
+        manifest.append(f"{name} {len(v)}")
+    for tname, tid in IMAT_TYPES:
+        for iname in IMAT_INPUTS:
+            rows, cols, x = ins[iname]
+            for name in importances(cols):
+                data = harness(exe, tid, "imat", rows, cols, x, imps[name])
+                digest = write_expected(exe, tid, rows, cols, f"{iname}.{name}.{tname}.bin", data)
+                manifest.append(f"{tname} {iname} {name} ggml-nofma-quantize_chunk-imatrix {digest}")
+                print(f"{tname:7} {iname:12} {name:9} {len(data):6} bytes  to_float fnv1a64 {digest}")
+    with open(os.path.join(OUT, "MANIFEST_IMATRIX.txt"), "w") as f:
+        f.write("\n".join(manifest) + "\n")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--peer", default="/tmp/ggml-peer-nofma")
+    ap.add_argument("--imatrix-only", action="store_true")
     args = ap.parse_args()
     exe = build_harness(args.peer)
     os.makedirs(OUT, exist_ok=True)
     ins = inputs()
+    imatrix_fixtures(exe, ins)
+    if args.imatrix_only:
+        return
+    # the imatrix edge input is for the grid searches only
+    ins = {k: v for k, v in ins.items() if not k.startswith("imedge")}
     check_against_bench(args.peer, exe, ins["rand_4x256"][2])
 
     manifest = []
@@ -267,9 +351,7 @@ def main():
             else:
                 data = ggml_bytes
                 source = "ggml-nofma-" + ("quantize_row_ref" if mode == "ref" else "quantize_chunk")
-            with open(os.path.join(OUT, f"{iname}.{tname}.bin"), "wb") as f:
-                f.write(data)
-            digest = ggml_dequant_digest(exe, tid, rows, cols, data)
+            digest = write_expected(exe, tid, rows, cols, f"{iname}.{tname}.bin", data)
             manifest.append(f"{tname} {iname} {source} {digest}")
             print(f"{tname:7} {iname:11} {len(data):6} bytes  {source}  to_float fnv1a64 {digest}")
     with open(os.path.join(OUT, "MANIFEST.txt"), "w") as f:

@@ -45,6 +45,6 @@ pub use error::{Error, Result};
 pub use layout::Layout;
 pub use matrix::{QExperts, QMatrix};
 pub use model::Model;
-pub use quant::{dequantize, quantize};
+pub use quant::{dequantize, quantize, quantize_with_importance};
 pub use shared::SharedBytes;
 pub use types::GgmlType;

@@ -346,8 +346,9 @@ impl GgmlType {
     }
 
     /// True for the types [`crate::quantize`] can produce: all but IQ1_S, IQ1_M, IQ2_XXS and
-    /// IQ2_XS, which ggml quantizes only with an importance matrix; they load, dequantize and
-    /// multiply all the same.
+    /// IQ2_XS, which ggml quantizes only with an importance matrix
+    /// ([`crate::quantize_with_importance`] produces them); they load, dequantize and multiply
+    /// all the same.
     ///
     /// ```
     /// use qrepack::GgmlType;

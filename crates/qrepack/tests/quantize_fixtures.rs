@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 
 use qrepack::quant::dequantize_f64;
-use qrepack::{dequantize, quantize, Error, GgmlType};
+use qrepack::{dequantize, quantize, quantize_with_importance, Error, GgmlType};
 
 fn fixture_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/quant")
@@ -91,24 +91,43 @@ fn quantize_matches_ggml_bytes() {
     for c in &cases {
         let inp = &inputs[&c.input];
         let got = quantize(c.ty, &inp.x, inp.rows, inp.cols).unwrap();
-        assert_eq!(got.len(), c.expected.len(), "{} {}", c.ty, c.input);
-        if got != c.expected {
-            let bb = c.ty.block_bytes();
-            let bad: Vec<usize> = got
-                .chunks(bb)
-                .zip(c.expected.chunks(bb))
-                .enumerate()
-                .filter(|(_, (a, b))| a != b)
-                .map(|(i, _)| i)
-                .collect();
-            let nbytes = got.iter().zip(&c.expected).filter(|(a, b)| a != b).count();
-            failures.push(format!(
-                "{} {} ({}): {nbytes} bytes differ, blocks {bad:?}",
-                c.ty, c.input, c.source
-            ));
+        if let Some(m) = mismatch(c.ty, &got, &c.expected) {
+            failures.push(format!("{} {} ({}): {m}", c.ty, c.input, c.source));
         }
     }
     assert!(failures.is_empty(), "mismatches:\n{}", failures.join("\n"));
+}
+
+/// How `got` differs from ggml's `expected` bytes of `ty`, if it does.
+fn mismatch(ty: GgmlType, got: &[u8], expected: &[u8]) -> Option<String> {
+    if got.len() != expected.len() {
+        return Some(format!("{} bytes, ggml's {}", got.len(), expected.len()));
+    }
+    if got == expected {
+        return None;
+    }
+    let bb = ty.block_bytes();
+    let bad: Vec<usize> = got
+        .chunks(bb)
+        .zip(expected.chunks(bb))
+        .enumerate()
+        .filter(|(_, (a, b))| a != b)
+        .map(|(i, _)| i)
+        .collect();
+    let nbytes = got.iter().zip(expected).filter(|(a, b)| a != b).count();
+    Some(format!("{nbytes} bytes differ, blocks {bad:?}"))
+}
+
+/// FNV-1a 64 of the f32 bytes of `y`, every NaN written as [`CANONICAL_NAN`] (the sign and
+/// payload of a NaN that `inf * 0` makes differ between x86 and ARM; ggml's digests are of its
+/// x86 output, NaNs written the same way).
+fn dequantized_digest(y: &[f32]) -> u64 {
+    let bytes: Vec<u8> = y
+        .iter()
+        .map(|&v| if v.is_nan() { CANONICAL_NAN } else { v })
+        .flat_map(|v| v.to_le_bytes())
+        .collect();
+    fnv1a64(&bytes)
 }
 
 #[test]
@@ -119,16 +138,9 @@ fn dequantize_matches_ggml_to_float() {
     for c in &cases {
         let inp = &inputs[&c.input];
         let y = dequantize(c.ty, &c.expected, inp.rows, inp.cols).unwrap();
-        // one NaN for all: the sign and payload of a NaN that `inf * 0` makes differ between
-        // x86 and ARM (ggml's digests are of its x86 output, NaNs written the same way)
-        let bytes: Vec<u8> = y
-            .iter()
-            .map(|&v| if v.is_nan() { CANONICAL_NAN } else { v })
-            .flat_map(|v| v.to_le_bytes())
-            .collect();
         match c.digest {
             Some(d) => {
-                let got = fnv1a64(&bytes);
+                let got = dequantized_digest(&y);
                 if got != d {
                     failures.push(format!(
                         "{} {}: f32 digest {got}, ggml's {d}",
@@ -194,7 +206,8 @@ fn tolerance(ty: GgmlType) -> (f32, f32) {
         GgmlType::IQ3_S => 0.5,
         GgmlType::IQ3_XXS => 0.55,
         GgmlType::IQ2_S => 0.65,
-        // not quantizable by qrepack (`round_trip_is_close` skips them)
+        // quantized only with an importance matrix (`round_trip_is_close` skips them; their
+        // bytes are checked against ggml's in `quantize_with_importance_matches_ggml_bytes`)
         GgmlType::IQ2_XXS | GgmlType::IQ2_XS | GgmlType::IQ1_S | GgmlType::IQ1_M => f32::INFINITY,
     };
     let abs = match ty {
@@ -436,6 +449,185 @@ fn non_finite_input_does_not_panic() {
     x[302] = -1e38;
     for ty in GgmlType::ALL.into_iter().filter(|t| t.is_quantizable()) {
         let q = quantize(ty, &x, 2, 256).unwrap();
+        assert_eq!(q.len(), ty.matrix_bytes(2, 256).unwrap());
+        let _ = dequantize(ty, &q, 2, 256).unwrap();
+    }
+}
+
+/// A fixture quantized by ggml with an importance matrix (`MANIFEST_IMATRIX.txt`).
+struct WeightedCase {
+    ty: GgmlType,
+    input: String,
+    importance: String,
+    digest: u64,
+    expected: Vec<u8>,
+}
+
+/// The inputs and importance vectors of `MANIFEST_IMATRIX.txt`, by name.
+type WeightedInputs = (BTreeMap<String, Input>, BTreeMap<String, Vec<f32>>);
+
+/// The inputs, importance vectors and cases of `MANIFEST_IMATRIX.txt`.
+fn load_weighted() -> (WeightedInputs, Vec<WeightedCase>) {
+    let manifest = String::from_utf8(read("MANIFEST_IMATRIX.txt")).unwrap();
+    let floats = |name: String| -> Vec<f32> {
+        read(&name)
+            .chunks_exact(4)
+            .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+            .collect()
+    };
+    let (mut inputs, mut imps, mut cases) = (BTreeMap::new(), BTreeMap::new(), Vec::new());
+    for line in manifest.lines().filter(|l| !l.trim().is_empty()) {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        match f.len() {
+            2 => {
+                let v = floats(format!("{}.imp.f32", f[0]));
+                assert_eq!(v.len(), f[1].parse::<usize>().unwrap(), "{line}");
+                imps.insert(f[0].to_string(), v);
+            }
+            3 => {
+                let (rows, cols) = (f[1].parse().unwrap(), f[2].parse().unwrap());
+                let x = floats(format!("{}.f32", f[0]));
+                assert_eq!(x.len(), rows * cols, "{line}");
+                inputs.insert(f[0].to_string(), Input { rows, cols, x });
+            }
+            5 => cases.push(WeightedCase {
+                ty: f[0].parse().unwrap(),
+                input: f[1].to_string(),
+                importance: f[2].to_string(),
+                digest: u64::from_str_radix(f[4], 16).unwrap(),
+                expected: read(&format!("{}.{}.{}.bin", f[1], f[2], f[0])),
+            }),
+            _ => panic!("bad manifest line {line}"),
+        }
+    }
+    ((inputs, imps), cases)
+}
+
+#[test]
+fn quantize_with_importance_matches_ggml_bytes() {
+    let ((inputs, imps), cases) = load_weighted();
+    let mut failures = Vec::new();
+    let mut covered = BTreeMap::<GgmlType, BTreeSet<&str>>::new();
+    for c in &cases {
+        let (inp, imp) = (&inputs[&c.input], &imps[&c.importance]);
+        let got = quantize_with_importance(c.ty, &inp.x, inp.rows, inp.cols, imp).unwrap();
+        if let Some(m) = mismatch(c.ty, &got, &c.expected) {
+            failures.push(format!("{} {} {}: {m}", c.ty, c.input, c.importance));
+        }
+        // ggml's own dequantization of its bytes, as a second check of the fixture
+        let y = dequantize(c.ty, &c.expected, inp.rows, inp.cols).unwrap();
+        if dequantized_digest(&y) != c.digest {
+            failures.push(format!("{} {} {}: f32 digest", c.ty, c.input, c.importance));
+        }
+        covered
+            .entry(c.ty)
+            .or_default()
+            .insert(c.importance.split('_').next().unwrap());
+    }
+    assert!(failures.is_empty(), "mismatches:\n{}", failures.join("\n"));
+    // uniform and random importance for every type that needs an importance matrix, and for
+    // every other type whose quantizer uses it
+    let weighted = [
+        GgmlType::IQ3_XXS,
+        GgmlType::IQ3_S,
+        GgmlType::IQ2_S,
+        GgmlType::IQ4_NL,
+        GgmlType::IQ4_XS,
+    ];
+    let needs = GgmlType::ALL.into_iter().filter(|t| !t.is_quantizable());
+    for ty in needs.chain(weighted) {
+        let kinds: Vec<&str> = covered[&ty].iter().copied().collect();
+        assert_eq!(kinds, ["ones", "rand"], "{ty}");
+        assert!(cases.iter().filter(|c| c.ty == ty).count() >= 10, "{ty}");
+    }
+}
+
+#[test]
+fn quantize_with_importance_elsewhere() {
+    let (inputs, _) = load();
+    let inp = &inputs["rand_3x512"];
+    let ones = vec![1.0f32; inp.cols];
+    for ty in GgmlType::ALL {
+        let weighted = quantize_with_importance(ty, &inp.x, inp.rows, inp.cols, &ones);
+        match ty {
+            // types whose ggml quantizers ignore the importance: the plain bytes
+            GgmlType::F32
+            | GgmlType::F16
+            | GgmlType::BF16
+            | GgmlType::Q8_0
+            | GgmlType::Q8_1
+            | GgmlType::Q8_K
+            | GgmlType::MXFP4
+            | GgmlType::NVFP4
+            | GgmlType::TQ1_0
+            | GgmlType::TQ2_0 => {
+                assert_eq!(
+                    weighted.unwrap(),
+                    quantize(ty, &inp.x, inp.rows, inp.cols).unwrap()
+                )
+            }
+            // the grid and IQ4 types use it (checked against ggml above)
+            GgmlType::IQ2_XXS
+            | GgmlType::IQ2_XS
+            | GgmlType::IQ1_S
+            | GgmlType::IQ1_M
+            | GgmlType::IQ3_XXS
+            | GgmlType::IQ3_S
+            | GgmlType::IQ2_S
+            | GgmlType::IQ4_NL
+            | GgmlType::IQ4_XS => {
+                assert_eq!(weighted.unwrap().len(), ty.matrix_bytes(3, 512).unwrap())
+            }
+            _ => assert!(matches!(weighted, Err(Error::Unsupported(_))), "{ty}"),
+        }
+        // one importance value per column, no more, no less
+        for n in [inp.cols - 1, inp.cols + 1, 0] {
+            let r = quantize_with_importance(ty, &inp.x, inp.rows, inp.cols, &vec![1.0; n]);
+            assert!(matches!(r, Err(Error::Shape(_))), "{ty} {n}");
+        }
+        assert!(matches!(
+            quantize_with_importance(ty, &inp.x[1..], inp.rows, inp.cols, &ones),
+            Err(Error::Shape(_))
+        ));
+    }
+    // the types that need an importance matrix still refuse plain `quantize`
+    for ty in GgmlType::ALL.into_iter().filter(|t| !t.is_quantizable()) {
+        assert!(matches!(
+            quantize(ty, &inp.x, inp.rows, inp.cols),
+            Err(Error::Unsupported(_))
+        ));
+        assert!(quantize_with_importance(ty, &[], 0, 256, &ones[..256])
+            .unwrap()
+            .is_empty());
+        assert!(quantize_with_importance(ty, &[], 5, 0, &[])
+            .unwrap()
+            .is_empty());
+    }
+}
+
+#[test]
+fn quantize_with_importance_survives_non_finite_values() {
+    let mut x: Vec<f32> = (0..512).map(|i| (i as f32 * 0.37).sin()).collect();
+    x[3] = f32::NAN;
+    x[40] = f32::INFINITY;
+    x[300] = f32::NEG_INFINITY;
+    x[301] = 3e38;
+    x[302] = -3e38;
+    let mut imp: Vec<f32> = (0..256).map(|i| (i % 7) as f32).collect();
+    imp[9] = f32::NAN;
+    imp[10] = f32::INFINITY;
+    for ty in [
+        GgmlType::IQ2_XXS,
+        GgmlType::IQ2_XS,
+        GgmlType::IQ1_S,
+        GgmlType::IQ1_M,
+        GgmlType::IQ3_XXS,
+        GgmlType::IQ3_S,
+        GgmlType::IQ2_S,
+        GgmlType::IQ4_NL,
+        GgmlType::IQ4_XS,
+    ] {
+        let q = quantize_with_importance(ty, &x, 2, 256, &imp).unwrap();
         assert_eq!(q.len(), ty.matrix_bytes(2, 256).unwrap());
         let _ = dequantize(ty, &q, 2, 256).unwrap();
     }

@@ -1,7 +1,9 @@
 //! The non-linear 4-bit types: IQ4_NL and IQ4_XS.
 
+use super::grid_search::{group_weights, sum_squares};
 use super::{nearest_int, nibble, signed_absmax, Real, GROUP_MAX_EPS};
 use crate::blocks::{BlockIq4Nl, BlockIq4Xs, F16Bits, IQ4NL_LEVELS};
+use crate::types::QK_K;
 
 // ------------------------------------------------------------------------------------------------
 // Dequantization
@@ -57,20 +59,21 @@ fn best_level(x: f32) -> u8 {
     }
 }
 
-/// The IQ4_NL scale of one 32-weight group: an `x^2`-weighted least-squares fit over 15 inverse
-/// scales around `-levels[0] / max` (ggml's `quantize_row_iq4_nl_impl` search with `ntry = 7`).
-fn iq4_group_scale(xb: &[f32]) -> f32 {
+/// The IQ4_NL scale of one 32-weight group: a weighted least-squares fit over 15 inverse
+/// scales around `-levels[0] / max` (ggml's `quantize_row_iq4_nl_impl` search with `ntry = 7`),
+/// weights `x^2`, or with the importance `qw` of the group `qw * sqrt(sigma2 + x^2)`.
+fn iq4_group_scale(xb: &[f32], qw: Option<&[f32]>, sigma2: f32) -> f32 {
     const NTRY: i32 = 7;
     let (amax, max) = signed_absmax(xb);
     if amax < GROUP_MAX_EPS {
         return 0.0;
     }
     let v0 = f32::from(IQ4NL_LEVELS[0]);
+    let weight: [f32; 32] = group_weights(xb, qw, sigma2, |v| v * v);
     let sums = |id: f32| {
         let (mut sumqx, mut sumq2) = (0.0f32, 0.0f32);
-        for &v in xb {
+        for (&v, &w) in xb.iter().zip(&weight) {
             let q = f32::from(IQ4NL_LEVELS[usize::from(best_level(id * v))]);
-            let w = v * v;
             sumqx += w * q * v;
             sumq2 += w * q * q;
         }
@@ -98,8 +101,9 @@ fn pack_nibbles32(levels: &[u8], qs: &mut [u8]) {
     }
 }
 
-pub(super) fn q_iq4_nl(x: &[f32]) -> BlockIq4Nl {
-    let d = iq4_group_scale(x);
+/// IQ4_NL, with importance `qw` (one per value of `x`) or without.
+pub(super) fn q_iq4_nl(x: &[f32], qw: Option<&[f32]>) -> BlockIq4Nl {
+    let d = iq4_group_scale(x, qw, 2.0 * sum_squares(x) / 32.0);
     let id = if d != 0.0 { 1.0 / d } else { 0.0 };
     let mut levels = [0u8; 32];
     for (l, &v) in levels.iter_mut().zip(x) {
@@ -113,11 +117,13 @@ pub(super) fn q_iq4_nl(x: &[f32]) -> BlockIq4Nl {
     b
 }
 
-pub(super) fn q_iq4_xs(x: &[f32]) -> BlockIq4Xs {
+/// IQ4_XS, with importance `qw` (one per value of `x`) or without.
+pub(super) fn q_iq4_xs(x: &[f32], qw: Option<&[f32]>) -> BlockIq4Xs {
     let mut scales = [0f32; 8];
     let (mut amax_scale, mut max_scale) = (0.0f32, 0.0f32);
-    for (s, xb) in scales.iter_mut().zip(x.chunks_exact(32)) {
-        *s = iq4_group_scale(xb);
+    let sigma2 = 2.0 * sum_squares(x) / QK_K as f32;
+    for (ib, (s, xb)) in scales.iter_mut().zip(x.chunks_exact(32)).enumerate() {
+        *s = iq4_group_scale(xb, qw.map(|q| &q[32 * ib..32 * ib + 32]), sigma2);
         if s.abs() > amax_scale {
             amax_scale = s.abs();
             max_scale = *s;

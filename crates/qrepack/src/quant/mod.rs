@@ -4,6 +4,9 @@
 //!   matrix (the `quantize_row_*_ref` routines, for IQ4_NL / IQ4_XS the `ntry = 7` search
 //!   that `ggml_quantize_chunk` uses, and for IQ3_XXS / IQ3_S / IQ2_S the grid searches with
 //!   weights derived from the values), as compiled without floating-point contraction.
+//! * [`quantize_with_importance`] reproduces them given an importance matrix, for the grid
+//!   types (IQ1_S, IQ1_M, IQ2_XXS and IQ2_XS need one), IQ4_NL, IQ4_XS and the types that
+//!   ignore it.
 //! * [`dequantize`] reproduces ggml's `dequantize_row_*` in f32, operation for operation.
 //! * [`dequantize_f64`] computes the same values exactly (in f64) from the stored integers and
 //!   scales; it is meant as an independent reference for tests.
@@ -15,16 +18,19 @@
 // points are here.
 pub(crate) mod grid;
 mod grid_quant;
+mod grid_search;
 pub mod grids;
 mod iq;
+mod iq1_quant;
 mod kquants;
 mod legacy;
 pub(crate) mod lowbit;
 mod lowbit_quant;
 
 use grid::{dq_iq1_m, dq_iq1_s, dq_iq2_s, dq_iq2_xs, dq_iq2_xxs, dq_iq3_s, dq_iq3_xxs};
-use grid_quant::{q_iq2_s, q_iq3_s, q_iq3_xxs};
+use grid_quant::{q_iq2_s, q_iq2_xs, q_iq2_xxs, q_iq3_s, q_iq3_xxs};
 use iq::{dq_iq4_nl, dq_iq4_xs, q_iq4_nl, q_iq4_xs};
+use iq1_quant::{q_iq1_m, q_iq1_s};
 use kquants::{
     dq_q2_k, dq_q3_k, dq_q4_k, dq_q5_k, dq_q6_k, dq_q8_k, q_q2_k, q_q3_k, q_q4_k, q_q5_k, q_q6_k,
     q_q8_k,
@@ -292,7 +298,7 @@ fn encode_blocks<B: Pod>(x: &[f32], block_size: usize, out: &mut Vec<u8>, f: fn(
 /// and Q8_K (`quantize_row_q8_1_ref`, `quantize_row_q8_K_ref`; an all-zero Q8_K block gets zero
 /// `bsums`), and the grid types IQ3_XXS, IQ3_S and IQ2_S (ggml's searches without an importance
 /// matrix). IQ1_S, IQ1_M, IQ2_XXS and IQ2_XS give [`Error::Unsupported`]: ggml quantizes them
-/// only with an importance matrix.
+/// only with an importance matrix (see [`quantize_with_importance`]).
 ///
 /// Fails when `x.len() != rows * cols`, when `cols` is not a whole number of blocks, or when the
 /// sizes overflow.
@@ -309,14 +315,7 @@ fn encode_blocks<B: Pod>(x: &[f32], block_size: usize, out: &mut Vec<u8>, f: fn(
 /// assert!(quantize(GgmlType::Q8_0, &x[1..], 2, 32).is_err()); // wrong length
 /// ```
 pub fn quantize(ty: GgmlType, x: &[f32], rows: usize, cols: usize) -> Result<Vec<u8>, Error> {
-    let n = element_count(ty, rows, cols)?;
-    let nbytes = ty.matrix_bytes(rows, cols)?;
-    if x.len() != n {
-        return Err(Error::Shape(format!(
-            "a {rows} x {cols} matrix has {n} values, got {}",
-            x.len()
-        )));
-    }
+    let nbytes = check_input(ty, x, rows, cols)?;
     let mut out = Vec::with_capacity(nbytes);
     match ty {
         GgmlType::F32 => x
@@ -340,8 +339,8 @@ pub fn quantize(ty: GgmlType, x: &[f32], rows: usize, cols: usize) -> Result<Vec
         GgmlType::Q5_K => encode_blocks(x, QK_K, &mut out, q_q5_k),
         GgmlType::Q6_K => encode_blocks(x, QK_K, &mut out, q_q6_k),
         GgmlType::Q8_K => encode_blocks(x, QK_K, &mut out, q_q8_k),
-        GgmlType::IQ4_NL => encode_blocks(x, 32, &mut out, q_iq4_nl),
-        GgmlType::IQ4_XS => encode_blocks(x, QK_K, &mut out, q_iq4_xs),
+        GgmlType::IQ4_NL => encode_blocks(x, 32, &mut out, |b| q_iq4_nl(b, None)),
+        GgmlType::IQ4_XS => encode_blocks(x, QK_K, &mut out, |b| q_iq4_xs(b, None)),
         GgmlType::MXFP4 => encode_blocks(x, 32, &mut out, q_mxfp4),
         GgmlType::TQ2_0 => encode_blocks(x, QK_K, &mut out, q_tq2_0),
         GgmlType::TQ1_0 => encode_blocks(x, QK_K, &mut out, q_tq1_0),
@@ -351,13 +350,32 @@ pub fn quantize(ty: GgmlType, x: &[f32], rows: usize, cols: usize) -> Result<Vec
         GgmlType::IQ2_XXS | GgmlType::IQ2_XS | GgmlType::IQ1_S | GgmlType::IQ1_M => {
             return Err(Error::Unsupported(format!(
                 "{ty} weights need an importance matrix to be quantized (ggml's {ty} quantizer \
-                 requires one), which `quantize` does not take; they load, dequantize and multiply"
+                 requires one): use `quantize_with_importance`"
             )))
         }
-        GgmlType::IQ3_XXS => encode_blocks(x, QK_K, &mut out, q_iq3_xxs),
-        GgmlType::IQ3_S => encode_blocks(x, QK_K, &mut out, q_iq3_s),
-        GgmlType::IQ2_S => encode_blocks(x, QK_K, &mut out, q_iq2_s),
+        GgmlType::IQ3_XXS => encode_blocks(x, QK_K, &mut out, |b| q_iq3_xxs(b, None)),
+        GgmlType::IQ3_S => encode_blocks(x, QK_K, &mut out, |b| q_iq3_s(b, None)),
+        GgmlType::IQ2_S => encode_blocks(x, QK_K, &mut out, |b| q_iq2_s(b, None)),
     }
+    checked_output(ty, out, nbytes)
+}
+
+/// Checks that `x` holds a `rows` x `cols` matrix for `ty`; returns the size of its quantized
+/// form.
+fn check_input(ty: GgmlType, x: &[f32], rows: usize, cols: usize) -> Result<usize, Error> {
+    let n = element_count(ty, rows, cols)?;
+    let nbytes = ty.matrix_bytes(rows, cols)?;
+    if x.len() != n {
+        return Err(Error::Shape(format!(
+            "a {rows} x {cols} matrix has {n} values, got {}",
+            x.len()
+        )));
+    }
+    Ok(nbytes)
+}
+
+/// `out`, once its length is checked against the `nbytes` a quantizer of `ty` must produce.
+fn checked_output(ty: GgmlType, out: Vec<u8>, nbytes: usize) -> Result<Vec<u8>, Error> {
     if out.len() != nbytes {
         return Err(Error::Invalid(format!(
             "internal: {ty} produced {} bytes instead of {nbytes}",
@@ -365,6 +383,126 @@ pub fn quantize(ty: GgmlType, x: &[f32], rows: usize, cols: usize) -> Result<Vec
         )));
     }
     Ok(out)
+}
+
+/// Quantizes every row of `x` (rows of `importance.len()` values) in `block_size`-value blocks
+/// with `f`, which gets each block's slice of the importance.
+fn encode_weighted<B: Pod>(
+    x: &[f32],
+    importance: &[f32],
+    block_size: usize,
+    out: &mut Vec<u8>,
+    f: fn(&[f32], &[f32]) -> B,
+) {
+    if importance.is_empty() {
+        // no columns: no values
+        return;
+    }
+    for row in x.chunks_exact(importance.len()) {
+        for (xb, qw) in row
+            .chunks_exact(block_size)
+            .zip(importance.chunks_exact(block_size))
+        {
+            out.extend_from_slice(bytemuck::bytes_of(&f(xb, qw)));
+        }
+    }
+}
+
+/// Quantizes a row-major `rows` x `cols` f32 matrix to `ty` like [`quantize`], but with an
+/// importance matrix: `importance` holds one non-negative weight per column (ggml's
+/// `quant_weights`, as `llama-imatrix` computes them: the mean square of the activations each
+/// column meets), and the result is the bytes of ggml's `ggml_quantize_chunk` given the same
+/// weights, as compiled without floating-point contraction.
+///
+/// * IQ2_XXS, IQ2_XS, IQ1_S and IQ1_M, which ggml quantizes only this way, and IQ3_XXS, IQ3_S
+///   and IQ2_S use the importance in their grid searches, IQ4_NL and IQ4_XS in their scale
+///   searches.
+/// * F32, F16, BF16, Q8_0, MXFP4, NVFP4, TQ1_0 and TQ2_0 (whose ggml quantizers ignore the
+///   importance) and the activation types Q8_1 and Q8_K give the bytes of [`quantize`].
+/// * The other types (Q4_0, Q4_1, Q5_0, Q5_1, the K-quants, Q1_0, Q2_0), whose
+///   ggml quantizers change with an importance matrix, give [`Error::Unsupported`].
+///
+/// Fails like [`quantize`] on shapes, and when `importance.len() != cols`.
+///
+/// ```
+/// use qrepack::{dequantize, quantize, quantize_with_importance, GgmlType};
+/// let (rows, cols) = (2, 512);
+/// let x: Vec<f32> = (0..rows * cols).map(|i| ((i * 37 % 101) as f32 - 50.0) / 25.0).collect();
+/// // columns 0..256 matter four times as much as the others
+/// let importance: Vec<f32> = (0..cols).map(|c| if c < 256 { 4.0 } else { 1.0 }).collect();
+/// let q = quantize_with_importance(GgmlType::IQ2_XXS, &x, rows, cols, &importance).unwrap();
+/// assert_eq!(q.len(), GgmlType::IQ2_XXS.matrix_bytes(rows, cols).unwrap());
+/// let y = dequantize(GgmlType::IQ2_XXS, &q, rows, cols).unwrap();
+/// let err: f32 = x.iter().zip(&y).map(|(a, b)| (a - b) * (a - b)).sum();
+/// let norm: f32 = x.iter().map(|a| a * a).sum();
+/// assert!(err < 0.5 * norm);
+/// // plain `quantize` refuses IQ2_XXS; one importance value per column is required
+/// assert!(quantize(GgmlType::IQ2_XXS, &x, rows, cols).is_err());
+/// assert!(quantize_with_importance(GgmlType::IQ2_XXS, &x, rows, cols, &importance[1..]).is_err());
+/// ```
+pub fn quantize_with_importance(
+    ty: GgmlType,
+    x: &[f32],
+    rows: usize,
+    cols: usize,
+    importance: &[f32],
+) -> Result<Vec<u8>, Error> {
+    let nbytes = check_input(ty, x, rows, cols)?;
+    if importance.len() != cols {
+        return Err(Error::Shape(format!(
+            "a {rows} x {cols} matrix takes {cols} importance values, got {}",
+            importance.len()
+        )));
+    }
+    let mut out = Vec::with_capacity(nbytes);
+    match ty {
+        GgmlType::IQ2_XXS => encode_weighted(x, importance, QK_K, &mut out, q_iq2_xxs),
+        GgmlType::IQ2_XS => encode_weighted(x, importance, QK_K, &mut out, q_iq2_xs),
+        GgmlType::IQ1_S => encode_weighted(x, importance, QK_K, &mut out, q_iq1_s),
+        GgmlType::IQ1_M => encode_weighted(x, importance, QK_K, &mut out, q_iq1_m),
+        GgmlType::IQ3_XXS => {
+            encode_weighted(x, importance, QK_K, &mut out, |b, w| q_iq3_xxs(b, Some(w)))
+        }
+        GgmlType::IQ3_S => {
+            encode_weighted(x, importance, QK_K, &mut out, |b, w| q_iq3_s(b, Some(w)))
+        }
+        GgmlType::IQ2_S => {
+            encode_weighted(x, importance, QK_K, &mut out, |b, w| q_iq2_s(b, Some(w)))
+        }
+        GgmlType::IQ4_NL => {
+            encode_weighted(x, importance, 32, &mut out, |b, w| q_iq4_nl(b, Some(w)))
+        }
+        GgmlType::IQ4_XS => {
+            encode_weighted(x, importance, QK_K, &mut out, |b, w| q_iq4_xs(b, Some(w)))
+        }
+        GgmlType::F32
+        | GgmlType::F16
+        | GgmlType::BF16
+        | GgmlType::Q8_0
+        | GgmlType::Q8_1
+        | GgmlType::Q8_K
+        | GgmlType::MXFP4
+        | GgmlType::NVFP4
+        | GgmlType::TQ1_0
+        | GgmlType::TQ2_0 => return quantize(ty, x, rows, cols),
+        GgmlType::Q4_0
+        | GgmlType::Q4_1
+        | GgmlType::Q5_0
+        | GgmlType::Q5_1
+        | GgmlType::Q2_K
+        | GgmlType::Q3_K
+        | GgmlType::Q4_K
+        | GgmlType::Q5_K
+        | GgmlType::Q6_K
+        | GgmlType::Q1_0
+        | GgmlType::Q2_0 => {
+            return Err(Error::Unsupported(format!(
+                "{ty} with an importance matrix is not implemented (ggml's {ty} quantizer \
+                 uses one differently); `quantize` gives ggml's bytes without one"
+            )))
+        }
+    }
+    checked_output(ty, out, nbytes)
 }
 
 #[cfg(test)]
@@ -399,11 +537,11 @@ mod tests {
     fn zero_blocks() {
         let z = [0.0f32; 256];
         // IQ4_NL: scale 0, every level the one closest to 0 (index 8, value 1)
-        let b = q_iq4_nl(&z[..32]);
+        let b = q_iq4_nl(&z[..32], None);
         assert_eq!(b.d, F16Bits::from_f32(0.0));
         assert_eq!(b.qs, [0x88; 16]);
         // IQ4_XS: ggml's d = -0/32 is a negative zero
-        let b = q_iq4_xs(&z);
+        let b = q_iq4_xs(&z, None);
         assert_eq!(u16::from_le_bytes(b.d.0), 0x8000);
         assert_eq!(b.qs, [0x88; 128]);
         // Q6_K and Q4_K: everything zero
