@@ -8,8 +8,8 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use qrepack::gguf::{GgufValue, GgufWriter};
 use qrepack::cpu::CpuFeatures;
+use qrepack::gguf::{GgufValue, GgufWriter};
 use qrepack::{quantize, GgmlType, Layout, Model, QMatrix};
 use serde_json::Value;
 
