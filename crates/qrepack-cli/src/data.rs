@@ -49,16 +49,25 @@ fn elements(rows: usize, cols: usize) -> Result<usize> {
 
 /// Quantizes `w` (`rows x cols`, row-major) to `ty` with [`qrepack::quantize`], in row chunks on
 /// the current rayon pool. ggml quantizes every row on its own (the peer splits rows over threads
-/// the same way), so the bytes are those of one whole-matrix call.
+/// the same way), so the bytes are those of one whole-matrix call. The types ggml quantizes only
+/// with an importance matrix (IQ2_XXS, IQ2_XS, IQ1_S, IQ1_M) get a uniform one, every column
+/// weighted 1, as the ggml peer gives them.
 pub fn quantize(ty: GgmlType, w: &[f32], rows: usize, cols: usize) -> Result<Vec<u8>> {
     let row_bytes = ty.row_bytes(cols)?;
     let total = row_bytes
         .checked_mul(rows)
         .context("quantized matrix size overflows")?;
     let chunk_rows = rows.div_ceil(4 * rayon::current_num_threads()).max(1);
+    let uniform = vec![1.0f32; cols];
     let parts: Vec<Vec<u8>> = w
         .par_chunks(chunk_rows * cols)
-        .map(|c| qrepack::quantize(ty, c, c.len() / cols, cols))
+        .map(|c| {
+            if ty.is_quantizable() {
+                qrepack::quantize(ty, c, c.len() / cols, cols)
+            } else {
+                qrepack::quantize_with_importance(ty, c, c.len() / cols, cols, &uniform)
+            }
+        })
         .collect::<Result<_, _>>()
         .with_context(|| format!("quantizing {rows} x {cols} weights to {ty} failed"))?;
     let mut out = Vec::with_capacity(total);
@@ -135,5 +144,18 @@ mod tests {
     fn oversized_matrices_are_refused() {
         assert!(weights(42, usize::MAX, 2).is_err());
         assert!(weights(42, 1 << 20, 1 << 20).is_err());
+    }
+
+    #[test]
+    fn importance_types_get_a_uniform_importance() {
+        let (rows, cols) = (9, 512);
+        let w = weights(3, rows, cols).unwrap();
+        let ones = vec![1.0f32; cols];
+        for ty in [GgmlType::IQ2_XXS, GgmlType::IQ1_M] {
+            let whole = qrepack::quantize_with_importance(ty, &w, rows, cols, &ones).unwrap();
+            assert_eq!(quantize(ty, &w, rows, cols).unwrap(), whole, "{ty}");
+        }
+        let whole = qrepack::quantize(GgmlType::Q4_0, &w, rows, cols).unwrap();
+        assert_eq!(quantize(GgmlType::Q4_0, &w, rows, cols).unwrap(), whole);
     }
 }
