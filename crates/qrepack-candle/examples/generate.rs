@@ -24,7 +24,8 @@
 //! * `--threads N`: the rayon pool for qrepack and candle (`RAYON_NUM_THREADS`); default all;
 //! * `--backend candle`: candle-core's `QMatMul` instead of qrepack, same model code;
 //! * `--profile-load`: where the load's time goes, on stderr: mapping the file, converting
-//!   the weights (repacking, or mapping a repack cache), the tokenizer, the model set-up.
+//!   the weights (repacking, or mapping a repack cache), the tokenizer, the model set-up; and
+//!   the resident memory after each stage, after the prompt and after generating.
 //!
 //! The generated text goes to stdout (without `--json`), the prompt and generation speeds in
 //! tokens/s to stderr.
@@ -149,11 +150,21 @@ fn top_k(logits: &[f32], k: usize) -> Vec<(u32, f32)> {
         .collect()
 }
 
-/// The process's resident memory in MB (Linux: `/proc/self/statm`), `None` elsewhere.
-fn rss_mb() -> Option<f64> {
-    let statm = std::fs::read_to_string("/proc/self/statm").ok()?;
-    let pages: f64 = statm.split_whitespace().nth(1)?.parse().ok()?;
-    Some(pages * 4096.0 / 1e6)
+/// The process's peak resident memory (`VmHWM`) and its anonymous and file-backed parts now
+/// (`RssAnon`, `RssFile`) in MB, from `/proc/self/status` (Linux).
+fn memory_mb() -> Option<(f64, f64, f64)> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let field = |name: &str| -> Option<f64> {
+        let line = status.lines().find(|l| l.starts_with(name))?;
+        let kb: f64 = line[name.len()..]
+            .trim()
+            .trim_end_matches("kB")
+            .trim()
+            .parse()
+            .ok()?;
+        Some(kb * 1024.0 / 1e6)
+    };
+    Some((field("VmHWM:")?, field("RssAnon:")?, field("RssFile:")?))
 }
 
 fn json_number(x: f32) -> String {
@@ -176,7 +187,7 @@ fn run(a: Args) -> Result<(), String> {
     let t0 = Instant::now();
     let gguf = GgufFile::open(&a.model).map_err(|e| e.to_string())?;
     let t_open = t0.elapsed().as_secs_f64();
-    let rss_open = rss_mb();
+    let rss_open = memory_mb();
     let options = OpenOptions {
         layout: match a.backend {
             Backend::Qrepack => LayoutPolicy::Best,
@@ -193,10 +204,10 @@ fn run(a: Args) -> Result<(), String> {
     };
     let model = Arc::new(Model::from_gguf(gguf, &options).map_err(|e| e.to_string())?);
     let t_weights = t0.elapsed().as_secs_f64();
-    let rss_weights = rss_mb();
+    let rss_weights = memory_mb();
     let tokenizer = Tokenizer::from_gguf(model.gguf()).ok();
     let t_tokenizer = t0.elapsed().as_secs_f64();
-    let rss_tokenizer = rss_mb();
+    let rss_tokenizer = memory_mb();
     let mut llama = Llama::load(
         Arc::clone(&model),
         &LoadOptions {
@@ -222,13 +233,18 @@ fn run(a: Args) -> Result<(), String> {
             load_s - t_tokenizer
         );
         if let Some(open) = rss_open {
-            let mb = |x: Option<f64>| x.map_or("?".into(), |v| format!("{v:.0}"));
+            let mb = |x: Option<(f64, f64, f64)>| {
+                x.map_or("?".into(), |(_, anon, file)| {
+                    format!("{:.1} ({anon:.1} + {file:.1})", anon + file)
+                })
+            };
             eprintln!(
-                "resident memory (MB): after mapping {open:.0}, the weights {}, the tokenizer {}, \
-                 the model {}",
+                "resident memory (MB, anonymous + file-backed): after mapping {}, the weights {}, \
+                 the tokenizer {}, the model {}",
+                mb(Some(open)),
                 mb(rss_weights),
                 mb(rss_tokenizer),
-                mb(rss_mb())
+                mb(memory_mb())
             );
         }
     }
@@ -288,6 +304,7 @@ fn run(a: Args) -> Result<(), String> {
         .map_err(|e| e.to_string())?;
     let mut logits = llama.forward(&ids, 0).map_err(|e| e.to_string())?;
     let prompt_s = t_prompt.elapsed().as_secs_f64();
+    let memory_after_prompt = memory_mb();
     let mut generated = Vec::new();
     let mut gen_s = 0.0;
     let mut printed = 0; // bytes of generated text printed so far
@@ -348,6 +365,21 @@ fn run(a: Args) -> Result<(), String> {
         if gen_s > 0.0 { decode_steps as f64 / gen_s } else { 0.0 },
         rayon::current_num_threads()
     );
+    if a.profile_load {
+        if let (Some(p), Some(g)) = (memory_after_prompt, memory_mb()) {
+            eprintln!(
+                "resident memory (MB): after the prompt {:.1} (anonymous {:.1}, file {:.1}), \
+                 after generating {:.1} (anonymous {:.1}, file {:.1}), peak {:.1}",
+                p.1 + p.2,
+                p.1,
+                p.2,
+                g.1 + g.2,
+                g.1,
+                g.2,
+                g.0
+            );
+        }
+    }
     Ok(())
 }
 

@@ -20,7 +20,7 @@ use qrepack::Model;
 use crate::build::{check_block, vector, Builder};
 use crate::config::router_name;
 pub use crate::config::{Config, MoeConfig};
-use crate::decoder::{Block, Dims, Ffn, GateUp, Linear, Qkv, Scratch};
+use crate::decoder::{layer_chunk_rows, Block, Dims, Ffn, GateUp, Linear, Qkv, Scratch};
 use crate::ops::{self, Heads, KvCache, KvType, Rope, RopeStyle};
 use crate::profile::{timed, Phase, PhaseTimes};
 use crate::weights::QEmbedding;
@@ -292,6 +292,8 @@ impl Llama {
             .build()
             .map_err(candle_core::Error::wrap)?;
         let ropes = ropes(&model, &config)?;
+        // everything needed of the metadata has been read: their pages need not stay resident
+        model.gguf().release_metadata_pages();
         Ok(Llama {
             dims: Dims {
                 n_embd: config.n_embd,
@@ -304,6 +306,11 @@ impl Llama {
                 eps: config.rms_eps as f32,
                 gate: config.gate,
                 attn_scale: config.attention_scale as f32,
+                chunk_rows: layer_chunk_rows(
+                    model.gguf().file_size(),
+                    layer_row_bytes(&config),
+                    options.max_pass_positions,
+                ),
             },
             ropes,
             embedding,
@@ -533,6 +540,14 @@ impl Llama {
         }
         Ok(logits)
     }
+}
+
+/// Bytes of a layer's buffers per row of a pass: the normed input, the projections back to the
+/// model width, q/k/v, the attention output and the feed-forward's gate, up and activation.
+fn layer_row_bytes(c: &Config) -> usize {
+    let q = c.n_head * c.head_dim;
+    let kv = c.n_kv_head * c.head_dim;
+    4 * (2 * c.n_embd + q + 2 * kv + q + 3 * c.n_ff)
 }
 
 /// The model's RoPEs: the global layers' (with the `rope_freqs.weight` divisors, linear

@@ -193,6 +193,8 @@ pub struct Rope {
     inv_freq: Vec<f32>,
     /// Factor on the cosines and sines (YaRN's magnitude; 1 otherwise).
     magnitude: f32,
+    /// The first position of the pass.
+    first: usize,
     /// `[position of the pass][head_dim / 2]` each.
     cos: Vec<f32>,
     sin: Vec<f32>,
@@ -214,6 +216,7 @@ impl Rope {
             style,
             inv_freq,
             magnitude: 1.0,
+            first: 0,
             cos: Vec::new(),
             sin: Vec::new(),
         }
@@ -233,6 +236,7 @@ impl Rope {
     /// Prepares the angles of positions `first..first + count`.
     pub fn set_positions(&mut self, first: usize, count: usize) {
         let half = self.inv_freq.len();
+        self.first = first;
         self.cos.resize(count * half, 0.0);
         self.sin.resize(count * half, 0.0);
         for p in 0..count {
@@ -248,11 +252,30 @@ impl Rope {
     /// Rotates `n_heads` heads of every row of `data` in place: row `r` (the `r`-th position
     /// given to [`Rope::set_positions`]) starts at `r * stride + offset`.
     pub fn apply(&self, data: &mut [f32], stride: usize, offset: usize, n_heads: usize) {
+        self.apply_at(self.first, data, stride, offset, n_heads);
+    }
+
+    /// [`Rope::apply`] to rows that start at position `first` (one of the positions given to
+    /// [`Rope::set_positions`]): a part of the pass.
+    pub fn apply_at(
+        &self,
+        first: usize,
+        data: &mut [f32],
+        stride: usize,
+        offset: usize,
+        n_heads: usize,
+    ) {
+        let skip = first
+            .checked_sub(self.first)
+            .expect("rows start at one of the pass's positions");
         let half = self.inv_freq.len();
         let d = 2 * half;
-        let rows = self.cos.len() / half.max(1);
+        let rows = (self.cos.len() / half.max(1))
+            .saturating_sub(skip)
+            .min(data.len().div_ceil(stride.max(1)));
         let body = |r: usize, row: &mut [f32]| {
-            let (cos, sin) = (&self.cos[r * half..][..half], &self.sin[r * half..][..half]);
+            let at = (skip + r) * half;
+            let (cos, sin) = (&self.cos[at..][..half], &self.sin[at..][..half]);
             for h in 0..n_heads {
                 let head = &mut row[offset + h * d..][..d];
                 rotate(self.style, head, cos, sin);

@@ -11,7 +11,7 @@ use half::f16;
 use half::slice::HalfFloatSliceExt;
 
 /// Positions per page.
-pub const PAGE: usize = 256;
+pub const PAGE: usize = 64;
 
 /// The number format of a cache.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -285,7 +285,7 @@ mod tests {
             let size = if ty == KvType::F16 { 2 } else { 4 };
             assert_eq!(c.bytes(), 3 * 2 * PAGE * n_kv * d * size);
             for g in 0..n_kv {
-                for (lo, hi) in [(0, n), (5, 6), (PAGE - 1, PAGE + 1), (300, n)] {
+                for (lo, hi) in [(0, n), (5, 6), (PAGE - 1, PAGE + 1), (PAGE + 44, n)] {
                     let (mut k, mut v) = (Vec::new(), Vec::new());
                     match c.pages() {
                         Pages::F32(p) => gather(p, d, g, (lo, hi), &mut k, &mut v),

@@ -11,27 +11,24 @@
 //! token fall back to their UTF-8 bytes (`<0x41>` tokens).
 
 use std::collections::HashMap;
-use std::hash::BuildHasher;
 
 use candle_core::{bail, Result};
-use hashbrown::{DefaultHashBuilder, HashTable};
 use qrepack::gguf::GgufFile;
 
 mod pre;
 
 pub use pre::PreTokenizer;
 
-/// The token texts, one after the other in one string, and an index from text to id: a
-/// vocabulary of 150,000 to 260,000 tokens held in a few megabytes, without an allocation per
-/// token.
+/// The token texts, one after the other in one string, and the ids sorted by text: a
+/// vocabulary of 150,000 to 260,000 tokens held in a few megabytes (four bytes of index per
+/// token), without an allocation per token.
 #[derive(Clone, Debug)]
 struct Vocab {
     text: String,
     /// Token `i` is `text[offsets[i]..offsets[i + 1]]`.
     offsets: Vec<u32>,
-    /// Ids, found by the hash of their text.
-    index: HashTable<u32>,
-    hasher: DefaultHashBuilder,
+    /// The ids ordered by their text (equal texts by id), for lookups by binary search.
+    by_text: Vec<u32>,
 }
 
 impl Vocab {
@@ -50,26 +47,14 @@ impl Vocab {
             text.push_str(t);
             offsets.push(text.len() as u32);
         }
-        let mut v = Vocab {
+        let mut by_text: Vec<u32> = (0..tokens.len() as u32).collect();
+        by_text
+            .sort_unstable_by(|&a, &b| tokens[a as usize].cmp(tokens[b as usize]).then(a.cmp(&b)));
+        Ok(Vocab {
             text,
             offsets,
-            index: HashTable::with_capacity(tokens.len()),
-            hasher: DefaultHashBuilder::default(),
-        };
-        let (text, offsets, hasher) = (&v.text, &v.offsets, &v.hasher);
-        for (i, t) in tokens.iter().enumerate() {
-            let h = hasher.hash_one(t);
-            // the last of equal texts keeps the text, as llama.cpp's map filled in order does
-            match v.index.find_mut(h, |&j| token_text(text, offsets, j) == *t) {
-                Some(id) => *id = i as u32,
-                None => {
-                    v.index.insert_unique(h, i as u32, |&j| {
-                        hasher.hash_one(token_text(text, offsets, j))
-                    });
-                }
-            }
-        }
-        Ok(v)
+            by_text,
+        })
     }
 
     fn len(&self) -> usize {
@@ -80,11 +65,13 @@ impl Vocab {
         ((id as usize) < self.len()).then(|| token_text(&self.text, &self.offsets, id))
     }
 
+    /// The id of `text`; of equal texts the last, as llama.cpp's map filled in order keeps.
     fn id(&self, text: &str) -> Option<u32> {
-        let h = self.hasher.hash_one(text);
-        self.index
-            .find(h, |&j| token_text(&self.text, &self.offsets, j) == text)
-            .copied()
+        let after = self
+            .by_text
+            .partition_point(|&j| token_text(&self.text, &self.offsets, j) <= text);
+        let last = *self.by_text.get(after.checked_sub(1)?)?;
+        (token_text(&self.text, &self.offsets, last) == text).then_some(last)
     }
 }
 
@@ -221,7 +208,7 @@ impl Tokenizer {
             .enumerate()
             .map(|(b, &c)| (c, b as u8))
             .collect();
-        Ok(Tokenizer {
+        let tokenizer = Tokenizer {
             bos: id("tokenizer.ggml.bos_token_id"),
             eos: id("tokenizer.ggml.eos_token_id"),
             add_bos: g
@@ -241,7 +228,10 @@ impl Tokenizer {
                 .unwrap_or(true),
             byte_to_char,
             char_to_byte,
-        })
+        };
+        // the vocabulary is copied out: the metadata's pages need not stay resident
+        g.release_metadata_pages();
+        Ok(tokenizer)
     }
 
     /// Vocabulary size.

@@ -337,18 +337,53 @@ impl GgufFile {
     /// only (clamped to the tensor): lets a large tensor give back its pages while it is being
     /// repacked.
     pub fn release_tensor_range(&self, t: &TensorInfo, offset: usize, len: usize) {
-        #[cfg(unix)]
-        if let (Backing::Map(map), Some((start, size))) = (&*self.backing, self.range(t)) {
-            const PAGE: usize = 4096;
+        if let Some((start, size)) = self.range(t) {
             let lo = start.saturating_add(offset.min(size));
             let hi = start.saturating_add(offset.saturating_add(len).min(size));
+            self.release_bytes(lo, hi);
+        }
+    }
+
+    /// Like [`GgufFile::release_pages`] for the header and metadata (everything before the
+    /// tensor data): once what a caller needs of the metadata has been copied out (a tokenizer's
+    /// vocabulary, a model's configuration), its pages stop counting as resident memory. The
+    /// metadata stay readable: a later access reads them again from the file.
+    pub fn release_metadata_pages(&self) {
+        let end = usize::try_from(self.data_start()).unwrap_or(usize::MAX);
+        self.release_bytes(0, end);
+    }
+
+    /// Like [`GgufFile::release_pages`] for all the tensor data outside the tensors in `keep`
+    /// (those still read in place): once the others were copied elsewhere, the pages they
+    /// shared with each other go too. Pages shared with a kept tensor stay.
+    pub(crate) fn release_data_outside<'a>(&self, keep: impl Iterator<Item = &'a TensorInfo>) {
+        let mut kept: Vec<(usize, usize)> = keep
+            .filter_map(|t| self.range(t))
+            .map(|(start, len)| (start, start + len))
+            .collect();
+        kept.sort_unstable();
+        let mut from = usize::try_from(self.data_start()).unwrap_or(usize::MAX);
+        for (start, end) in kept {
+            if start > from {
+                self.release_bytes(from, start);
+            }
+            from = from.max(end);
+        }
+        self.release_bytes(from, usize::MAX);
+    }
+
+    /// Drops the whole pages of the mapping inside `lo..hi` (see [`GgufFile::release_pages`]).
+    fn release_bytes(&self, lo: usize, hi: usize) {
+        #[cfg(unix)]
+        if let Backing::Map(map) = &*self.backing {
+            const PAGE: usize = 4096;
             let first = lo.div_ceil(PAGE).saturating_mul(PAGE);
-            let end = hi / PAGE * PAGE;
-            if end > first && end <= map.len() {
+            let end = hi.min(map.len()) / PAGE * PAGE;
+            if end > first {
                 // SAFETY: the map is a read-only, file-backed mapping that is never written, so
                 // MADV_DONTNEED only drops page-table entries: a later access faults the same
                 // bytes back in from the file (page cache). No Rust reference observes changed
-                // contents, and the range lies inside the map (checked above).
+                // contents, and the range lies inside the map (clamped above).
                 let _ = unsafe {
                     map.unchecked_advise_range(
                         memmap2::UncheckedAdvice::DontNeed,
@@ -359,7 +394,7 @@ impl GgufFile {
             }
         }
         #[cfg(not(unix))]
-        let _ = (t, offset, len);
+        let _ = (lo, hi);
     }
 }
 

@@ -622,6 +622,20 @@ impl Model {
                 became,
             });
         }
+        if !is_cache {
+            // the pages between copied tensors (each tensor kept the pages it shared with its
+            // neighbours) are not needed either: only tensors read in place keep theirs
+            let in_place = tensors.iter().zip(gguf.tensors()).filter(|(m, _)| {
+                !matches!(
+                    m.became,
+                    Became::Matrix {
+                        zero_copy: false,
+                        ..
+                    } | Became::Stacked(_)
+                ) && !matches!(&m.became, Became::Experts { layout, .. } if *layout != Layout::Plain)
+            });
+            gguf.release_data_outside(in_place.map(|(_, t)| t));
+        }
         let warnings = warnings.into_inner().unwrap_or_default();
         Ok(Model {
             gguf,
