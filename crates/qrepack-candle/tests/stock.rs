@@ -26,7 +26,7 @@ use qrepack::GgmlType;
 
 use qrepack::Model;
 use qrepack_candle::ops::{Gate, KvType};
-use qrepack_candle::stock::{compare, compare_llama, compare_with, StockLlama};
+use qrepack_candle::stock::{compare_llama, compare_with, StockLlama};
 use qrepack_candle::{Config, Llama, LoadOptions, Tokenizer};
 
 const PROMPTS: [&str; 2] = [
