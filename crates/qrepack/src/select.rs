@@ -367,6 +367,7 @@ kernel_table! {
         ; scalar::plain_kernels::<RowsMxfp4>()
     }
     Plain<RowsNvfp4> {
+        #[cfg(target_arch = "x86_64")] x86::Avx512 => avx512::nvfp4_rows::nvfp4_rows,
         #[cfg(target_arch = "x86_64")] x86::Avx2 => avx2::lowbit::nvfp4_rows,
         #[cfg(target_arch = "aarch64")] aarch64::Dotprod => neon::lowbit::sdot::nvfp4_rows,
         #[cfg(target_arch = "aarch64")] aarch64::Neon => neon::lowbit::nvfp4_rows,

@@ -62,7 +62,7 @@ pub(crate) fn random<B: Pod>(rng: &mut Rng) -> B {
 
 /// `(Σ w_i·a_i, Σ |w_i|·|a_i|)` in f64 from the exact weights of one row of `ty` and activation
 /// values.
-fn exact_dot(ty: GgmlType, w: &[u8], a: &[f64]) -> (f64, f64) {
+pub(crate) fn exact_dot(ty: GgmlType, w: &[u8], a: &[f64]) -> (f64, f64) {
     let wv = dequantize_f64(ty, w, 1, a.len()).expect("whole blocks");
     wv.iter()
         .zip(a)
@@ -71,7 +71,7 @@ fn exact_dot(ty: GgmlType, w: &[u8], a: &[f64]) -> (f64, f64) {
 
 /// Checks one output against the portable value and the exact one, for `chain` roundings in
 /// the accumulation (`steps · blocks`).
-fn check(what: &str, got: f32, scalar: f32, exact: (f64, f64), chain: usize) {
+pub(crate) fn check(what: &str, got: f32, scalar: f32, exact: (f64, f64), chain: usize) {
     let (want, mag) = exact;
     let g = gamma(chain + 8);
     let tiny = 1e-30;

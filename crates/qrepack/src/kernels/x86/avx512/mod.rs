@@ -14,6 +14,7 @@ mod k_rows16;
 mod k_scales;
 mod lanes;
 mod nibble;
+pub(crate) mod nvfp4_rows;
 pub(crate) mod plain_f16;
 pub(crate) mod plain_k_tiles;
 pub(crate) mod q2_k;
