@@ -1,0 +1,228 @@
+//! Plain Q1_0 rows against Q8_0 with AVX-512 masks and `vpdpbusd`: the GEMV of this set (the
+//! GEMM stays the AVX2 set's).
+//!
+//! A Q1_0 weight is `+d` where its bit is set and `-d` where it is not, so a block's sum against
+//! 64 activations is `2 Σ_set a - Σ a`: the bits load straight into a mask register, the masked
+//! activations are summed by one `vpdpbusd` with 2 (unsigned), and `-Σ a` of each 4-byte lane is
+//! its starting value, worked out once per call with the activations' scales per lane. Each
+//! 128-weight block takes two such steps, a multiply by the activation scales and an FMA by the
+//! block's own scale.
+//!
+//! # Exactness
+//!
+//! A lane sums 4 products of 0 or 2 with an activation (at most 128 in magnitude) from `-Σ a` of
+//! its 4 activations: exact integers equal to that lane's share of `Σ (±1)·a`. Only the order of
+//! the `f32` products and sums differs from the portable kernel.
+
+use crate::blocks::{BlockQ1_0, BlockQ8_0};
+use crate::cpu::KernelSet;
+use crate::kernel_api::Kernels;
+use crate::kernels::x86::avx2::lowbit;
+use crate::kernels::x86::{target_entries, Avx512};
+
+mod imp {
+    use std::arch::x86_64::*;
+
+    use crate::blocks::{BlockQ1_0, BlockQ8_0};
+
+    /// Activation blocks (128 columns each) prepared at a time (8192 columns; 24 KiB of stack).
+    const PREP_BLOCKS: usize = 64;
+
+    /// Weight rows multiplied side by side (sharing the prepared activations).
+    const ROWS_AT_ONCE: usize = 4;
+
+    /// Two Q8_0 blocks (64 activations) as one register, `-Σ a` of each 4-byte lane and each
+    /// lane's activation scale.
+    #[derive(Clone, Copy)]
+    struct Half {
+        act: __m512i,
+        neg_sum: __m512i,
+        scale: __m512,
+    }
+
+    /// The two halves of one 128-column activation block.
+    ///
+    /// # Safety
+    /// The CPU must support AVX-512 F, BW and VNNI.
+    #[inline(always)]
+    unsafe fn prepare(a: &[BlockQ8_0; 4]) -> [Half; 2] {
+        // SAFETY: the caller's features; the loads read 32 bytes of each block's quants.
+        unsafe {
+            let half = |b: &[BlockQ8_0]| {
+                let lo = _mm256_loadu_si256(b[0].qs.as_ptr().cast());
+                let hi = _mm256_loadu_si256(b[1].qs.as_ptr().cast());
+                let act = _mm512_inserti64x4::<1>(_mm512_castsi256_si512(lo), hi);
+                let sum = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_set1_epi8(1), act);
+                let (d0, d1) = (
+                    _mm256_set1_ps(b[0].d.to_f32()),
+                    _mm256_set1_ps(b[1].d.to_f32()),
+                );
+                Half {
+                    act,
+                    neg_sum: _mm512_sub_epi32(_mm512_setzero_si512(), sum),
+                    scale: _mm512_insertf32x8::<1>(_mm512_castps256_ps512(d0), d1),
+                }
+            };
+            [half(&a[..2]), half(&a[2..])]
+        }
+    }
+
+    /// `R` rows of `w` (`nb` blocks each) against the prepared blocks from block `first` on,
+    /// stored in (the first piece) or added to `out[..R]`.
+    ///
+    /// # Safety
+    /// The CPU must support AVX-512 F, BW, VNNI and F16C.
+    #[inline(always)]
+    unsafe fn rows<const R: usize>(
+        w: &[BlockQ1_0],
+        (nb, first): (usize, usize),
+        prep: &[[Half; 2]],
+        out: &mut [f32],
+        store: bool,
+    ) {
+        // SAFETY: the caller's features; blocks are read through bounds-checked indexing.
+        unsafe {
+            let two = _mm512_set1_epi8(2);
+            let mut acc = [_mm512_setzero_ps(); R];
+            for (k, halves) in prep.iter().enumerate() {
+                for (r, acc) in acc.iter_mut().enumerate() {
+                    let block = &w[r * nb + first + k];
+                    crate::kernel_api::prefetch_l2(block, crate::kernel_api::GEMV_PREFETCH_BYTES);
+                    let mut sum = _mm512_setzero_ps();
+                    for (h, p) in halves.iter().enumerate() {
+                        let bits = u64::from_le_bytes(
+                            block.qs[8 * h..8 * h + 8].try_into().unwrap_or_default(),
+                        );
+                        let set = _mm512_maskz_mov_epi8(bits, p.act);
+                        let dots = _mm512_dpbusd_epi32(p.neg_sum, two, set);
+                        sum = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dots), p.scale, sum);
+                    }
+                    let d =
+                        _mm_cvtph_ps(_mm_cvtsi32_si128(i32::from(u16::from_le_bytes(block.d.0))));
+                    *acc = _mm512_fmadd_ps(sum, _mm512_broadcastss_ps(d), *acc);
+                }
+            }
+            for (o, acc) in out.iter_mut().zip(acc) {
+                let total = _mm512_reduce_add_ps(acc);
+                *o = if store { total } else { *o + total };
+            }
+        }
+    }
+
+    /// Every row of `w` (`a.len()` blocks each) times the activation row `a`.
+    ///
+    /// # Safety
+    /// The CPU must support AVX-512 F, BW, VNNI and F16C.
+    #[inline(always)]
+    pub(super) unsafe fn gemv_body(w: &[BlockQ1_0], a: &[[BlockQ8_0; 4]], out: &mut [f32]) {
+        let nb = a.len();
+        if nb == 0 {
+            out.fill(0.0);
+            return;
+        }
+        let n_rows = (w.len() / nb).min(out.len());
+        // SAFETY: the caller's features; `prepare` fills the slots `rows` reads.
+        unsafe {
+            let empty = Half {
+                act: _mm512_setzero_si512(),
+                neg_sum: _mm512_setzero_si512(),
+                scale: _mm512_setzero_ps(),
+            };
+            let mut prep = [[empty; 2]; PREP_BLOCKS];
+            for (piece, a_piece) in a.chunks(PREP_BLOCKS).enumerate() {
+                let first = piece * PREP_BLOCKS;
+                for (slot, block) in prep.iter_mut().zip(a_piece) {
+                    *slot = prepare(block);
+                }
+                let prep = &prep[..a_piece.len()];
+                let store = piece == 0;
+                let mut r = 0;
+                while r + ROWS_AT_ONCE <= n_rows {
+                    let rw = &w[r * nb..(r + ROWS_AT_ONCE) * nb];
+                    rows::<ROWS_AT_ONCE>(rw, (nb, first), prep, &mut out[r..], store);
+                    r += ROWS_AT_ONCE;
+                }
+                while r < n_rows {
+                    let rw = &w[r * nb..(r + 1) * nb];
+                    rows::<1>(rw, (nb, first), prep, &mut out[r..], store);
+                    r += 1;
+                }
+            }
+        }
+    }
+}
+
+target_entries! { "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni";
+    fn q1_0_gemv(w: &[BlockQ1_0], a: &[[BlockQ8_0; 4]], out: &mut [f32]) => imp::gemv_body;
+}
+
+/// Plain Q1_0 rows: the 512-bit GEMV, the AVX2 GEMM.
+pub(crate) fn q1_0_rows(token: Avx512) -> Kernels<BlockQ1_0, [BlockQ8_0; 4], [BlockQ8_0; 4]> {
+    Kernels {
+        set: KernelSet::Avx512,
+        gemv: q1_0_gemv,
+        ..lowbit::q1_0_rows(token.avx2())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cpu::CpuFeatures;
+    use crate::kernel_api::SetToken;
+    use crate::kernels::row_tests::{
+        check, compare_matmul_on, compare_rows, exact_dot, half, q8_0s_values, random, random_q8_0s,
+    };
+    use crate::rng::SplitMix64 as Rng;
+    use crate::types::GgmlType;
+    use crate::vecdot;
+
+    fn random_q1_0(rng: &mut Rng) -> BlockQ1_0 {
+        BlockQ1_0 {
+            d: half(rng),
+            ..random(rng)
+        }
+    }
+
+    #[test]
+    fn equals_portable_and_exact() {
+        let Some(cpu) = Avx512::new(CpuFeatures::get()) else {
+            return;
+        };
+        compare_rows(
+            GgmlType::Q1_0,
+            4,
+            q1_0_rows(cpu),
+            vecdot::vec_dot_q1_0_q8_0,
+            random_q1_0,
+            random_q8_0s::<4>,
+            q8_0s_values::<4>,
+        );
+        compare_matmul_on(KernelSet::Avx512, GgmlType::Q1_0, 4, random_q1_0);
+    }
+
+    /// Rows longer than one piece of prepared activations (70 blocks, 8960 columns) and 1 to 9
+    /// rows (groups of four and the rows left over).
+    #[test]
+    fn long_rows_and_odd_row_counts() {
+        let Some(cpu) = Avx512::new(CpuFeatures::get()) else {
+            return;
+        };
+        let kernels = q1_0_rows(cpu);
+        let mut rng = Rng::new(11);
+        let nb = 70;
+        let a: Vec<[BlockQ8_0; 4]> = (0..nb).map(|_| random_q8_0s::<4>(&mut rng)).collect();
+        let act = q8_0s_values::<4>(&a);
+        for rows in 1..=9 {
+            let w: Vec<BlockQ1_0> = (0..rows * nb).map(|_| random_q1_0(&mut rng)).collect();
+            let mut out = vec![f32::NAN; rows];
+            (kernels.gemv)(&w, &a, &mut out);
+            for (r, &o) in out.iter().enumerate() {
+                let row = &w[r * nb..(r + 1) * nb];
+                let what = format!("q1_0 gemv of {rows} rows, row {r}");
+                let exact = exact_dot(GgmlType::Q1_0, bytemuck::cast_slice(row), &act);
+                check(&what, o, vecdot::vec_dot_q1_0_q8_0(row, &a), exact, 4 * nb);
+            }
+        }
+    }
+}
