@@ -5,11 +5,13 @@
 //! ```text
 //! cargo run --release -p qrepack-candle --features stock --example bench -- MODEL.gguf \
 //!     [--threads 2] [--prompt 512] [--gen 128] [--reps 3] [--no-fuse] [--only qrepack|stock]
-//!     [--profile] [--tg-empty] [--kv f16|f32] [--pass N]
+//!     [--profile] [--tg-empty] [--kv f16|f32] [--pass N] [--layer-rows N]
 //! ```
 //!
 //! `--kv` sets qrepack-candle's key/value cache type (default f16, as llama.cpp's) and `--pass`
-//! the most positions one forward pass runs (`LoadOptions::max_pass_positions`, default 256).
+//! the most positions one forward pass runs (`LoadOptions::max_pass_positions`, default 256),
+//! `--layer-rows` the rows of a pass a layer takes at once (`LoadOptions::layer_rows`, default
+//! chosen from the model's size).
 //!
 //! `--tg-empty` also times G single-token steps from an empty cache (positions 0..G-1, after
 //! clearing it): llama-bench's `tg128` at depth 0, where the generation after the prompt is its
@@ -44,6 +46,7 @@ struct Opts {
     fuse: bool,
     kv: KvType,
     pass: usize,
+    layer_rows: Option<usize>,
     only: Option<String>,
     profile: bool,
     tg_empty: bool,
@@ -109,6 +112,7 @@ fn run(o: Opts) -> Result<(), String> {
                 fuse: o.fuse,
                 kv_cache: o.kv,
                 max_pass_positions: o.pass,
+                layer_rows: o.layer_rows,
                 ..LoadOptions::default()
             },
         )
@@ -293,6 +297,7 @@ fn parse(args: &[String]) -> Result<Opts, String> {
         fuse: true,
         kv: KvType::F16,
         pass: LoadOptions::default().max_pass_positions,
+        layer_rows: None,
         only: None,
         profile: false,
         tg_empty: false,
@@ -323,6 +328,14 @@ fn parse(args: &[String]) -> Result<Opts, String> {
                     .and_then(|v| v.parse().ok())
                     .filter(|&n: &usize| n > 0)
                     .ok_or("--pass needs a positive number")?
+            }
+            "--layer-rows" => {
+                o.layer_rows = Some(
+                    it.next()
+                        .and_then(|v| v.parse().ok())
+                        .filter(|&n: &usize| n > 0)
+                        .ok_or("--layer-rows needs a positive number")?,
+                )
             }
             "--only" => o.only = it.next().cloned(),
             "--profile" => o.profile = true,

@@ -55,6 +55,10 @@ pub struct LoadOptions {
     /// prompt runs as consecutive passes of this many, so the buffers of a pass stay small
     /// (their memory grows with the rows) at no cost in speed.
     pub max_pass_positions: usize,
+    /// Rows of one sequence a layer takes at once within a pass (its buffers hold this many
+    /// rows; the layer's weights stay in cache from part to part); `None`: chosen from the
+    /// model's size (64 rows, more where the buffers are small beside the weights).
+    pub layer_rows: Option<usize>,
 }
 
 impl Default for LoadOptions {
@@ -65,6 +69,7 @@ impl Default for LoadOptions {
             threads: None,
             kv_cache: KvType::F16,
             max_pass_positions: 256,
+            layer_rows: None,
         }
     }
 }
@@ -306,11 +311,13 @@ impl Llama {
                 eps: config.rms_eps as f32,
                 gate: config.gate,
                 attn_scale: config.attention_scale as f32,
-                chunk_rows: layer_chunk_rows(
-                    model.gguf().file_size(),
-                    layer_row_bytes(&config),
-                    options.max_pass_positions,
-                ),
+                chunk_rows: options.layer_rows.unwrap_or_else(|| {
+                    layer_chunk_rows(
+                        model.gguf().file_size(),
+                        layer_row_bytes(&config),
+                        options.max_pass_positions,
+                    )
+                }),
             },
             ropes,
             embedding,

@@ -263,6 +263,20 @@ pub fn check_chunks(t: Tiny, seed: u64) {
     let got = as_rows(split.forward_all(&t_all, 0).unwrap());
     let d = max_diff(&all, &got);
     assert!(d <= tol, "{}: passes of 4 vs one pass {d} > {tol}", t.arch);
+    // one pass whose layers take 3 rows at a time
+    let parts = LoadOptions {
+        kv_cache: KvType::F32,
+        layer_rows: Some(3),
+        ..LoadOptions::default()
+    };
+    let mut in_parts = Llama::load(Arc::clone(&model), &parts).unwrap();
+    let got = as_rows(in_parts.forward_all(&t_all, 0).unwrap());
+    let d = max_diff(&all, &got);
+    assert!(
+        d <= tol,
+        "{}: layers in parts of 3 vs one pass {d} > {tol}",
+        t.arch
+    );
     let reversed: Vec<u32> = ids.iter().rev().copied().collect();
     let both: Vec<u32> = ids.iter().chain(&reversed).copied().collect();
     let two = Tensor::from_vec(both, (2, ids.len()), &dev).unwrap();
