@@ -307,42 +307,49 @@ kernel_table! {
     // build runs 6-43 % fewer instructions per weight block (disassembly, rustc 1.96); not timed
     // (no ARM hardware).
     Plain<RowsIq2Xxs> {
+        #[cfg(target_arch = "x86_64")] x86::Avx512 => avx512::grid_tiles::iq2_xxs_rows,
         #[cfg(target_arch = "x86_64")] x86::Avx2 => avx2::grid::iq2_xxs_rows,
         #[cfg(target_arch = "aarch64")] aarch64::Dotprod => neon::grid::sdot::iq2_xxs_rows,
         #[cfg(target_arch = "aarch64")] aarch64::Neon => neon::grid::iq2_xxs_rows,
         ; scalar::plain_kernels::<RowsIq2Xxs>()
     }
     Plain<RowsIq2Xs> {
+        #[cfg(target_arch = "x86_64")] x86::Avx512 => avx512::grid_tiles::iq2_xs_rows,
         #[cfg(target_arch = "x86_64")] x86::Avx2 => avx2::grid::iq2_xs_rows,
         #[cfg(target_arch = "aarch64")] aarch64::Dotprod => neon::grid::sdot::iq2_xs_rows,
         #[cfg(target_arch = "aarch64")] aarch64::Neon => neon::grid::iq2_xs_rows,
         ; scalar::plain_kernels::<RowsIq2Xs>()
     }
     Plain<RowsIq2S> {
+        #[cfg(target_arch = "x86_64")] x86::Avx512 => avx512::grid_tiles::iq2_s_rows,
         #[cfg(target_arch = "x86_64")] x86::Avx2 => avx2::grid::iq2_s_rows,
         #[cfg(target_arch = "aarch64")] aarch64::Dotprod => neon::grid::sdot::iq2_s_rows,
         #[cfg(target_arch = "aarch64")] aarch64::Neon => neon::grid::iq2_s_rows,
         ; scalar::plain_kernels::<RowsIq2S>()
     }
     Plain<RowsIq3Xxs> {
+        #[cfg(target_arch = "x86_64")] x86::Avx512 => avx512::grid_tiles::iq3_xxs_rows,
         #[cfg(target_arch = "x86_64")] x86::Avx2 => avx2::grid::iq3_xxs_rows,
         #[cfg(target_arch = "aarch64")] aarch64::Dotprod => neon::grid::sdot::iq3_xxs_rows,
         #[cfg(target_arch = "aarch64")] aarch64::Neon => neon::grid::iq3_xxs_rows,
         ; scalar::plain_kernels::<RowsIq3Xxs>()
     }
     Plain<RowsIq3S> {
+        #[cfg(target_arch = "x86_64")] x86::Avx512 => avx512::grid_tiles::iq3_s_rows,
         #[cfg(target_arch = "x86_64")] x86::Avx2 => avx2::grid::iq3_s_rows,
         #[cfg(target_arch = "aarch64")] aarch64::Dotprod => neon::grid::sdot::iq3_s_rows,
         #[cfg(target_arch = "aarch64")] aarch64::Neon => neon::grid::iq3_s_rows,
         ; scalar::plain_kernels::<RowsIq3S>()
     }
     Plain<RowsIq1S> {
+        #[cfg(target_arch = "x86_64")] x86::Avx512 => avx512::grid_tiles::iq1_s_rows,
         #[cfg(target_arch = "x86_64")] x86::Avx2 => avx2::grid::iq1_s_rows,
         #[cfg(target_arch = "aarch64")] aarch64::Dotprod => neon::grid::sdot::iq1_s_rows,
         #[cfg(target_arch = "aarch64")] aarch64::Neon => neon::grid::iq1_s_rows,
         ; scalar::plain_kernels::<RowsIq1S>()
     }
     Plain<RowsIq1M> {
+        #[cfg(target_arch = "x86_64")] x86::Avx512 => avx512::grid_tiles::iq1_m_rows,
         #[cfg(target_arch = "x86_64")] x86::Avx2 => avx2::grid::iq1_m_rows,
         #[cfg(target_arch = "aarch64")] aarch64::Dotprod => neon::grid::sdot::iq1_m_rows,
         #[cfg(target_arch = "aarch64")] aarch64::Neon => neon::grid::iq1_m_rows,

@@ -417,7 +417,7 @@ pub(crate) unsafe fn prescaled_q2_k_tile_body(blocks: &[BlockQ2K], tile: &mut [u
 /// # Safety
 /// The CPU must support AVX2 and FMA.
 #[inline(always)]
-unsafe fn gemm_body<W, const PRESCALED: bool>(
+pub(crate) unsafe fn gemm_body<W, const PRESCALED: bool>(
     w: &[W],
     tile: &[u64],
     a: &[BlockQ8K],
@@ -449,7 +449,7 @@ target_entries! { "avx2,fma,f16c";
 }
 
 /// Quads from which a call decodes tiles (below, the plain GEMM decodes once per quad anyway).
-const MIN_QUADS: usize = 2;
+pub(crate) const MIN_QUADS: usize = 2;
 
 /// The per-call tiles of plain Q2_K rows.
 pub(crate) fn q2_k_tiled(_: Avx2) -> TiledGemm<BlockQ2K, BlockQ8K> {
@@ -472,5 +472,23 @@ pub(crate) fn q3_k_tiled(_: Avx2) -> TiledGemm<BlockQ3K, BlockQ8K> {
         tile_words,
         make_tile: q3_k_tile,
         gemm: q3_k_tiled_gemm,
+    }
+}
+
+target_entries! { "avx2,fma,f16c";
+    fn decoded_tile<W: DecodeK>(blocks: &[W], tile: &mut [u64]) => make_tile_body::<W>;
+    fn decoded_tiled_gemm<W: DecodeK>(w: &[W], tile: &[u64], a: &[BlockQ8K], out: &mut [f32]) => gemm_body::<W, false>;
+}
+
+/// The per-call tiles of any type whose blocks decode into [`DecodedK`] with `c == d` (the grid
+/// types): two rows per tile, two quads per call.
+pub(crate) fn decoded_tiled<W: DecodeK>(_: Avx2) -> TiledGemm<W, BlockQ8K> {
+    TiledGemm {
+        groups: TILE_ROWS,
+        quads: 2,
+        min_quads: MIN_QUADS,
+        tile_words,
+        make_tile: decoded_tile::<W>,
+        gemm: decoded_tiled_gemm::<W>,
     }
 }
