@@ -356,12 +356,14 @@ kernel_table! {
         ; scalar::plain_kernels::<RowsIq1M>()
     }
     Plain<RowsTq1_0> {
+        #[cfg(target_arch = "x86_64")] x86::Avx512 => avx512::grid_tiles::tq1_0_rows,
         #[cfg(target_arch = "x86_64")] x86::Avx2 => avx2::lowbit::tq1_0_rows,
         #[cfg(target_arch = "aarch64")] aarch64::Dotprod => neon::lowbit::sdot::tq1_0_rows,
         #[cfg(target_arch = "aarch64")] aarch64::Neon => neon::lowbit::tq1_0_rows,
         ; scalar::plain_kernels::<RowsTq1_0>()
     }
     Plain<RowsTq2_0> {
+        #[cfg(target_arch = "x86_64")] x86::Avx512 => avx512::grid_tiles::tq2_0_rows,
         #[cfg(target_arch = "x86_64")] x86::Avx2 => avx2::lowbit::tq2_0_rows,
         #[cfg(target_arch = "aarch64")] aarch64::Dotprod => neon::lowbit::sdot::tq2_0_rows,
         #[cfg(target_arch = "aarch64")] aarch64::Neon => neon::lowbit::tq2_0_rows,

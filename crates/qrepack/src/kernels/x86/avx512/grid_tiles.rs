@@ -1,11 +1,13 @@
-//! Per-call tiles of 16 plain grid rows (IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ1_S, IQ1_M),
-//! one row per 32-bit lane, multiplied with AVX-512 VNNI.
+//! Per-call tiles of 16 plain grid rows (IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ1_S, IQ1_M)
+//! or ternary rows (TQ1_0, TQ2_0), one row per 32-bit lane, multiplied with AVX-512 VNNI.
 //!
 //! Each row's blocks are first decoded by the AVX2 set (`avx2::grid` into
 //! `avx2::plain_tiles::DecodedK`): every weight an unsigned byte `u` (the signed grid value
 //! plus 64, `2..=126` since the grids' largest magnitude is 62, or the IQ1 types' `8 q + δ + 9`,
 //! `0..=18`), a scale per 16 weights (odd, at most 31) and the offset `64 · scale` or
-//! `9 · scale` that comes off with the activations' 16-weight sums `bsums`. The tile then lays
+//! `9 · scale` that comes off with the activations' 16-weight sums `bsums`. The ternary types
+//! (`avx2::lowbit`) store their quants `t` (`0..=3`, the weight `t - 1`) with scale 1 and
+//! offset 1, and skip the scale multiply. The tile then lays
 //! 16 rows side by side, four weights of each row per 32-bit lane, so that one `vpdpbusd` with
 //! four activation bytes broadcast to every lane adds four products to each of the 16 rows:
 //! no horizontal sums, no per-row work in the inner loop. A scale group's 4-weight sums go
@@ -25,11 +27,11 @@
 //! block sum.
 
 use crate::blocks::{BlockIq1M, BlockIq1S, BlockIq2S, BlockIq2Xs, BlockIq2Xxs, BlockIq3S};
-use crate::blocks::{BlockIq3Xxs, BlockQ8K};
+use crate::blocks::{BlockIq3Xxs, BlockQ8K, BlockTq1_0, BlockTq2_0};
 use crate::cpu::KernelSet;
 use crate::kernel_api::{Kernels, TiledGemm};
-use crate::kernels::x86::avx2::grid;
 use crate::kernels::x86::avx2::plain_tiles::{DecodeK, DecodedK};
+use crate::kernels::x86::avx2::{grid, lowbit};
 use crate::kernels::x86::{target_entries, Avx512};
 
 /// Rows in one tile, one per 32-bit lane.
@@ -162,9 +164,16 @@ mod imp {
                             *s = _mm512_dpbusd_epi32(*s, u, quants4(acts[m], p));
                         }
                     }
-                    let sc = load64(&blk.scales[h * SUB / 16]);
-                    for m in 0..M {
-                        isum[m] = _mm512_add_epi32(isum[m], _mm512_mullo_epi32(raw[m], sc));
+                    if SUB == 256 {
+                        // One scale per block (the ternary types' 1): nothing to multiply.
+                        for m in 0..M {
+                            isum[m] = _mm512_add_epi32(isum[m], raw[m]);
+                        }
+                    } else {
+                        let sc = load64(&blk.scales[h * SUB / 16]);
+                        for m in 0..M {
+                            isum[m] = _mm512_add_epi32(isum[m], _mm512_mullo_epi32(raw[m], sc));
+                        }
                     }
                 }
                 let d = _mm512_loadu_ps(blk.d.as_ptr());
@@ -203,12 +212,14 @@ target_entries! { "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni";
     fn grid_tile<W: DecodeK>(blocks: &[W], tile: &mut [u64]) => make_tile_body::<W>;
     fn tiled_gemm16<W: DecodeK>(w: &[W], tile: &[u64], a: &[BlockQ8K], out: &mut [f32]) => gemm_body::<W, 16>;
     fn tiled_gemm32<W: DecodeK>(w: &[W], tile: &[u64], a: &[BlockQ8K], out: &mut [f32]) => gemm_body::<W, 32>;
+    fn tiled_gemm256<W: DecodeK>(w: &[W], tile: &[u64], a: &[BlockQ8K], out: &mut [f32]) => gemm_body::<W, 256>;
 }
 
 /// Quads from which a call decodes tiles.
 const MIN_QUADS: usize = 2;
 
-/// The 16-row tiles of a type with one scale per `sub` weights (16 or 32).
+/// The 16-row tiles of a type with one scale per `sub` weights (16, 32, or 256: the block's
+/// scale alone).
 fn rows16_tiles<W: DecodeK>(sub: usize) -> TiledGemm<W, BlockQ8K> {
     TiledGemm {
         groups: ROWS,
@@ -216,34 +227,37 @@ fn rows16_tiles<W: DecodeK>(sub: usize) -> TiledGemm<W, BlockQ8K> {
         min_quads: MIN_QUADS,
         tile_words,
         make_tile: grid_tile::<W>,
-        gemm: if sub == 32 {
-            tiled_gemm32::<W>
-        } else {
-            tiled_gemm16::<W>
+        gemm: match sub {
+            16 => tiled_gemm16::<W>,
+            32 => tiled_gemm32::<W>,
+            _ => tiled_gemm256::<W>,
         },
     }
 }
 
-/// The AVX-512 rows of each grid type: the AVX2 GEMV and one-quad GEMM, the 16-row tiles.
-macro_rules! grid_rows {
-    ($($block:ty, $sub:literal => $ctor:ident;)*) => {$(
+/// The AVX-512 rows of each grid and ternary type: the AVX2 GEMV and one-quad GEMM, the
+/// 16-row tiles.
+macro_rules! tiled_rows {
+    ($($block:ty, $sub:literal => $module:ident::$ctor:ident;)*) => {$(
         #[doc = concat!("Plain `", stringify!($block), "` rows: the AVX2 GEMV and one-quad GEMM, the 16-row VNNI tiles.")]
         pub(crate) fn $ctor(token: Avx512) -> Kernels<$block, BlockQ8K, BlockQ8K> {
             Kernels {
                 set: KernelSet::Avx512,
                 tiled: Some(rows16_tiles::<$block>($sub)),
-                ..grid::$ctor(token.avx2())
+                ..$module::$ctor(token.avx2())
             }
         }
     )*};
 }
 
-grid_rows! {
-    BlockIq2Xxs, 32 => iq2_xxs_rows;
-    BlockIq2Xs, 16 => iq2_xs_rows;
-    BlockIq2S, 16 => iq2_s_rows;
-    BlockIq3Xxs, 32 => iq3_xxs_rows;
-    BlockIq3S, 32 => iq3_s_rows;
-    BlockIq1S, 32 => iq1_s_rows;
-    BlockIq1M, 16 => iq1_m_rows;
+tiled_rows! {
+    BlockIq2Xxs, 32 => grid::iq2_xxs_rows;
+    BlockIq2Xs, 16 => grid::iq2_xs_rows;
+    BlockIq2S, 16 => grid::iq2_s_rows;
+    BlockIq3Xxs, 32 => grid::iq3_xxs_rows;
+    BlockIq3S, 32 => grid::iq3_s_rows;
+    BlockIq1S, 32 => grid::iq1_s_rows;
+    BlockIq1M, 16 => grid::iq1_m_rows;
+    BlockTq1_0, 256 => lowbit::tq1_0_rows;
+    BlockTq2_0, 256 => lowbit::tq2_0_rows;
 }
