@@ -215,16 +215,25 @@ target_entries! { "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni";
     fn tiled_gemm256<W: DecodeK>(w: &[W], tile: &[u64], a: &[BlockQ8K], out: &mut [f32]) => gemm_body::<W, 256>;
 }
 
-/// Quads from which a call decodes tiles.
-const MIN_QUADS: usize = 2;
+/// Quads from which a call decodes the tiles of a grid type: from two on (batch 8) they
+/// measured faster than the AVX2 GEMM, which decodes each block once per quad (4096x4096, 2
+/// threads, shared Zen 4, ms: IQ1_M batch 8 2.2 vs 2.9, 16 2.6 vs 5.7).
+const GRID_MIN_QUADS: usize = 2;
+
+/// The same for TQ2_0, whose AVX2 GEMM decodes a block in a few instructions: the tiles
+/// overtake it between batch 32 and 64 (batch 32 3.7 vs 3.6, 48 4.7 vs 5.1, 64 5.8 vs 6.4).
+const TQ2_0_MIN_QUADS: usize = 12;
+
+/// The same for TQ1_0 (batch 16 2.4 vs 2.2, 32 3.5 vs 4.5).
+const TQ1_0_MIN_QUADS: usize = 8;
 
 /// The 16-row tiles of a type with one scale per `sub` weights (16, 32, or 256: the block's
-/// scale alone).
-fn rows16_tiles<W: DecodeK>(sub: usize) -> TiledGemm<W, BlockQ8K> {
+/// scale alone), used from `min_quads` quads on.
+fn rows16_tiles<W: DecodeK>(sub: usize, min_quads: usize) -> TiledGemm<W, BlockQ8K> {
     TiledGemm {
         groups: ROWS,
         quads: 2,
-        min_quads: MIN_QUADS,
+        min_quads,
         tile_words,
         make_tile: grid_tile::<W>,
         gemm: match sub {
@@ -238,12 +247,12 @@ fn rows16_tiles<W: DecodeK>(sub: usize) -> TiledGemm<W, BlockQ8K> {
 /// The AVX-512 rows of each grid and ternary type: the AVX2 GEMV and one-quad GEMM, the
 /// 16-row tiles.
 macro_rules! tiled_rows {
-    ($($block:ty, $sub:literal => $module:ident::$ctor:ident;)*) => {$(
+    ($($block:ty, $sub:literal, $min_quads:expr => $module:ident::$ctor:ident;)*) => {$(
         #[doc = concat!("Plain `", stringify!($block), "` rows: the AVX2 GEMV and one-quad GEMM, the 16-row VNNI tiles.")]
         pub(crate) fn $ctor(token: Avx512) -> Kernels<$block, BlockQ8K, BlockQ8K> {
             Kernels {
                 set: KernelSet::Avx512,
-                tiled: Some(rows16_tiles::<$block>($sub)),
+                tiled: Some(rows16_tiles::<$block>($sub, $min_quads)),
                 ..$module::$ctor(token.avx2())
             }
         }
@@ -251,13 +260,13 @@ macro_rules! tiled_rows {
 }
 
 tiled_rows! {
-    BlockIq2Xxs, 32 => grid::iq2_xxs_rows;
-    BlockIq2Xs, 16 => grid::iq2_xs_rows;
-    BlockIq2S, 16 => grid::iq2_s_rows;
-    BlockIq3Xxs, 32 => grid::iq3_xxs_rows;
-    BlockIq3S, 32 => grid::iq3_s_rows;
-    BlockIq1S, 32 => grid::iq1_s_rows;
-    BlockIq1M, 16 => grid::iq1_m_rows;
-    BlockTq1_0, 256 => lowbit::tq1_0_rows;
-    BlockTq2_0, 256 => lowbit::tq2_0_rows;
+    BlockIq2Xxs, 32, GRID_MIN_QUADS => grid::iq2_xxs_rows;
+    BlockIq2Xs, 16, GRID_MIN_QUADS => grid::iq2_xs_rows;
+    BlockIq2S, 16, GRID_MIN_QUADS => grid::iq2_s_rows;
+    BlockIq3Xxs, 32, GRID_MIN_QUADS => grid::iq3_xxs_rows;
+    BlockIq3S, 32, GRID_MIN_QUADS => grid::iq3_s_rows;
+    BlockIq1S, 32, GRID_MIN_QUADS => grid::iq1_s_rows;
+    BlockIq1M, 16, GRID_MIN_QUADS => grid::iq1_m_rows;
+    BlockTq1_0, 256, TQ1_0_MIN_QUADS => lowbit::tq1_0_rows;
+    BlockTq2_0, 256, TQ2_0_MIN_QUADS => lowbit::tq2_0_rows;
 }

@@ -212,13 +212,14 @@ fn mxfp4_extremes_are_exact() {
 }
 
 /// The AVX-512 16-row tiles of the ternary types through `QMatrix::matmul` (see the grid
-/// types' `tile_tests`): 37 rows, 1 to 3 blocks, 4 to 9 and 33 activation rows.
+/// types' `tile_tests`): 37 rows, 1 to 3 blocks, 4 to 9, 33 and 49 activation rows (TQ2_0
+/// takes tiles from 12 quads on, TQ1_0 from 8).
 #[test]
 fn ternary_tiles_equal_portable_and_exact() {
     let shapes = MatmulShapes {
         rows: 37,
         nbs: &[1, 2, 3],
-        ns: &[4, 5, 6, 7, 8, 9, 33],
+        ns: &[4, 5, 6, 7, 8, 9, 33, 49],
     };
     for set in [KernelSet::Avx512, KernelSet::Avx2] {
         compare_matmul_shapes(set, GgmlType::TQ1_0, 1, random_tq1_0, &shapes);
