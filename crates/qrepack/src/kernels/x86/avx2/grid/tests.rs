@@ -11,7 +11,7 @@ use crate::vecdot;
 
 use super::super::row_tests::{avx2, compare_matmul, compare_rows, random};
 use crate::cpu::KernelSet;
-use crate::kernels::row_tests::{compare_matmul_shapes, MatmulShapes};
+use crate::kernels::row_tests::{compare_matmul_on, compare_matmul_shapes, MatmulShapes};
 use crate::kernels::row_tests::{half, q8_k_values, random_iq1_m as iq1_m, random_q8_k};
 
 fn iq2_xxs(rng: &mut Rng) -> BlockIq2Xxs {
@@ -88,7 +88,8 @@ grid_tests! {
 /// The per-call tiles (AVX2, and AVX-512 VNNI where the CPU has it) through `QMatrix::matmul`:
 /// 37 rows (tiles and a row left over for the plain GEMM), rows of 1 to 3 blocks, 4 to 9
 /// activation rows (one or two quads, with and without GEMV rows after them) and 33 (quads in
-/// pairs and a single one), every third with all quants at `-128` or `127`.
+/// pairs and a single one), every third with all quants at `-128` or `127`; and 7 rows on
+/// AVX-512, short of one of its tiles.
 macro_rules! tile_tests {
     ($($test:ident: $ty:ident, $make:ident;)*) => {$(
         #[test]
@@ -97,6 +98,8 @@ macro_rules! tile_tests {
             for set in [KernelSet::Avx512, KernelSet::Avx2] {
                 compare_matmul_shapes(set, GgmlType::$ty, 1, $make, &shapes);
             }
+            // Fewer rows than one 16-row tile: every row on the plain GEMM.
+            compare_matmul_on(KernelSet::Avx512, GgmlType::$ty, 1, $make);
         }
     )*};
 }
