@@ -168,7 +168,7 @@ mod imp {
 /// How a tile's group scales enter its products.
 #[derive(Clone, Copy)]
 #[repr(u8)]
-pub(super) enum Arith {
+enum Arith {
     /// The quants carry their scales (Q2_K): one `vpdpbusd` per 64 weights; the offsets have
     /// their own factor `c`.
     Prescaled,
@@ -183,12 +183,7 @@ pub(super) enum Arith {
 /// # Safety
 /// The CPU must support AVX-512 F, BW and VNNI.
 #[inline(always)]
-pub(super) unsafe fn gemm_body<W, const MODE: u8>(
-    w: &[W],
-    tile: &[u64],
-    a: &[BlockQ8K],
-    out: &mut [f32],
-) {
+unsafe fn gemm_body<W, const MODE: u8>(w: &[W], tile: &[u64], a: &[BlockQ8K], out: &mut [f32]) {
     let nb = w.len() / TILE_ROWS;
     let decoded: &[DecodedK] = bytemuck::cast_slice(tile);
     assert_eq!(decoded.len(), TILE_ROWS * nb);
@@ -215,7 +210,7 @@ target_entries! { "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni";
 const MIN_QUADS: usize = 2;
 
 /// The per-call tiles of one type: two rows per tile, two quads per call.
-pub(super) fn vnni_tiles<W>(
+fn vnni_tiles<W>(
     make_tile: fn(&[W], &mut [u64]),
     gemm: crate::kernel_api::TiledGemmFn<W, BlockQ8K>,
 ) -> TiledGemm<W, BlockQ8K> {
