@@ -286,8 +286,9 @@ impl<L: ChooseKernels> PackedEngine<L> {
 
         // Weight tiles pay off once they serve enough groups of activation rows.
         let tiled = kernels.tiled.filter(|t| {
-            debug_assert!(t.groups <= MAX_TILE_GROUPS && t.quads <= MAX_TILE_QUADS);
-            n / 4 >= t.min_quads && t.groups <= MAX_TILE_GROUPS && t.quads <= MAX_TILE_QUADS
+            let fits = t.groups * L::ROWS <= MAX_TILE_WIDTH && t.quads <= MAX_TILE_QUADS;
+            debug_assert!(fits);
+            n / 4 >= t.min_quads && fits
         });
         // Tasks of whole tiles.
         let per_task = tiled.map_or(per_task, |t| per_task.next_multiple_of(t.groups));
@@ -349,7 +350,7 @@ impl<L: ChooseKernels> PackedEngine<L> {
                     for (i, tile) in tiles.chunks_exact_mut(words.max(1)).enumerate() {
                         (t.make_tile)(tile_groups(i), tile);
                     }
-                    let mut out = [0.0f32; 4 * MAX_ROWS * MAX_TILE_GROUPS * MAX_TILE_QUADS];
+                    let mut out = [0.0f32; 4 * MAX_TILE_WIDTH * MAX_TILE_QUADS];
                     let width = t.groups * r;
                     for q in (0..n_quads).step_by(t.quads) {
                         let quads_here = t.quads.min(n_quads - q);
@@ -504,8 +505,9 @@ const SERIAL_FLOATS: usize = 32 * 1024;
 /// Most rows a row group of any layout has (the size of the kernels' local result tiles).
 const MAX_ROWS: usize = 16;
 
-/// Most row groups in one tile of a tiled GEMM.
-const MAX_TILE_GROUPS: usize = 2;
+/// Most outputs per activation row of one tile of a tiled GEMM (its row groups times the rows
+/// of a group): two 16-row groups, or 16 plain rows.
+const MAX_TILE_WIDTH: usize = 2 * MAX_ROWS;
 
 /// Most quads a tiled GEMM takes in one call.
 const MAX_TILE_QUADS: usize = 2;

@@ -150,14 +150,48 @@ pub(crate) fn compare_matmul_on<W: Pod>(
     steps: usize,
     weight: impl Fn(&mut Rng) -> W,
 ) {
+    let ns: Vec<usize> = (1..=9).collect();
+    compare_matmul_shapes(
+        set,
+        ty,
+        steps,
+        weight,
+        &MatmulShapes {
+            rows: 7,
+            nbs: &[1, 2, 3, 9],
+            ns: &ns,
+        },
+    );
+}
+
+/// The shapes of [`compare_matmul_shapes`].
+pub(crate) struct MatmulShapes<'a> {
+    /// Weight rows.
+    pub(crate) rows: usize,
+    /// Blocks per row, one matrix each.
+    pub(crate) nbs: &'a [usize],
+    /// Activation rows, one product each.
+    pub(crate) ns: &'a [usize],
+}
+
+/// [`compare_matmul_on`] for the given shapes. Every third product has activation rows of
+/// values ±1 only, whose Q8_K quants are all `-128` or `127` (the extremes of the integer
+/// products), the others uniform in [-1, 1).
+pub(crate) fn compare_matmul_shapes<W: Pod>(
+    set: KernelSet,
+    ty: GgmlType,
+    steps: usize,
+    weight: impl Fn(&mut Rng) -> W,
+    shapes: &MatmulShapes<'_>,
+) {
     let cpu = CpuFeatures::get();
     if !cpu.has(set) {
         return;
     }
     let simd_cpu = cpu.capped(set);
     let mut rng = Rng::new(0xc0de ^ ty.id() as u64);
-    let rows = 7;
-    for nb in [1, 2, 3, 9] {
+    let rows = shapes.rows;
+    for &nb in shapes.nbs {
         let cols = nb * ty.block_size();
         let blocks: Vec<W> = (0..rows * nb).map(|_| weight(&mut rng)).collect();
         let bytes: &[u8] = bytemuck::cast_slice(&blocks);
@@ -177,8 +211,12 @@ pub(crate) fn compare_matmul_on<W: Pod>(
             &CpuFeatures::scalar(),
         )
         .expect("plain matrix");
-        for n in 1..=9 {
-            let x = rng.pm1_vec(n * cols);
+        for (k, &n) in shapes.ns.iter().enumerate() {
+            let mut x = rng.pm1_vec(n * cols);
+            if k % 3 == 2 {
+                x.iter_mut()
+                    .for_each(|v| *v = if *v < 0.0 { -1.0 } else { 1.0 });
+            }
             let mut y = vec![f32::NAN; n * rows];
             let mut ys = vec![f32::NAN; n * rows];
             simd.matmul(&x, n, &mut y).expect("matmul");
@@ -187,7 +225,7 @@ pub(crate) fn compare_matmul_on<W: Pod>(
                 let a = activations_f64(ty, &x[m * cols..(m + 1) * cols]);
                 for r in 0..rows {
                     let w = &bytes[r * nb * ty.block_bytes()..(r + 1) * nb * ty.block_bytes()];
-                    let what = format!("{ty} matmul cols={cols} n={n} act {m} row {r}");
+                    let what = format!("{ty} {set} matmul cols={cols} n={n} act {m} row {r}");
                     let i = m * rows + r;
                     check(&what, y[i], ys[i], exact_dot(ty, w, &a), steps * nb);
                 }

@@ -19,7 +19,14 @@
 //!   on both 16-weight halves, `offset = 128 · scale`, `c = d`. Such `u` overflow `maddubs`
 //!   pairs, so only the AVX-512 set (`vpdpbusd`) multiplies these tiles.
 //!
-//! Every integer is exact (`maddubs` pairs reach `2 · 7 · 128`), as in the portable kernels.
+//! * the grid types (decoded in `grid`): `u` the signed grid value + 64 (`2..=126`) or IQ1's
+//!   `8 q + δ + 9` (`0..=18`), `scale` the odd scale of each 16 weights, `offset = 64 · scale`
+//!   or `9 · scale`, `d` with the type's constant factor, `c = d` ([`decoded_tiled`]);
+//! * the ternary types (decoded in `lowbit`, multiplied only by the AVX-512 set's 16-row
+//!   tiles): `u` the quant (`0..=3`), `scale` and `offset` 1, `c = d`.
+//!
+//! Every integer is exact (`maddubs` pairs reach `2 · 7 · 128`, for the grid types
+//! `2 · 126 · 128 < 2^15`), as in the portable kernels.
 //!
 //! Q2_K tiles go one step further ([`prescale`]): a 2-bit quant times its 4-bit group scale
 //! is at most 45, still a byte, so the tile stores `u · scale` and the kernels skip the scale
@@ -417,7 +424,7 @@ pub(crate) unsafe fn prescaled_q2_k_tile_body(blocks: &[BlockQ2K], tile: &mut [u
 /// # Safety
 /// The CPU must support AVX2 and FMA.
 #[inline(always)]
-unsafe fn gemm_body<W, const PRESCALED: bool>(
+pub(crate) unsafe fn gemm_body<W, const PRESCALED: bool>(
     w: &[W],
     tile: &[u64],
     a: &[BlockQ8K],
@@ -449,7 +456,7 @@ target_entries! { "avx2,fma,f16c";
 }
 
 /// Quads from which a call decodes tiles (below, the plain GEMM decodes once per quad anyway).
-const MIN_QUADS: usize = 2;
+pub(crate) const MIN_QUADS: usize = 2;
 
 /// The per-call tiles of plain Q2_K rows.
 pub(crate) fn q2_k_tiled(_: Avx2) -> TiledGemm<BlockQ2K, BlockQ8K> {
@@ -472,5 +479,23 @@ pub(crate) fn q3_k_tiled(_: Avx2) -> TiledGemm<BlockQ3K, BlockQ8K> {
         tile_words,
         make_tile: q3_k_tile,
         gemm: q3_k_tiled_gemm,
+    }
+}
+
+target_entries! { "avx2,fma,f16c";
+    fn decoded_tile<W: DecodeK>(blocks: &[W], tile: &mut [u64]) => make_tile_body::<W>;
+    fn decoded_tiled_gemm<W: DecodeK>(w: &[W], tile: &[u64], a: &[BlockQ8K], out: &mut [f32]) => gemm_body::<W, false>;
+}
+
+/// The per-call tiles of any type whose blocks decode into [`DecodedK`] with `c == d` (the grid
+/// types): two rows per tile, two quads per call.
+pub(crate) fn decoded_tiled<W: DecodeK>(_: Avx2) -> TiledGemm<W, BlockQ8K> {
+    TiledGemm {
+        groups: TILE_ROWS,
+        quads: 2,
+        min_quads: MIN_QUADS,
+        tile_words,
+        make_tile: decoded_tile::<W>,
+        gemm: decoded_tiled_gemm::<W>,
     }
 }

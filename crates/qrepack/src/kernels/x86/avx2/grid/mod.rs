@@ -26,6 +26,7 @@ use crate::blocks::{BlockIq1M, BlockIq1S, BlockIq2S, BlockIq2Xs, BlockIq2Xxs, Bl
 use crate::blocks::{BlockIq3Xxs, BlockQ8K};
 
 use super::plain_rows::block_rows;
+use super::plain_tiles::decoded_tiled;
 
 mod imp {
     use std::arch::x86_64::*;
@@ -34,6 +35,7 @@ mod imp {
     use super::super::plain_rows::{
         bit_mask32, group_scale_pairs, load32, load_bsums, sub, RowBlock,
     };
+    use super::super::plain_tiles::{DecodeK, DecodedK};
     use crate::blocks::{
         BlockIq1M, BlockIq1S, BlockIq2S, BlockIq2Xs, BlockIq2Xxs, BlockIq3S, BlockIq3Xxs, BlockQ8K,
         F16Bits,
@@ -295,6 +297,67 @@ mod imp {
                 }
             }
         )*};
+    }
+
+    /// Decodes a block into a per-call tile block (`plain_tiles`): each group's bytes plus
+    /// `bias` as unsigned quants, the `i16` scales of its halves (lanes 0 and 8 of the `madd`
+    /// operand), `offset` times each scale as the term the tile kernels take off with the
+    /// activations' `bsums`, and the block's scale with the type's factor.
+    ///
+    /// The signed grid types take `bias` 64 (`|w| <= 62`, so `u` is `2..=126`); the IQ1 types'
+    /// bytes are already `8 q + δ + 9` (`0..=18`, `bias` 0, `offset` 9). A `maddubs` pair of such
+    /// `u` is at most `2 · 126 · 128 = 32256`: no saturation.
+    ///
+    /// # Safety
+    /// The CPU must support AVX2 and F16C.
+    #[inline(always)]
+    unsafe fn decode_tile<B: GridBlock>(b: &B, bias: i8, offset: i16, out: &mut DecodedK) {
+        // SAFETY: register-only intrinsics of the caller's features; the store goes through a
+        // fixed-size reference.
+        unsafe {
+            let prep = b.prepare();
+            for g in 0..8 {
+                let (w, sc) = b.group(&prep, g);
+                let u = _mm256_add_epi8(w, _mm256_set1_epi8(bias));
+                let dst: &mut [u8; 32] = (&mut out.u[32 * g..32 * g + 32])
+                    .try_into()
+                    .expect("32 bytes");
+                _mm256_storeu_si256(dst.as_mut_ptr().cast(), u);
+                let halves = [
+                    _mm256_extract_epi16::<0>(sc) as i16,
+                    _mm256_extract_epi16::<8>(sc) as i16,
+                ];
+                for (h, s) in halves.into_iter().enumerate() {
+                    out.scales[2 * g + h] = s;
+                    out.offsets[2 * g + h] = offset * s;
+                }
+            }
+            out.d = _mm_cvtss_f32(b.scale());
+            out.c = out.d;
+        }
+    }
+
+    /// Tile decoders of the grid types through [`decode_tile`].
+    macro_rules! grid_tile_blocks {
+        ($($block:ty => $bias:expr, $offset:expr;)*) => {$(
+            impl DecodeK for $block {
+                #[inline(always)]
+                unsafe fn decode(&self, out: &mut DecodedK) {
+                    // SAFETY: the caller's features.
+                    unsafe { decode_tile(self, $bias, $offset, out) }
+                }
+            }
+        )*};
+    }
+
+    grid_tile_blocks! {
+        BlockIq2Xxs => 64, 64;
+        BlockIq2Xs => 64, 64;
+        BlockIq2S => 64, 64;
+        BlockIq3Xxs => 64, 64;
+        BlockIq3S => 64, 64;
+        BlockIq1S => 0, 9;
+        BlockIq1M => 0, 9;
     }
 
     grid_row_blocks! {
@@ -721,13 +784,13 @@ mod imp {
 }
 
 block_rows! {
-    BlockIq2Xxs, BlockQ8K => iq2_xxs_gemv, iq2_xxs_gemm, iq2_xxs_rows;
-    BlockIq2Xs, BlockQ8K => iq2_xs_gemv, iq2_xs_gemm, iq2_xs_rows;
-    BlockIq2S, BlockQ8K => iq2_s_gemv, iq2_s_gemm, iq2_s_rows;
-    BlockIq3Xxs, BlockQ8K => iq3_xxs_gemv, iq3_xxs_gemm, iq3_xxs_rows;
-    BlockIq3S, BlockQ8K => iq3_s_gemv, iq3_s_gemm, iq3_s_rows;
-    BlockIq1S, BlockQ8K => iq1_s_gemv, iq1_s_gemm, iq1_s_rows;
-    BlockIq1M, BlockQ8K => iq1_m_gemv, iq1_m_gemm, iq1_m_rows;
+    BlockIq2Xxs, BlockQ8K => iq2_xxs_gemv, iq2_xxs_gemm, iq2_xxs_rows, tiled decoded_tiled;
+    BlockIq2Xs, BlockQ8K => iq2_xs_gemv, iq2_xs_gemm, iq2_xs_rows, tiled decoded_tiled;
+    BlockIq2S, BlockQ8K => iq2_s_gemv, iq2_s_gemm, iq2_s_rows, tiled decoded_tiled;
+    BlockIq3Xxs, BlockQ8K => iq3_xxs_gemv, iq3_xxs_gemm, iq3_xxs_rows, tiled decoded_tiled;
+    BlockIq3S, BlockQ8K => iq3_s_gemv, iq3_s_gemm, iq3_s_rows, tiled decoded_tiled;
+    BlockIq1S, BlockQ8K => iq1_s_gemv, iq1_s_gemm, iq1_s_rows, tiled decoded_tiled;
+    BlockIq1M, BlockQ8K => iq1_m_gemv, iq1_m_gemm, iq1_m_rows, tiled decoded_tiled;
 }
 
 #[cfg(test)]

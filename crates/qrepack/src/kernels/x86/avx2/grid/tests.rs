@@ -10,6 +10,8 @@ use crate::types::GgmlType;
 use crate::vecdot;
 
 use super::super::row_tests::{avx2, compare_matmul, compare_rows, random};
+use crate::cpu::KernelSet;
+use crate::kernels::row_tests::{compare_matmul_on, compare_matmul_shapes, MatmulShapes};
 use crate::kernels::row_tests::{half, q8_k_values, random_iq1_m as iq1_m, random_q8_k};
 
 fn iq2_xxs(rng: &mut Rng) -> BlockIq2Xxs {
@@ -81,6 +83,69 @@ grid_tests! {
     iq3_s_equals_portable_and_exact: IQ3_S, iq3_s_rows, vec_dot_iq3_s_q8_k, iq3_s;
     iq1_s_equals_portable_and_exact: IQ1_S, iq1_s_rows, vec_dot_iq1_s_q8_k, iq1_s;
     iq1_m_equals_portable_and_exact: IQ1_M, iq1_m_rows, vec_dot_iq1_m_q8_k, iq1_m;
+}
+
+/// The per-call tiles (AVX2, and AVX-512 VNNI where the CPU has it) through `QMatrix::matmul`:
+/// 37 rows (tiles and a row left over for the plain GEMM), rows of 1 to 3 blocks, 4 to 9
+/// activation rows (one or two quads, with and without GEMV rows after them) and 33 (quads in
+/// pairs and a single one), every third with all quants at `-128` or `127`; and 7 rows on
+/// AVX-512, short of one of its tiles.
+macro_rules! tile_tests {
+    ($($test:ident: $ty:ident, $make:ident;)*) => {$(
+        #[test]
+        fn $test() {
+            let shapes = MatmulShapes { rows: 37, nbs: &[1, 2, 3], ns: &[4, 5, 6, 7, 8, 9, 33] };
+            for set in [KernelSet::Avx512, KernelSet::Avx2] {
+                compare_matmul_shapes(set, GgmlType::$ty, 1, $make, &shapes);
+            }
+            // Fewer rows than one 16-row tile: every row on the plain GEMM.
+            compare_matmul_on(KernelSet::Avx512, GgmlType::$ty, 1, $make);
+        }
+    )*};
+}
+
+tile_tests! {
+    iq2_xxs_tiles_equal_portable_and_exact: IQ2_XXS, iq2_xxs;
+    iq2_xs_tiles_equal_portable_and_exact: IQ2_XS, iq2_xs;
+    iq2_s_tiles_equal_portable_and_exact: IQ2_S, iq2_s;
+    iq3_xxs_tiles_equal_portable_and_exact: IQ3_XXS, iq3_xxs;
+    iq3_s_tiles_equal_portable_and_exact: IQ3_S, iq3_s;
+    iq1_s_tiles_equal_portable_and_exact: IQ1_S, iq1_s;
+    iq1_m_tiles_equal_portable_and_exact: IQ1_M, iq1_m;
+}
+
+/// The tiles store a grid value plus 64 as an unsigned byte whose `maddubs` pairs must not
+/// saturate: that needs every grid magnitude at most 62 (and the IQ1 grid's values in -1..=1).
+#[test]
+fn grid_magnitudes_fit_the_tile_bias() {
+    use crate::quant::grids::{
+        IQ1S_GRID, IQ2S_GRID, IQ2XS_GRID, IQ2XXS_GRID, IQ3S_GRID, IQ3XXS_GRID,
+    };
+    let bytes8 = |g: &[u64]| -> Vec<i8> {
+        g.iter()
+            .flat_map(|p| p.to_le_bytes())
+            .map(|b| b as i8)
+            .collect()
+    };
+    let bytes4 = |g: &[u32]| -> Vec<i8> {
+        g.iter()
+            .flat_map(|p| p.to_le_bytes())
+            .map(|b| b as i8)
+            .collect()
+    };
+    let mut largest = 0;
+    for v in [
+        bytes8(&IQ2XXS_GRID),
+        bytes8(&IQ2XS_GRID),
+        bytes8(&IQ2S_GRID),
+        bytes4(&IQ3XXS_GRID),
+        bytes4(&IQ3S_GRID),
+    ] {
+        largest = largest.max(v.iter().map(|b| b.unsigned_abs()).max().expect("points"));
+    }
+    assert!(largest <= 62, "largest grid magnitude {largest}");
+    assert_eq!(largest, 62, "the bound is tight (IQ3's largest value)");
+    assert!(bytes8(&IQ1S_GRID).iter().all(|b| (-1..=1).contains(b)));
 }
 
 /// `-128` activations against every sign negated: the case that applying the signs to the

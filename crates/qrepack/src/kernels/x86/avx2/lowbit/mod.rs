@@ -29,6 +29,7 @@ mod imp {
     use super::super::plain_rows::{
         bit_mask32, crumbs, load16, load32, load_bsums, nibbles32, sub, RowBlock,
     };
+    use super::super::plain_tiles::{DecodeK, DecodedK};
     use crate::blocks::{e8m0_half_to_f32, BlockMxfp4, BlockNvfp4, BlockQ1_0, BlockQ2_0};
     use crate::blocks::{BlockQ8K, BlockQ8_0, BlockTq1_0, BlockTq2_0, F16Bits};
     use crate::quant::grids::KVALUES_FP4;
@@ -151,6 +152,53 @@ mod imp {
         }
     }
 
+    /// The 256 trits of a TQ1_0 block (`0..=2`, the weight plus 1) as eight 32-byte vectors in
+    /// weight order.
+    ///
+    /// # Safety
+    /// The CPU must support AVX2.
+    #[inline(always)]
+    unsafe fn tq1_0_trits(b: &BlockTq1_0) -> [__m256i; 8] {
+        // SAFETY: register-only intrinsics of the caller's features; loads go through
+        // fixed-size references.
+        unsafe {
+            // Digits 0..5 of `qs[..32]` are weights 0..160; digits n, n + 1 of
+            // `qs[32..48]` (one per 128-bit lane) weights 160 + 16 n ..; digit 4 of those
+            // and the four digits of `qh` (4 bytes each) the last 32. Byte `b` times `3^n`
+            // is `b` tripled `n` times.
+            let h0 = load32(sub::<u8, 32>(&b.qs, 0));
+            let h1 = times3(h0);
+            let h2 = times3(h1);
+            let h3 = times3(h2);
+            let h4 = times3(h3);
+            let m0 = _mm256_set_m128i(_mm_setzero_si128(), load16(sub::<u8, 16>(&b.qs, 32)));
+            let m0 = _mm256_inserti128_si256::<1>(m0, _mm256_castsi256_si128(times3(m0)));
+            let m2 = times3(times3(m0));
+            // [digit 4 of qs[32..48] | qh with digit n in dword n]: the low lane of
+            // `m2` tripled twice, the high one `qh` times 1, 3, 9, 27 by dword.
+            let q0 = _mm_set1_epi32(i32::from_le_bytes(b.qh));
+            let q1 = _mm256_castsi256_si128(times3(_mm256_castsi128_si256(q0)));
+            let q2 = _mm256_castsi256_si128(times3(_mm256_castsi128_si256(q1)));
+            let q3 = _mm256_castsi256_si128(times3(_mm256_castsi128_si256(q2)));
+            let qh = _mm_blend_epi32::<0b1100>(
+                _mm_blend_epi32::<0b0010>(q0, q1),
+                _mm_blend_epi32::<0b1000>(q2, q3),
+            );
+            let d4 = _mm256_castsi256_si128(times3(times3(m2)));
+            let tail = _mm256_set_m128i(qh, d4);
+            [
+                top_trit(h0),
+                top_trit(h1),
+                top_trit(h2),
+                top_trit(h3),
+                top_trit(h4),
+                top_trit(m0),
+                top_trit(m2),
+                top_trit(tail),
+            ]
+        }
+    }
+
     impl RowBlock for BlockTq1_0 {
         type Act = BlockQ8K;
         #[inline(always)]
@@ -160,45 +208,44 @@ mod imp {
             acc: &mut [__m256; N],
             _: &mut [f32; N],
         ) {
-            // SAFETY: register-only intrinsics of the caller's features; loads go through
-            // fixed-size references.
-            unsafe {
-                // Digits 0..5 of `qs[..32]` are weights 0..160; digits n, n + 1 of
-                // `qs[32..48]` (one per 128-bit lane) weights 160 + 16 n ..; digit 4 of those
-                // and the four digits of `qh` (4 bytes each) the last 32. Byte `b` times `3^n`
-                // is `b` tripled `n` times.
-                let h0 = load32(sub::<u8, 32>(&self.qs, 0));
-                let h1 = times3(h0);
-                let h2 = times3(h1);
-                let h3 = times3(h2);
-                let h4 = times3(h3);
-                let m0 = _mm256_set_m128i(_mm_setzero_si128(), load16(sub::<u8, 16>(&self.qs, 32)));
-                let m0 = _mm256_inserti128_si256::<1>(m0, _mm256_castsi256_si128(times3(m0)));
-                let m2 = times3(times3(m0));
-                // [digit 4 of qs[32..48] | qh with digit n in dword n]: the low lane of
-                // `m2` tripled twice, the high one `qh` times 1, 3, 9, 27 by dword.
-                let q0 = _mm_set1_epi32(i32::from_le_bytes(self.qh));
-                let q1 = _mm256_castsi256_si128(times3(_mm256_castsi128_si256(q0)));
-                let q2 = _mm256_castsi256_si128(times3(_mm256_castsi128_si256(q1)));
-                let q3 = _mm256_castsi256_si128(times3(_mm256_castsi128_si256(q2)));
-                let qh = _mm_blend_epi32::<0b1100>(
-                    _mm_blend_epi32::<0b0010>(q0, q1),
-                    _mm_blend_epi32::<0b1000>(q2, q3),
-                );
-                let d4 = _mm256_castsi256_si128(times3(times3(m2)));
-                let tail = _mm256_set_m128i(qh, d4);
-                let t = [
-                    top_trit(h0),
-                    top_trit(h1),
-                    top_trit(h2),
-                    top_trit(h3),
-                    top_trit(h4),
-                    top_trit(m0),
-                    top_trit(m2),
-                    top_trit(tail),
-                ];
-                ternary_rows(&t, self.d, a, acc)
-            }
+            // SAFETY: the caller's features.
+            unsafe { ternary_rows(&tq1_0_trits(self), self.d, a, acc) }
+        }
+    }
+
+    /// A ternary block as a per-call tile block (`plain_tiles`): the quants `t` (`0..=3`) as
+    /// they are, scale 1 on every 16 weights and offset 1 (the weight is `t - 1`).
+    ///
+    /// # Safety
+    /// The CPU must support AVX2 and F16C.
+    #[inline(always)]
+    unsafe fn ternary_tile(t: &[__m256i; 8], d: F16Bits, out: &mut DecodedK) {
+        for (j, &v) in t.iter().enumerate() {
+            let dst: &mut [u8; 32] = (&mut out.u[32 * j..32 * j + 32])
+                .try_into()
+                .expect("32 bytes");
+            // SAFETY: `dst` is 32 bytes; `storeu` has no alignment requirement.
+            unsafe { _mm256_storeu_si256(dst.as_mut_ptr().cast(), v) };
+        }
+        out.scales = [1; 16];
+        out.offsets = [1; 16];
+        out.d = d.to_f32();
+        out.c = out.d;
+    }
+
+    impl DecodeK for BlockTq1_0 {
+        #[inline(always)]
+        unsafe fn decode(&self, out: &mut DecodedK) {
+            // SAFETY: the caller's features.
+            unsafe { ternary_tile(&tq1_0_trits(self), self.d, out) }
+        }
+    }
+
+    impl DecodeK for BlockTq2_0 {
+        #[inline(always)]
+        unsafe fn decode(&self, out: &mut DecodedK) {
+            // SAFETY: the caller's features; `crumbs` reads `qs`.
+            unsafe { ternary_tile(&crumbs(&self.qs), self.d, out) }
         }
     }
 

@@ -9,6 +9,8 @@ use crate::types::GgmlType;
 use crate::vecdot;
 
 use super::super::row_tests::{avx2, compare_matmul, compare_rows, random};
+use crate::cpu::KernelSet;
+use crate::kernels::row_tests::{compare_matmul_shapes, MatmulShapes};
 use crate::kernels::row_tests::{
     half, q8_0_values, q8_0s_values, q8_k_values, random_mxfp4, random_q8_0, random_q8_0s,
     random_q8_k,
@@ -206,5 +208,21 @@ fn mxfp4_extremes_are_exact() {
         (mxfp4_rows(cpu).gemv)(&[w], &[a], &mut out);
         assert_eq!(out[0], want);
         assert_eq!(vecdot::vec_dot_mxfp4_q8_0(&[w], &[a]), want);
+    }
+}
+
+/// The AVX-512 16-row tiles of the ternary types through `QMatrix::matmul` (see the grid
+/// types' `tile_tests`): 37 rows, 1 to 3 blocks, 4 to 9, 33 and 49 activation rows (TQ2_0
+/// takes tiles from 12 quads on, TQ1_0 from 8).
+#[test]
+fn ternary_tiles_equal_portable_and_exact() {
+    let shapes = MatmulShapes {
+        rows: 37,
+        nbs: &[1, 2, 3],
+        ns: &[4, 5, 6, 7, 8, 9, 33, 49],
+    };
+    for set in [KernelSet::Avx512, KernelSet::Avx2] {
+        compare_matmul_shapes(set, GgmlType::TQ1_0, 1, random_tq1_0, &shapes);
+        compare_matmul_shapes(set, GgmlType::TQ2_0, 1, random_tq2_0, &shapes);
     }
 }
