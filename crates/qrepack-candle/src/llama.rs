@@ -57,7 +57,7 @@ pub struct LoadOptions {
     pub max_pass_positions: usize,
     /// Rows of one sequence a layer takes at once within a pass (its buffers hold this many
     /// rows; the layer's weights stay in cache from part to part); `None`: chosen from the
-    /// model's size (64 rows, more where the buffers are small beside the weights).
+    /// model's size (128 rows, more where the buffers are small beside the weights).
     pub layer_rows: Option<usize>,
 }
 

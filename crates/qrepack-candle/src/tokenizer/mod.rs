@@ -32,7 +32,9 @@ struct Vocab {
 }
 
 impl Vocab {
-    fn new(tokens: &[&str]) -> Result<Vocab> {
+    /// The vocabulary of `tokens`, and the first 8 bytes of each text in the sorted order (for
+    /// [`Vocab::id_with`] while a tokenizer is being built).
+    fn new(tokens: &[&str]) -> Result<(Vocab, Vec<u64>)> {
         let total: usize = tokens.iter().map(|t| t.len()).sum();
         if total >= u32::MAX as usize || tokens.len() >= u32::MAX as usize {
             bail!(
@@ -47,14 +49,34 @@ impl Vocab {
             text.push_str(t);
             offsets.push(text.len() as u32);
         }
-        let mut by_text: Vec<u32> = (0..tokens.len() as u32).collect();
-        by_text
-            .sort_unstable_by(|&a, &b| tokens[a as usize].cmp(tokens[b as usize]).then(a.cmp(&b)));
-        Ok(Vocab {
-            text,
-            offsets,
-            by_text,
-        })
+        // sorted by the first 8 bytes as one number (a sort of plain pairs), then each run of
+        // equal prefixes by the whole text: the order of the texts alone, for a fraction of the
+        // string comparisons
+        let mut keyed: Vec<(u64, u32)> = tokens
+            .iter()
+            .enumerate()
+            .map(|(i, t)| (prefix(t), i as u32))
+            .collect();
+        keyed.sort_unstable();
+        for run in keyed.chunk_by_mut(|a, b| a.0 == b.0) {
+            if run.len() > 1 {
+                run.sort_unstable_by(|a, b| {
+                    tokens[a.1 as usize]
+                        .cmp(tokens[b.1 as usize])
+                        .then(a.1.cmp(&b.1))
+                });
+            }
+        }
+        let by_text = keyed.iter().map(|&(_, i)| i).collect();
+        let sorted_prefixes = keyed.iter().map(|&(p, _)| p).collect();
+        Ok((
+            Vocab {
+                text,
+                offsets,
+                by_text,
+            },
+            sorted_prefixes,
+        ))
     }
 
     fn len(&self) -> usize {
@@ -67,12 +89,40 @@ impl Vocab {
 
     /// The id of `text`; of equal texts the last, as llama.cpp's map filled in order keeps.
     fn id(&self, text: &str) -> Option<u32> {
-        let after = self
-            .by_text
-            .partition_point(|&j| token_text(&self.text, &self.offsets, j) <= text);
-        let last = *self.by_text.get(after.checked_sub(1)?)?;
-        (token_text(&self.text, &self.offsets, last) == text).then_some(last)
+        self.id_with(text, None)
     }
+
+    /// [`Vocab::id`], comparing the first 8 bytes as numbers first where `prefixes` (from
+    /// [`Vocab::new`]) are given.
+    fn id_with(&self, text: &str, prefixes: Option<&[u64]>) -> Option<u32> {
+        let key = prefix(text);
+        let at = |i: usize| token_text(&self.text, &self.offsets, self.by_text[i]);
+        let (mut lo, mut hi) = (0, self.by_text.len());
+        // the first position whose text is greater than `text`
+        while lo < hi {
+            let mid = (lo + hi) / 2;
+            let order = match prefixes {
+                Some(p) => p[mid].cmp(&key).then_with(|| at(mid).cmp(text)),
+                None => at(mid).cmp(text),
+            };
+            if order.is_le() {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        let last = lo.checked_sub(1)?;
+        (at(last) == text).then_some(self.by_text[last])
+    }
+}
+
+/// The first 8 bytes of `text` as a big-endian number (zeros past its end): numbers in the
+/// order of the texts, where they differ.
+fn prefix(text: &str) -> u64 {
+    let mut b = [0u8; 8];
+    let n = text.len().min(8);
+    b[..n].copy_from_slice(&text.as_bytes()[..n]);
+    u64::from_be_bytes(b)
 }
 
 /// Token `id`'s text (`id` in range).
@@ -166,12 +216,13 @@ impl Tokenizer {
             Some(v) => v.into_iter().map(|x| x as i64).collect(),
             _ => vec![1; tokens.len()],
         };
-        let vocab = Vocab::new(&tokens)?;
+        let (vocab, prefixes) = Vocab::new(&tokens)?;
         // a merge of texts that are no tokens can never apply: every symbol is a token
         let mut merges = HashMap::with_capacity(merge_list.len());
         for (rank, m) in merge_list.iter().enumerate() {
             if let Some((a, b)) = m.split_once(' ') {
-                if let (Some(a), Some(b)) = (vocab.id(a), vocab.id(b)) {
+                let id = |t| vocab.id_with(t, Some(&prefixes));
+                if let (Some(a), Some(b)) = (id(a), id(b)) {
                     merges.entry((a, b)).or_insert(rank as u32);
                 }
             }
