@@ -25,7 +25,7 @@
 
 use bytemuck::Pod;
 
-use crate::blocks::{BlockIq1M, BlockMxfp4, BlockQ8K, BlockQ8_0, F16Bits};
+use crate::blocks::{BlockIq1M, BlockMxfp4, BlockQ1_0, BlockQ8K, BlockQ8_0, F16Bits};
 use crate::cpu::{CpuFeatures, KernelSet};
 use crate::kernel_api::Kernels;
 use crate::layout::Layout;
@@ -296,6 +296,14 @@ pub(crate) fn random_iq1_m(rng: &mut Rng) -> BlockIq1M {
 pub(crate) fn random_mxfp4(rng: &mut Rng) -> BlockMxfp4 {
     BlockMxfp4 {
         e: 108 + (rng.next_u64() % 32) as u8,
+        ..random(rng)
+    }
+}
+
+/// Q1_0 blocks with random bits and a random f16 scale.
+pub(crate) fn random_q1_0(rng: &mut Rng) -> BlockQ1_0 {
+    BlockQ1_0 {
+        d: half(rng),
         ..random(rng)
     }
 }

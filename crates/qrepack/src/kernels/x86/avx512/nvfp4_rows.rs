@@ -24,23 +24,22 @@ use crate::kernel_api::Kernels;
 use crate::kernels::x86::avx2::lowbit;
 use crate::kernels::x86::{target_entries, Avx512};
 
+use super::prepared_gemv;
+
 mod imp {
     use std::arch::x86_64::*;
 
+    use super::super::prepared_gemv::PreparedGemv;
     use crate::blocks::{BlockNvfp4, BlockQ8_0};
     use crate::quant::grids::KVALUES_FP4;
 
-    /// Activation block pairs prepared at a time (8192 columns; 24 KiB of stack): a longer row
-    /// is multiplied piece by piece, each piece's sums added to the outputs.
-    const PREP_PAIRS: usize = 128;
-
-    /// Weight rows multiplied side by side (sharing the prepared activations).
-    const ROWS_AT_ONCE: usize = 4;
+    /// Activation block pairs prepared at a time (8192 columns; 24 KiB of stack).
+    pub(super) const PREP_PAIRS: usize = 128;
 
     /// One pair of Q8_0 blocks (64 activations) in the weights' byte order, with `-12 Σa` of
     /// each 4-byte lane and each lane's activation scale.
     #[derive(Clone, Copy)]
-    struct Prepared {
+    pub(super) struct Prepared {
         act: __m512i,
         neg_bias: __m512i,
         scale: __m512,
@@ -52,48 +51,93 @@ mod imp {
         16 * (q / 8) + 8 * half + q % 8
     }
 
-    /// The pair `a` prepared for the weights' order.
-    ///
-    /// # Safety
-    /// The CPU must support AVX-512 F, BW and VNNI.
-    #[inline(always)]
-    unsafe fn prepare(a: &[BlockQ8_0; 2]) -> Prepared {
-        let mut bytes = [0i8; 64];
-        for (p, b) in bytes.iter_mut().enumerate() {
-            let c = column(p);
-            *b = a[c / 32].qs[c % 32];
-        }
-        // lanes 0-3 and 8-11 hold groups 0 and 1 (the first Q8_0 block), the others groups 2, 3
-        let (d0, d1) = (a[0].d.to_f32(), a[1].d.to_f32());
-        let mut scales = [0.0f32; 16];
-        for (lane, s) in scales.iter_mut().enumerate() {
-            *s = if lane % 8 < 4 { d0 } else { d1 };
-        }
-        // SAFETY: the caller's features; both loads read whole 64-byte local arrays.
-        unsafe {
-            let act = _mm512_loadu_si512(bytes.as_ptr().cast());
-            let bias = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_set1_epi8(12), act);
-            Prepared {
-                act,
-                neg_bias: _mm512_sub_epi32(_mm512_setzero_si512(), bias),
-                scale: _mm512_loadu_ps(scales.as_ptr()),
-            }
-        }
+    /// The value table (E2M1 values + 12) and the byte of each lane's scale.
+    #[derive(Clone, Copy)]
+    pub(super) struct Consts {
+        table: __m512i,
+        spread: __m512i,
     }
 
-    /// The 64 values of `w` + 12, in register order (see the module).
-    ///
-    /// # Safety
-    /// The CPU must support AVX-512 F and BW.
-    #[inline(always)]
-    unsafe fn values(w: &BlockNvfp4, table: __m512i) -> __m512i {
-        // SAFETY: the caller's features; the load reads the block's 32 code bytes.
-        unsafe {
-            let x = _mm256_loadu_si256(w.qs.as_ptr().cast());
-            let high = _mm256_srli_epi16::<4>(x);
-            let both = _mm512_inserti64x4::<1>(_mm512_castsi256_si512(x), high);
-            let codes = _mm512_and_si512(both, _mm512_set1_epi8(0x0f));
-            _mm512_shuffle_epi8(table, codes)
+    /// The NVFP4 GEMV's blocks.
+    pub(super) struct Nvfp4;
+
+    impl PreparedGemv for Nvfp4 {
+        type Weight = BlockNvfp4;
+        type Act = [BlockQ8_0; 2];
+        type Prep = Prepared;
+        type Consts = Consts;
+
+        #[inline(always)]
+        unsafe fn empty() -> Prepared {
+            // SAFETY: register-only intrinsics of the caller's features.
+            unsafe {
+                Prepared {
+                    act: _mm512_setzero_si512(),
+                    neg_bias: _mm512_setzero_si512(),
+                    scale: _mm512_setzero_ps(),
+                }
+            }
+        }
+
+        #[inline(always)]
+        unsafe fn consts() -> Consts {
+            let mut lut = [0i8; 16];
+            for (l, v) in lut.iter_mut().zip(KVALUES_FP4) {
+                *l = v + 12;
+            }
+            // the byte of a lane's group, then three zeroing indices
+            let lane = |g: u32| (g | 0x8080_8000) as i32;
+            // SAFETY: the caller's features; the load reads the 16-byte local table.
+            unsafe {
+                let g01 = _mm_set_epi32(lane(1), lane(1), lane(0), lane(0));
+                let g23 = _mm_set_epi32(lane(3), lane(3), lane(2), lane(2));
+                let half = _mm256_inserti128_si256::<1>(_mm256_castsi128_si256(g01), g23);
+                Consts {
+                    table: _mm512_broadcast_i32x4(_mm_loadu_si128(lut.as_ptr().cast())),
+                    spread: _mm512_inserti64x4::<1>(_mm512_castsi256_si512(half), half),
+                }
+            }
+        }
+
+        #[inline(always)]
+        unsafe fn prepare(a: &[BlockQ8_0; 2]) -> Prepared {
+            let mut bytes = [0i8; 64];
+            for (p, b) in bytes.iter_mut().enumerate() {
+                let c = column(p);
+                *b = a[c / 32].qs[c % 32];
+            }
+            // lanes 0-3 and 8-11 hold groups 0 and 1 (the first Q8_0 block), the others 2, 3
+            let (d0, d1) = (a[0].d.to_f32(), a[1].d.to_f32());
+            let mut scales = [0.0f32; 16];
+            for (lane, s) in scales.iter_mut().enumerate() {
+                *s = if lane % 8 < 4 { d0 } else { d1 };
+            }
+            // SAFETY: the caller's features; both loads read whole 64-byte local arrays.
+            unsafe {
+                let act = _mm512_loadu_si512(bytes.as_ptr().cast());
+                let bias = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_set1_epi8(12), act);
+                Prepared {
+                    act,
+                    neg_bias: _mm512_sub_epi32(_mm512_setzero_si512(), bias),
+                    scale: _mm512_loadu_ps(scales.as_ptr()),
+                }
+            }
+        }
+
+        #[inline(always)]
+        unsafe fn block(w: &BlockNvfp4, p: &Prepared, c: Consts, acc: __m512) -> __m512 {
+            // SAFETY: the caller's features; the load reads the block's 32 code bytes.
+            unsafe {
+                // the 64 values + 12 in register order (see the module)
+                let x = _mm256_loadu_si256(w.qs.as_ptr().cast());
+                let high = _mm256_srli_epi16::<4>(x);
+                let both = _mm512_inserti64x4::<1>(_mm512_castsi256_si512(x), high);
+                let codes = _mm512_and_si512(both, _mm512_set1_epi8(0x0f));
+                let values = _mm512_shuffle_epi8(c.table, codes);
+                let dots = _mm512_dpbusd_epi32(p.neg_bias, values, p.act);
+                let scaled = _mm512_mul_ps(_mm512_cvtepi32_ps(dots), p.scale);
+                _mm512_fmadd_ps(scaled, scales(w, c.spread), acc)
+            }
         }
     }
 
@@ -118,95 +162,10 @@ mod imp {
             _mm512_maskz_mov_ps(!not_a_number, v)
         }
     }
-
-    /// `R` rows of `w` (`nb` blocks each) against the prepared pairs from block `first` on,
-    /// stored in (the first piece) or added to `out[..R]`.
-    ///
-    /// # Safety
-    /// The CPU must support AVX-512 F, BW and VNNI.
-    #[inline(always)]
-    unsafe fn rows<const R: usize>(
-        w: &[BlockNvfp4],
-        (nb, first): (usize, usize),
-        prep: &[Prepared],
-        out: &mut [f32],
-        store: bool,
-    ) {
-        let mut lut = [0i8; 16];
-        for (l, v) in lut.iter_mut().zip(KVALUES_FP4) {
-            *l = v + 12;
-        }
-        // the byte of a lane's group, then three zeroing indices
-        let lane = |g: u32| (g | 0x8080_8000) as i32;
-        // SAFETY: the caller's features; blocks are read through bounds-checked indexing.
-        unsafe {
-            let table = _mm512_broadcast_i32x4(_mm_loadu_si128(lut.as_ptr().cast()));
-            let g01 = _mm_set_epi32(lane(1), lane(1), lane(0), lane(0));
-            let g23 = _mm_set_epi32(lane(3), lane(3), lane(2), lane(2));
-            let half = _mm256_inserti128_si256::<1>(_mm256_castsi128_si256(g01), g23);
-            let spread = _mm512_inserti64x4::<1>(_mm512_castsi256_si512(half), half);
-            let mut acc = [_mm512_setzero_ps(); R];
-            for (k, p) in prep.iter().enumerate() {
-                for (r, acc) in acc.iter_mut().enumerate() {
-                    let block = &w[r * nb + first + k];
-                    crate::kernel_api::prefetch_l2(block, crate::kernel_api::GEMV_PREFETCH_BYTES);
-                    let dots = _mm512_dpbusd_epi32(p.neg_bias, values(block, table), p.act);
-                    let scaled = _mm512_mul_ps(_mm512_cvtepi32_ps(dots), p.scale);
-                    *acc = _mm512_fmadd_ps(scaled, scales(block, spread), *acc);
-                }
-            }
-            for (o, acc) in out.iter_mut().zip(acc) {
-                let sum = _mm512_reduce_add_ps(acc);
-                *o = if store { sum } else { *o + sum };
-            }
-        }
-    }
-
-    /// Every row of `w` (`a.len()` blocks each) times the activation row `a`.
-    ///
-    /// # Safety
-    /// The CPU must support AVX-512 F, BW and VNNI.
-    #[inline(always)]
-    pub(super) unsafe fn gemv_body(w: &[BlockNvfp4], a: &[[BlockQ8_0; 2]], out: &mut [f32]) {
-        let nb = a.len();
-        if nb == 0 {
-            out.fill(0.0);
-            return;
-        }
-        let n_rows = (w.len() / nb).min(out.len());
-        // SAFETY: the caller's features; `prepare` fills the slots `rows` reads.
-        unsafe {
-            let empty = Prepared {
-                act: _mm512_setzero_si512(),
-                neg_bias: _mm512_setzero_si512(),
-                scale: _mm512_setzero_ps(),
-            };
-            let mut prep = [empty; PREP_PAIRS];
-            for (piece, a_piece) in a.chunks(PREP_PAIRS).enumerate() {
-                let first = piece * PREP_PAIRS;
-                for (slot, pair) in prep.iter_mut().zip(a_piece) {
-                    *slot = prepare(pair);
-                }
-                let prep = &prep[..a_piece.len()];
-                let store = piece == 0;
-                let mut r = 0;
-                while r + ROWS_AT_ONCE <= n_rows {
-                    let rw = &w[r * nb..(r + ROWS_AT_ONCE) * nb];
-                    rows::<ROWS_AT_ONCE>(rw, (nb, first), prep, &mut out[r..], store);
-                    r += ROWS_AT_ONCE;
-                }
-                while r < n_rows {
-                    let rw = &w[r * nb..(r + 1) * nb];
-                    rows::<1>(rw, (nb, first), prep, &mut out[r..], store);
-                    r += 1;
-                }
-            }
-        }
-    }
 }
 
 target_entries! { "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni";
-    fn nvfp4_gemv(w: &[BlockNvfp4], a: &[[BlockQ8_0; 2]], out: &mut [f32]) => imp::gemv_body;
+    fn nvfp4_gemv(w: &[BlockNvfp4], a: &[[BlockQ8_0; 2]], out: &mut [f32]) => prepared_gemv::gemv_body::<imp::Nvfp4, { imp::PREP_PAIRS }>;
 }
 
 /// Plain NVFP4 rows: the 512-bit GEMV, the AVX2 GEMM.

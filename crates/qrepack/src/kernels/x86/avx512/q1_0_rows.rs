@@ -20,140 +20,95 @@ use crate::kernel_api::Kernels;
 use crate::kernels::x86::avx2::lowbit;
 use crate::kernels::x86::{target_entries, Avx512};
 
+use super::prepared_gemv;
+
 mod imp {
     use std::arch::x86_64::*;
 
+    use super::super::prepared_gemv::PreparedGemv;
     use crate::blocks::{BlockQ1_0, BlockQ8_0};
 
     /// Activation blocks (128 columns each) prepared at a time (8192 columns; 24 KiB of stack).
-    const PREP_BLOCKS: usize = 64;
-
-    /// Weight rows multiplied side by side (sharing the prepared activations).
-    const ROWS_AT_ONCE: usize = 4;
+    pub(super) const PREP_BLOCKS: usize = 64;
 
     /// Two Q8_0 blocks (64 activations) as one register, `-Σ a` of each 4-byte lane and each
     /// lane's activation scale.
     #[derive(Clone, Copy)]
-    struct Half {
+    pub(super) struct Half {
         act: __m512i,
         neg_sum: __m512i,
         scale: __m512,
     }
 
-    /// The two halves of one 128-column activation block.
-    ///
-    /// # Safety
-    /// The CPU must support AVX-512 F, BW and VNNI.
-    #[inline(always)]
-    unsafe fn prepare(a: &[BlockQ8_0; 4]) -> [Half; 2] {
-        // SAFETY: the caller's features; the loads read 32 bytes of each block's quants.
-        unsafe {
-            let half = |b: &[BlockQ8_0]| {
-                let lo = _mm256_loadu_si256(b[0].qs.as_ptr().cast());
-                let hi = _mm256_loadu_si256(b[1].qs.as_ptr().cast());
-                let act = _mm512_inserti64x4::<1>(_mm512_castsi256_si512(lo), hi);
-                let sum = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_set1_epi8(1), act);
-                let (d0, d1) = (
-                    _mm256_set1_ps(b[0].d.to_f32()),
-                    _mm256_set1_ps(b[1].d.to_f32()),
-                );
+    /// The Q1_0 GEMV's blocks.
+    pub(super) struct Q1_0;
+
+    impl PreparedGemv for Q1_0 {
+        type Weight = BlockQ1_0;
+        type Act = [BlockQ8_0; 4];
+        type Prep = [Half; 2];
+        type Consts = ();
+
+        #[inline(always)]
+        unsafe fn empty() -> [Half; 2] {
+            // SAFETY: register-only intrinsics of the caller's features.
+            let zero = unsafe {
                 Half {
-                    act,
-                    neg_sum: _mm512_sub_epi32(_mm512_setzero_si512(), sum),
-                    scale: _mm512_insertf32x8::<1>(_mm512_castps256_ps512(d0), d1),
+                    act: _mm512_setzero_si512(),
+                    neg_sum: _mm512_setzero_si512(),
+                    scale: _mm512_setzero_ps(),
                 }
             };
-            [half(&a[..2]), half(&a[2..])]
+            [zero; 2]
         }
-    }
 
-    /// `R` rows of `w` (`nb` blocks each) against the prepared blocks from block `first` on,
-    /// stored in (the first piece) or added to `out[..R]`.
-    ///
-    /// # Safety
-    /// The CPU must support AVX-512 F, BW, VNNI and F16C.
-    #[inline(always)]
-    unsafe fn rows<const R: usize>(
-        w: &[BlockQ1_0],
-        (nb, first): (usize, usize),
-        prep: &[[Half; 2]],
-        out: &mut [f32],
-        store: bool,
-    ) {
-        // SAFETY: the caller's features; blocks are read through bounds-checked indexing.
-        unsafe {
-            let two = _mm512_set1_epi8(2);
-            let mut acc = [_mm512_setzero_ps(); R];
-            for (k, halves) in prep.iter().enumerate() {
-                for (r, acc) in acc.iter_mut().enumerate() {
-                    let block = &w[r * nb + first + k];
-                    crate::kernel_api::prefetch_l2(block, crate::kernel_api::GEMV_PREFETCH_BYTES);
-                    let mut sum = _mm512_setzero_ps();
-                    for (h, p) in halves.iter().enumerate() {
-                        let bits = u64::from_le_bytes(
-                            block.qs[8 * h..8 * h + 8].try_into().unwrap_or_default(),
-                        );
-                        let set = _mm512_maskz_mov_epi8(bits, p.act);
-                        let dots = _mm512_dpbusd_epi32(p.neg_sum, two, set);
-                        sum = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dots), p.scale, sum);
+        #[inline(always)]
+        unsafe fn consts() {}
+
+        #[inline(always)]
+        unsafe fn prepare(a: &[BlockQ8_0; 4]) -> [Half; 2] {
+            // SAFETY: the caller's features; the loads read 32 bytes of each block's quants.
+            unsafe {
+                let half = |b: &[BlockQ8_0]| {
+                    let lo = _mm256_loadu_si256(b[0].qs.as_ptr().cast());
+                    let hi = _mm256_loadu_si256(b[1].qs.as_ptr().cast());
+                    let act = _mm512_inserti64x4::<1>(_mm512_castsi256_si512(lo), hi);
+                    let ones = _mm512_set1_epi8(1);
+                    let sum = _mm512_dpbusd_epi32(_mm512_setzero_si512(), ones, act);
+                    let d0 = _mm256_set1_ps(b[0].d.to_f32());
+                    let d1 = _mm256_set1_ps(b[1].d.to_f32());
+                    Half {
+                        act,
+                        neg_sum: _mm512_sub_epi32(_mm512_setzero_si512(), sum),
+                        scale: _mm512_insertf32x8::<1>(_mm512_castps256_ps512(d0), d1),
                     }
-                    let d =
-                        _mm_cvtph_ps(_mm_cvtsi32_si128(i32::from(u16::from_le_bytes(block.d.0))));
-                    *acc = _mm512_fmadd_ps(sum, _mm512_broadcastss_ps(d), *acc);
-                }
-            }
-            for (o, acc) in out.iter_mut().zip(acc) {
-                let total = _mm512_reduce_add_ps(acc);
-                *o = if store { total } else { *o + total };
+                };
+                [half(&a[..2]), half(&a[2..])]
             }
         }
-    }
 
-    /// Every row of `w` (`a.len()` blocks each) times the activation row `a`.
-    ///
-    /// # Safety
-    /// The CPU must support AVX-512 F, BW, VNNI and F16C.
-    #[inline(always)]
-    pub(super) unsafe fn gemv_body(w: &[BlockQ1_0], a: &[[BlockQ8_0; 4]], out: &mut [f32]) {
-        let nb = a.len();
-        if nb == 0 {
-            out.fill(0.0);
-            return;
-        }
-        let n_rows = (w.len() / nb).min(out.len());
-        // SAFETY: the caller's features; `prepare` fills the slots `rows` reads.
-        unsafe {
-            let empty = Half {
-                act: _mm512_setzero_si512(),
-                neg_sum: _mm512_setzero_si512(),
-                scale: _mm512_setzero_ps(),
-            };
-            let mut prep = [[empty; 2]; PREP_BLOCKS];
-            for (piece, a_piece) in a.chunks(PREP_BLOCKS).enumerate() {
-                let first = piece * PREP_BLOCKS;
-                for (slot, block) in prep.iter_mut().zip(a_piece) {
-                    *slot = prepare(block);
+        #[inline(always)]
+        unsafe fn block(w: &BlockQ1_0, halves: &[Half; 2], _: (), acc: __m512) -> __m512 {
+            // SAFETY: register-only intrinsics of the caller's features.
+            unsafe {
+                let two = _mm512_set1_epi8(2);
+                let mut sum = _mm512_setzero_ps();
+                for (h, p) in halves.iter().enumerate() {
+                    let mut bits = [0u8; 8];
+                    bits.copy_from_slice(&w.qs[8 * h..8 * h + 8]);
+                    let set = _mm512_maskz_mov_epi8(u64::from_le_bytes(bits), p.act);
+                    let dots = _mm512_dpbusd_epi32(p.neg_sum, two, set);
+                    sum = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dots), p.scale, sum);
                 }
-                let prep = &prep[..a_piece.len()];
-                let store = piece == 0;
-                let mut r = 0;
-                while r + ROWS_AT_ONCE <= n_rows {
-                    let rw = &w[r * nb..(r + ROWS_AT_ONCE) * nb];
-                    rows::<ROWS_AT_ONCE>(rw, (nb, first), prep, &mut out[r..], store);
-                    r += ROWS_AT_ONCE;
-                }
-                while r < n_rows {
-                    let rw = &w[r * nb..(r + 1) * nb];
-                    rows::<1>(rw, (nb, first), prep, &mut out[r..], store);
-                    r += 1;
-                }
+                let d = _mm_cvtph_ps(_mm_cvtsi32_si128(i32::from(u16::from_le_bytes(w.d.0))));
+                _mm512_fmadd_ps(sum, _mm512_broadcastss_ps(d), acc)
             }
         }
     }
 }
 
 target_entries! { "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni";
-    fn q1_0_gemv(w: &[BlockQ1_0], a: &[[BlockQ8_0; 4]], out: &mut [f32]) => imp::gemv_body;
+    fn q1_0_gemv(w: &[BlockQ1_0], a: &[[BlockQ8_0; 4]], out: &mut [f32]) => prepared_gemv::gemv_body::<imp::Q1_0, { imp::PREP_BLOCKS }>;
 }
 
 /// Plain Q1_0 rows: the 512-bit GEMV, the AVX2 GEMM.
@@ -171,18 +126,11 @@ mod tests {
     use crate::cpu::CpuFeatures;
     use crate::kernel_api::SetToken;
     use crate::kernels::row_tests::{
-        check, compare_matmul_on, compare_rows, exact_dot, half, q8_0s_values, random, random_q8_0s,
+        check, compare_matmul_on, compare_rows, exact_dot, q8_0s_values, random_q1_0, random_q8_0s,
     };
     use crate::rng::SplitMix64 as Rng;
     use crate::types::GgmlType;
     use crate::vecdot;
-
-    fn random_q1_0(rng: &mut Rng) -> BlockQ1_0 {
-        BlockQ1_0 {
-            d: half(rng),
-            ..random(rng)
-        }
-    }
 
     #[test]
     fn equals_portable_and_exact() {

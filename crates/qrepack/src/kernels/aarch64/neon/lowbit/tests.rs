@@ -8,7 +8,7 @@ use crate::cpu::CpuFeatures;
 use crate::kernel_api::SetToken;
 use crate::kernels::row_tests::{
     compare_matmul_on, compare_rows, half, q8_0_values, q8_0s_values, q8_k_values, random,
-    random_mxfp4, random_q8_0, random_q8_0s, random_q8_k,
+    random_mxfp4, random_q1_0, random_q8_0, random_q8_0s, random_q8_k,
 };
 use crate::rng::SplitMix64 as Rng;
 use crate::types::GgmlType;
@@ -33,7 +33,6 @@ macro_rules! with_half {
 with_half! {
     random_tq1_0: BlockTq1_0;
     random_tq2_0: BlockTq2_0;
-    random_q1_0: BlockQ1_0;
     random_q2_0: BlockQ2_0;
 }
 

@@ -12,8 +12,8 @@ use super::super::row_tests::{avx2, compare_matmul, compare_rows, random};
 use crate::cpu::KernelSet;
 use crate::kernels::row_tests::{compare_matmul_shapes, MatmulShapes};
 use crate::kernels::row_tests::{
-    half, q8_0_values, q8_0s_values, q8_k_values, random_mxfp4, random_q8_0, random_q8_0s,
-    random_q8_k,
+    half, q8_0_values, q8_0s_values, q8_k_values, random_mxfp4, random_q1_0, random_q8_0,
+    random_q8_0s, random_q8_k,
 };
 
 fn random_tq1_0(rng: &mut Rng) -> BlockTq1_0 {
@@ -25,13 +25,6 @@ fn random_tq1_0(rng: &mut Rng) -> BlockTq1_0 {
 
 fn random_tq2_0(rng: &mut Rng) -> BlockTq2_0 {
     BlockTq2_0 {
-        d: half(rng),
-        ..random(rng)
-    }
-}
-
-fn random_q1_0(rng: &mut Rng) -> BlockQ1_0 {
-    BlockQ1_0 {
         d: half(rng),
         ..random(rng)
     }

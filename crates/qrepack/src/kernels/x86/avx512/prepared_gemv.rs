@@ -1,0 +1,119 @@
+//! The loop of the plain-row GEMVs that prepare each activation block once per call
+//! (`nvfp4_rows`, `q1_0_rows`): pieces of prepared blocks on the stack, weight rows four at a
+//! time against each piece, one 16-lane accumulator per row summed at the end.
+
+use std::arch::x86_64::*;
+
+/// Weight rows multiplied side by side (sharing the prepared activations).
+const ROWS_AT_ONCE: usize = 4;
+
+/// A type whose GEMV prepares each activation block once per call.
+pub(super) trait PreparedGemv {
+    /// The weight block.
+    type Weight;
+    /// The activation block (the weight type's `vec_dot_type` blocks of one weight block).
+    type Act;
+    /// An activation block as the kernel wants it.
+    type Prep: Copy;
+    /// Constants of the block kernel, set up once per call.
+    type Consts: Copy;
+
+    /// A placeholder for the slots not yet prepared.
+    ///
+    /// # Safety
+    /// The CPU must support AVX-512 F.
+    unsafe fn empty() -> Self::Prep;
+
+    /// The constants.
+    ///
+    /// # Safety
+    /// The CPU must support the kernel set's features.
+    unsafe fn consts() -> Self::Consts;
+
+    /// `a` prepared.
+    ///
+    /// # Safety
+    /// The CPU must support the kernel set's features.
+    unsafe fn prepare(a: &Self::Act) -> Self::Prep;
+
+    /// `acc` plus weight block `w` times the prepared block `p`, in 16 lanes (summed at the
+    /// end of the row).
+    ///
+    /// # Safety
+    /// The CPU must support the kernel set's features.
+    unsafe fn block(w: &Self::Weight, p: &Self::Prep, c: Self::Consts, acc: __m512) -> __m512;
+}
+
+/// `R` rows of `w` (`nb` blocks each) against the prepared blocks from block `first` on,
+/// stored in (the first piece) or added to `out[..R]`.
+///
+/// # Safety
+/// The CPU must support the kernel set's features.
+#[inline(always)]
+unsafe fn rows<T: PreparedGemv, const R: usize>(
+    w: &[T::Weight],
+    (nb, first): (usize, usize),
+    prep: &[T::Prep],
+    out: &mut [f32],
+    store: bool,
+) {
+    // SAFETY: the caller's features; blocks are read through bounds-checked indexing.
+    unsafe {
+        let c = T::consts();
+        let mut acc = [_mm512_setzero_ps(); R];
+        for (k, p) in prep.iter().enumerate() {
+            for (r, acc) in acc.iter_mut().enumerate() {
+                let block = &w[r * nb + first + k];
+                crate::kernel_api::prefetch_l2(block, crate::kernel_api::GEMV_PREFETCH_BYTES);
+                *acc = T::block(block, p, c, *acc);
+            }
+        }
+        for (o, acc) in out.iter_mut().zip(acc) {
+            let sum = _mm512_reduce_add_ps(acc);
+            *o = if store { sum } else { *o + sum };
+        }
+    }
+}
+
+/// Every row of `w` (`a.len()` blocks each) times the activation row `a`, the activations
+/// prepared `PIECE` blocks at a time (a longer row is multiplied piece by piece, each piece's
+/// sums added to the outputs).
+///
+/// # Safety
+/// The CPU must support the kernel set's features.
+#[inline(always)]
+pub(super) unsafe fn gemv_body<T: PreparedGemv, const PIECE: usize>(
+    w: &[T::Weight],
+    a: &[T::Act],
+    out: &mut [f32],
+) {
+    let nb = a.len();
+    if nb == 0 {
+        out.fill(0.0);
+        return;
+    }
+    let n_rows = (w.len() / nb).min(out.len());
+    // SAFETY: the caller's features; `prepare` fills the slots `rows` reads.
+    unsafe {
+        let mut prep = [T::empty(); PIECE];
+        for (piece, a_piece) in a.chunks(PIECE).enumerate() {
+            let first = piece * PIECE;
+            for (slot, block) in prep.iter_mut().zip(a_piece) {
+                *slot = T::prepare(block);
+            }
+            let prep = &prep[..a_piece.len()];
+            let store = piece == 0;
+            let mut r = 0;
+            while r + ROWS_AT_ONCE <= n_rows {
+                let rw = &w[r * nb..(r + ROWS_AT_ONCE) * nb];
+                rows::<T, ROWS_AT_ONCE>(rw, (nb, first), prep, &mut out[r..], store);
+                r += ROWS_AT_ONCE;
+            }
+            while r < n_rows {
+                let rw = &w[r * nb..(r + 1) * nb];
+                rows::<T, 1>(rw, (nb, first), prep, &mut out[r..], store);
+                r += 1;
+            }
+        }
+    }
+}
