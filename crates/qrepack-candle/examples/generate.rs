@@ -188,6 +188,12 @@ fn run(a: Args) -> Result<(), String> {
     let gguf = GgufFile::open(&a.model).map_err(|e| e.to_string())?;
     let t_open = t0.elapsed().as_secs_f64();
     let rss_open = memory_mb();
+    // before the weights: the allocator still maps the tokenizer's large temporary tables on
+    // their own and unmaps them when they are freed (after the weights' conversion it keeps
+    // such blocks in its heap, and they would stay resident)
+    let tokenizer = Tokenizer::from_gguf(&gguf).ok();
+    let t_tokenizer = t0.elapsed().as_secs_f64();
+    let rss_tokenizer = memory_mb();
     let options = OpenOptions {
         layout: match a.backend {
             Backend::Qrepack => LayoutPolicy::Best,
@@ -205,9 +211,6 @@ fn run(a: Args) -> Result<(), String> {
     let model = Arc::new(Model::from_gguf(gguf, &options).map_err(|e| e.to_string())?);
     let t_weights = t0.elapsed().as_secs_f64();
     let rss_weights = memory_mb();
-    let tokenizer = Tokenizer::from_gguf(model.gguf()).ok();
-    let t_tokenizer = t0.elapsed().as_secs_f64();
-    let rss_tokenizer = memory_mb();
     let mut llama = Llama::load(
         Arc::clone(&model),
         &LoadOptions {
@@ -225,12 +228,12 @@ fn run(a: Args) -> Result<(), String> {
             "convert the weights"
         };
         eprintln!(
-            "load: map the file {:.3} s, {what} {:.3} s, tokenizer {:.3} s, model set-up {:.3} s, \
+            "load: map the file {:.3} s, tokenizer {:.3} s, {what} {:.3} s, model set-up {:.3} s, \
              total {load_s:.3} s",
             t_open,
-            t_weights - t_open,
-            t_tokenizer - t_weights,
-            load_s - t_tokenizer
+            t_tokenizer - t_open,
+            t_weights - t_tokenizer,
+            load_s - t_weights
         );
         if let Some(open) = rss_open {
             let mb = |x: Option<(f64, f64, f64)>| {
@@ -239,11 +242,11 @@ fn run(a: Args) -> Result<(), String> {
                 })
             };
             eprintln!(
-                "resident memory (MB, anonymous + file-backed): after mapping {}, the weights {}, \
-                 the tokenizer {}, the model {}",
+                "resident memory (MB, anonymous + file-backed): after mapping {}, the tokenizer {}, \
+                 the weights {}, the model {}",
                 mb(Some(open)),
-                mb(rss_weights),
                 mb(rss_tokenizer),
+                mb(rss_weights),
                 mb(memory_mb())
             );
         }

@@ -14,6 +14,8 @@
 use candle_core::quantized::QMatMul;
 use candle_core::{bail, Device, Module, Result, Tensor};
 
+use qrepack::PageBuffer;
+
 use crate::linear::QLinear;
 use crate::moe::{MoeFfn, MoeScratch};
 use crate::ops::{self, Attention, Gate, Heads, KvCache, Rope, Rows};
@@ -163,29 +165,31 @@ pub(crate) fn layer_chunk_rows(model_bytes: u64, row_bytes: usize, max_rows: usi
     rows.max(MIN_LAYER_CHUNK_ROWS).min(max_rows.max(1))
 }
 
-/// Buffers of one batch shape, `rows = batch * seq` rows each; resized (never shrunk) when the
-/// shape changes.
+/// Buffers of one batch shape, `rows = batch * seq` rows each; grown when the shape needs more,
+/// given back to the system when passes become much smaller (`Llama`'s
+/// `release_oversized_buffers`). Each is a mapping of its own, so that releasing them returns
+/// their pages.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Scratch {
     /// The residual stream.
-    x: Vec<f32>,
+    x: PageBuffer<f32>,
     /// Normed input of a sub-layer.
-    h: Vec<f32>,
+    h: PageBuffer<f32>,
     /// q (and k, v when fused) rows.
-    qkv: Vec<f32>,
+    qkv: PageBuffer<f32>,
     /// k and v rows when the products are split.
-    k: Vec<f32>,
-    v: Vec<f32>,
+    k: PageBuffer<f32>,
+    v: PageBuffer<f32>,
     /// Attention output, `n_head * head_dim` per row.
-    attn: Vec<f32>,
+    attn: PageBuffer<f32>,
     /// Output of the attention or feed-forward projection back to the model width.
-    proj: Vec<f32>,
+    proj: PageBuffer<f32>,
     /// gate (and up when fused) rows.
-    gate_up: Vec<f32>,
+    gate_up: PageBuffer<f32>,
     /// up rows when split.
-    up: Vec<f32>,
+    up: PageBuffer<f32>,
     /// The gated activation.
-    act: Vec<f32>,
+    act: PageBuffer<f32>,
     /// The buffers of the mixture-of-experts layers.
     moe: MoeScratch,
 }
@@ -240,20 +244,20 @@ impl Block {
         let h = d.heads;
         let (q_w, kv_w) = (h.n_head * h.head_dim, h.n_kv_head * h.head_dim);
         timed(prof, Phase::Elementwise, || {
-            ops::rms_norm(x, &self.attn_norm, d.eps, sized(&mut s.h, rows * d.n_embd));
+            ops::rms_norm(x, &self.attn_norm, d.eps, s.h.sized(rows * d.n_embd));
             Ok(())
         })?;
         // q, k and v rows: where each starts and the distance between rows
         let (q_layout, k_layout, v_layout) = timed(prof, Phase::Products, || match &self.qkv {
             Qkv::Fused(l) => {
                 let stride = l.rows();
-                l.forward_into(&s.h, rows, sized(&mut s.qkv, rows * stride))?;
+                l.forward_into(&s.h, rows, s.qkv.sized(rows * stride))?;
                 Ok(((stride, 0), (stride, q_w), (stride, q_w + kv_w)))
             }
             Qkv::Split(q, k, v) => {
-                q.forward_into(&s.h, rows, sized(&mut s.qkv, rows * q_w))?;
-                k.forward_into(&s.h, rows, sized(&mut s.k, rows * kv_w))?;
-                v.forward_into(&s.h, rows, sized(&mut s.v, rows * kv_w))?;
+                q.forward_into(&s.h, rows, s.qkv.sized(rows * q_w))?;
+                k.forward_into(&s.h, rows, s.k.sized(rows * kv_w))?;
+                v.forward_into(&s.h, rows, s.v.sized(rows * kv_w))?;
                 Ok(((q_w, 0), (kv_w, 0), (kv_w, 0)))
             }
         })?;
@@ -283,7 +287,7 @@ impl Block {
             Ok(())
         })?;
         timed(prof, Phase::Attention, || {
-            let attn = sized(&mut s.attn, rows * q_w);
+            let attn = s.attn.sized(rows * q_w);
             for (b, cache) in self.caches.iter_mut().enumerate().take(batch) {
                 let (k_src, v_src) = if fused {
                     (&s.qkv, &s.qkv)
@@ -318,7 +322,7 @@ impl Block {
         })?;
         timed(prof, Phase::Products, || {
             self.wo
-                .forward_into(&s.attn, rows, sized(&mut s.proj, rows * d.n_embd))
+                .forward_into(&s.attn, rows, s.proj.sized(rows * d.n_embd))
         })?;
         timed(prof, Phase::Elementwise, || {
             if let Some(w) = &self.post_attn_norm {
@@ -346,17 +350,17 @@ impl Block {
             let input = &s.h[start * d.n_embd..][..n * d.n_embd];
             let (stride, up_src) = timed(prof, Phase::Products, || match gate_up {
                 GateUp::Fused(l) => {
-                    l.forward_into(input, n, sized(&mut s.gate_up, n * 2 * ff))?;
+                    l.forward_into(input, n, s.gate_up.sized(n * 2 * ff))?;
                     Ok((2 * ff, false))
                 }
                 GateUp::Split(g, u) => {
-                    g.forward_into(input, n, sized(&mut s.gate_up, n * ff))?;
-                    u.forward_into(input, n, sized(&mut s.up, n * ff))?;
+                    g.forward_into(input, n, s.gate_up.sized(n * ff))?;
+                    u.forward_into(input, n, s.up.sized(n * ff))?;
                     Ok((ff, true))
                 }
             })?;
             timed(prof, Phase::Elementwise, || {
-                let act = sized(&mut s.act, n * ff);
+                let act = s.act.sized(n * ff);
                 if up_src {
                     ops::gated_split(d.gate, &s.gate_up, &s.up, act, ff);
                 } else {
@@ -398,11 +402,28 @@ impl Block {
 /// The scratch of a pass: the residual stream to fill before the blocks run.
 impl Scratch {
     pub fn residual(&mut self, n: usize) -> &mut [f32] {
-        sized(&mut self.x, n)
+        self.x.sized(n)
     }
 
     pub fn residual_rows(&self) -> &[f32] {
         &self.x
+    }
+
+    /// Bytes its buffers hold.
+    pub fn held_bytes(&self) -> usize {
+        let floats = [
+            &self.x,
+            &self.h,
+            &self.qkv,
+            &self.k,
+            &self.v,
+            &self.attn,
+            &self.proj,
+            &self.gate_up,
+            &self.up,
+            &self.act,
+        ];
+        floats.iter().map(|v| v.capacity_bytes()).sum::<usize>() + self.moe.held_bytes()
     }
 }
 

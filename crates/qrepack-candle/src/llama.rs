@@ -59,6 +59,11 @@ pub struct LoadOptions {
     /// rows; the layer's weights stay in cache from part to part); `None`: chosen from the
     /// model's size (128 rows, more where the buffers are small beside the weights).
     pub layer_rows: Option<usize>,
+    /// Pass buffers (the model's and those of its products) that hold more than this many
+    /// bytes and over four times what a pass needs are given back to the system before the
+    /// pass: after a long prompt, the single-token steps that follow then do not keep the
+    /// prompt's buffers. 0: whenever a pass is that much smaller.
+    pub release_buffers_above: usize,
 }
 
 impl Default for LoadOptions {
@@ -70,6 +75,7 @@ impl Default for LoadOptions {
             kv_cache: KvType::F16,
             max_pass_positions: 256,
             layer_rows: None,
+            release_buffers_above: 1 << 20,
         }
     }
 }
@@ -161,6 +167,8 @@ pub struct Llama {
     batch: usize,
     /// [`LoadOptions::max_pass_positions`].
     max_pass_positions: usize,
+    /// [`LoadOptions::release_buffers_above`].
+    release_buffers_above: usize,
     pool: Arc<rayon::ThreadPool>,
     /// Time per phase while profiling.
     profile: Option<PhaseTimes>,
@@ -328,6 +336,7 @@ impl Llama {
             cached: 0,
             batch: 1,
             max_pass_positions: options.max_pass_positions,
+            release_buffers_above: options.release_buffers_above,
             pool: Arc::new(pool),
             config,
             profile: None,
@@ -393,6 +402,7 @@ impl Llama {
         let (batch, seq) = ids.dims2()?;
         let flat = token_ids(ids)?;
         let pool = Arc::clone(&self.pool);
+        self.release_oversized_buffers(batch, seq.min(self.max_pass_positions.max(1)));
         let logits = pool.install(|| self.pass(&flat, batch, seq, pos, every_position))?;
         if let Some(t) = &mut self.profile {
             t.passes += 1;
@@ -403,6 +413,27 @@ impl Llama {
             Tensor::from_vec(logits, (batch, seq, vocab), ids.device())
         } else {
             Tensor::from_vec(logits, (batch, vocab), ids.device())
+        }
+    }
+
+    /// Frees the pass buffers (the model's and those of qrepack's products on every thread
+    /// of the pool) when they hold far more than a pass of `batch` sequences of `seq` positions
+    /// needs: after a prompt,
+    /// the single-token steps that follow would otherwise keep the prompt's buffers resident
+    /// for as long as the model generates (5 MB of SmolLM2's 122 MB while generating after a
+    /// 512-token prompt). Buffers grow back when a long pass comes again.
+    fn release_oversized_buffers(&mut self, batch: usize, seq: usize) {
+        let d = &self.dims;
+        // one sequence's rows go through the layers in parts, a batch's all at once
+        let layer_rows = if batch == 1 {
+            seq.min(d.chunk_rows.max(1))
+        } else {
+            batch * seq
+        };
+        let needed = layer_rows * layer_row_bytes(&self.config) + batch * seq * d.n_embd * 4;
+        if self.scratch.held_bytes() > (4 * needed).max(self.release_buffers_above) {
+            self.scratch = Scratch::default();
+            self.pool.broadcast(|_| qrepack::release_thread_scratch());
         }
     }
 

@@ -177,6 +177,19 @@ pub(crate) struct MoeScratch {
     down: Vec<f32>,
 }
 
+impl MoeScratch {
+    /// Bytes its buffers hold.
+    pub fn held_bytes(&self) -> usize {
+        4 * (self.logits.capacity()
+            + self.ids.capacity()
+            + self.weights.capacity()
+            + self.gate.capacity()
+            + self.up.capacity()
+            + self.act.capacity()
+            + self.down.capacity())
+    }
+}
+
 impl MoeFfn {
     /// Experts of the layer.
     pub fn n_expert(&self) -> usize {

@@ -5,14 +5,18 @@ use std::cell::RefCell;
 
 use bytemuck::Pod;
 
+use crate::page_buffer::PageBuffer;
+
+// In mappings of their own: a prompt's products need far larger buffers than the single-token
+// steps after it, and [`release_thread_scratch`] must give that memory back to the system.
 thread_local! {
-    static SCRATCH: RefCell<Vec<u64>> = const { RefCell::new(Vec::new()) };
+    static SCRATCH: RefCell<PageBuffer<u64>> = const { RefCell::new(PageBuffer::new()) };
     /// Weight tiles of the rayon tasks this thread runs (separate from `SCRATCH`, which the
     /// thread that called `matmul` holds while it takes part in the tasks).
-    static TILES: RefCell<Vec<u64>> = const { RefCell::new(Vec::new()) };
+    static TILES: RefCell<PageBuffer<u64>> = const { RefCell::new(PageBuffer::new()) };
     /// Gathered inputs and outputs of `QExperts::matmul_id`, held across its per-expert
     /// `matmul` calls (which take `SCRATCH`).
-    static EXPERTS: RefCell<Vec<u64>> = const { RefCell::new(Vec::new()) };
+    static EXPERTS: RefCell<PageBuffer<u64>> = const { RefCell::new(PageBuffer::new()) };
 }
 
 /// Bytes `count` values of `T` take in an [`Arena`] (rounded up to 8 to keep the next piece
@@ -60,18 +64,29 @@ pub(crate) fn with_expert_arena<R>(bytes: usize, f: impl FnOnce(Arena<'_>) -> R)
     with_buffer(&EXPERTS, bytes, f)
 }
 
+/// Frees this thread's scratch buffers. They grow back on the next product; a caller whose
+/// products shrink for good (a prompt's, then single-token steps) calls this on each of its
+/// threads so that the large buffers do not stay resident.
+pub fn release_thread_scratch() {
+    for key in [&SCRATCH, &TILES, &EXPERTS] {
+        key.with(|cell| {
+            // a buffer in use further up this thread's stack is left alone
+            if let Ok(mut buf) = cell.try_borrow_mut() {
+                buf.release();
+            }
+        });
+    }
+}
+
 fn with_buffer<R>(
-    key: &'static std::thread::LocalKey<RefCell<Vec<u64>>>,
+    key: &'static std::thread::LocalKey<RefCell<PageBuffer<u64>>>,
     bytes: usize,
     f: impl FnOnce(Arena<'_>) -> R,
 ) -> R {
     let words = bytes.div_ceil(8);
     key.with(|cell| match cell.try_borrow_mut() {
         Ok(mut buf) => {
-            if buf.len() < words {
-                buf.resize(words, 0);
-            }
-            let bytes: &mut [u8] = bytemuck::cast_slice_mut(&mut buf[..words]);
+            let bytes: &mut [u8] = bytemuck::cast_slice_mut(buf.sized(words));
             f(Arena { bytes })
         }
         Err(_) => {
@@ -105,6 +120,13 @@ mod tests {
                 d.fill(2.0);
             });
             assert!(c.iter().all(|&v| v == 1.0));
+            // releasing while the buffer is lent out keeps it
+            release_thread_scratch();
+            assert!(c.iter().all(|&v| v == 1.0));
         });
+        release_thread_scratch();
+        SCRATCH.with(|cell| assert_eq!(cell.borrow().capacity(), 0));
+        // and it grows back
+        with_arena(24, |arena| assert_eq!(arena.take::<f32>(6).0.len(), 6));
     }
 }

@@ -8,6 +8,8 @@
 //! (look-ahead, Unicode classes); llama.cpp carries versions rewritten for `std::regex` that
 //! split text the same way.
 
+use std::sync::OnceLock;
+
 use candle_core::{bail, Result};
 use fancy_regex::Regex;
 
@@ -63,11 +65,14 @@ fn expressions(pre: &str) -> Option<Vec<&'static str>> {
     })
 }
 
-/// The pre-tokenizer of one vocabulary.
+/// The pre-tokenizer of one vocabulary. Its expressions are compiled on the first text split:
+/// with their Unicode classes they take about a megabyte, which a model fed token ids never
+/// needs.
 #[derive(Clone, Debug)]
 pub struct PreTokenizer {
     name: String,
-    expressions: Vec<Regex>,
+    sources: Vec<&'static str>,
+    compiled: OnceLock<Vec<Regex>>,
 }
 
 impl PreTokenizer {
@@ -77,13 +82,21 @@ impl PreTokenizer {
         let Some(sources) = expressions(name) else {
             bail!("the pre-tokenizer '{name}' (tokenizer.ggml.pre) is not supported");
         };
-        let expressions = sources
-            .into_iter()
-            .map(|s| Regex::new(s).map_err(candle_core::Error::wrap))
-            .collect::<Result<Vec<_>>>()?;
         Ok(PreTokenizer {
             name: name.to_string(),
-            expressions,
+            sources,
+            compiled: OnceLock::new(),
+        })
+    }
+
+    /// The compiled expressions. Each is a constant of this module that the tests compile, so
+    /// none fails; one that did would split nothing.
+    fn expressions(&self) -> &[Regex] {
+        self.compiled.get_or_init(|| {
+            self.sources
+                .iter()
+                .filter_map(|s| Regex::new(s).ok())
+                .collect()
         })
     }
 
@@ -95,7 +108,7 @@ impl PreTokenizer {
     /// The pieces of `text`, in order; together they are `text`.
     pub fn split<'a>(&self, text: &'a str) -> Vec<&'a str> {
         let mut pieces = vec![text];
-        for re in &self.expressions {
+        for re in self.expressions() {
             let mut next = Vec::with_capacity(pieces.len() * 2);
             for piece in pieces {
                 let mut last = 0;
@@ -174,6 +187,33 @@ mod tests {
             "deepseek-v3",
         ] {
             assert_eq!(split(pre, text).concat(), text, "{pre}");
+        }
+    }
+
+    #[test]
+    fn every_expression_compiles() {
+        for name in [
+            "default",
+            "llama3",
+            "qwen2",
+            "qwen35",
+            "gpt-4o",
+            "tekken",
+            "deepseek-v3",
+            "gpt-2",
+            "smollm",
+            "falcon",
+            "bloom",
+            "viking",
+        ] {
+            let sources = expressions(name).unwrap();
+            for s in &sources {
+                assert!(Regex::new(s).is_ok(), "{name}: {s}");
+            }
+            assert_eq!(
+                PreTokenizer::new(name).unwrap().expressions().len(),
+                sources.len()
+            );
         }
     }
 

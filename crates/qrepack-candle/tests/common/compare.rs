@@ -245,6 +245,35 @@ pub fn check_chunks(t: Tiny, seed: u64) {
     let tol = rms(&all) / 512.0;
     let d = max_diff(&all, &got);
     assert!(d <= tol, "{}: chunked vs whole {d} > {tol}", t.arch);
+    // the same chunks, the buffers given back whenever a chunk is much shorter than the last
+    let g = GgufFile::from_bytes(bytes.clone()).unwrap();
+    let open = OpenOptions {
+        stacks: stacks_for(&g),
+        ..OpenOptions::default()
+    };
+    let model = Arc::new(Model::from_gguf(g, &open).unwrap());
+    let releasing = LoadOptions {
+        kv_cache: KvType::F32,
+        release_buffers_above: 0,
+        ..LoadOptions::default()
+    };
+    let mut parts = Llama::load(Arc::clone(&model), &releasing).unwrap();
+    let mut released = Vec::new();
+    let mut pos = 0;
+    for len in [8, 1, 3, 1] {
+        let chunk = Tensor::new(&ids[pos..pos + len], &dev)
+            .unwrap()
+            .unsqueeze(0)
+            .unwrap();
+        released.extend(as_rows(parts.forward_all(&chunk, pos).unwrap()));
+        pos += len;
+    }
+    let d = max_diff(&all, &released);
+    assert!(
+        d <= tol,
+        "{}: chunks, buffers released, vs whole {d} > {tol}",
+        t.arch
+    );
 
     // the model cutting one call into passes of 4 positions itself, for one sequence and for
     // a batch of two (whose second sequence is the first reversed)
