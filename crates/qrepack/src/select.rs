@@ -383,14 +383,14 @@ kernel_table! {
         ; scalar::plain_kernels::<RowsMxfp4>()
     }
     Plain<RowsNvfp4> {
-        #[cfg(target_arch = "x86_64")] x86::Avx512 => avx512::nvfp4_rows::nvfp4_rows,
+        #[cfg(target_arch = "x86_64")] x86::Avx512 => avx512::q8_0_tiles::nvfp4_tiled_rows,
         #[cfg(target_arch = "x86_64")] x86::Avx2 => avx2::lowbit::nvfp4_rows,
         #[cfg(target_arch = "aarch64")] aarch64::Dotprod => neon::lowbit::sdot::nvfp4_rows,
         #[cfg(target_arch = "aarch64")] aarch64::Neon => neon::lowbit::nvfp4_rows,
         ; scalar::plain_kernels::<RowsNvfp4>()
     }
     Plain<RowsQ1_0> {
-        #[cfg(target_arch = "x86_64")] x86::Avx512 => avx512::q1_0_rows::q1_0_rows,
+        #[cfg(target_arch = "x86_64")] x86::Avx512 => avx512::q8_0_tiles::q1_0_tiled_rows,
         #[cfg(target_arch = "x86_64")] x86::Avx2 => avx2::lowbit::q1_0_rows,
         #[cfg(target_arch = "aarch64")] aarch64::Dotprod => neon::lowbit::sdot::q1_0_rows,
         #[cfg(target_arch = "aarch64")] aarch64::Neon => neon::lowbit::q1_0_rows,

@@ -22,6 +22,7 @@ mod prepared_gemv;
 pub(crate) mod q1_0_rows;
 pub(crate) mod q2_k;
 mod q6_k_gemv;
+pub(crate) mod q8_0_tiles;
 mod rows16;
 
 use crate::blocks::{
