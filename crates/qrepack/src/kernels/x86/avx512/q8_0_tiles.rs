@@ -61,26 +61,20 @@ trait DecodeChunks: bytemuck::Pod {
     /// Whether each half of a chunk has its own scale.
     const SPLIT: bool;
 
-    /// Writes the block into lane `r` of its `K` chunks.
+    /// Writes block `b` of 16 rows of `nb` blocks (row after row in `blocks`) into its `K`
+    /// chunks.
     ///
     /// # Safety
-    /// The CPU must support AVX2, AVX-512 F, BW and VL.
-    unsafe fn decode(&self, r: usize, chunks: &mut [Chunk]);
-}
-
-/// Copies 32 decoded weights (in weight order) into lane `r` of `chunk`.
-#[inline(always)]
-fn put_lane(chunk: &mut Chunk, r: usize, words: &[u32; 8]) {
-    for (q, &w) in chunk.q.iter_mut().zip(words) {
-        q[r] = w;
-    }
+    /// The CPU must support AVX-512 F, BW and VNNI, and F16C.
+    unsafe fn decode16(blocks: &[Self], nb: usize, b: usize, chunks: &mut [Chunk]);
 }
 
 mod imp {
     use std::arch::x86_64::*;
 
-    use super::{put_lane, Chunk, DecodeChunks, ROWS};
-    use crate::blocks::{ue4m3_half_to_f32, BlockNvfp4, BlockQ1_0, BlockQ8_0, F16Bits};
+    use super::super::lanes::transpose16;
+    use super::{Chunk, DecodeChunks, ROWS};
+    use crate::blocks::{BlockNvfp4, BlockQ1_0, BlockQ8_0, F16Bits};
     use crate::quant::grids::KVALUES_FP4;
 
     /// An f16 as `f32` by F16C.
@@ -96,18 +90,43 @@ mod imp {
         }
     }
 
-    /// The sum of 16 signed bytes.
+    /// Each lane's sum of its four signed bytes in `v`, added to `acc`.
     ///
     /// # Safety
-    /// The CPU must support SSE2.
+    /// The CPU must support AVX-512 F and VNNI.
     #[inline(always)]
-    unsafe fn byte_sum(v: __m128i) -> i32 {
+    unsafe fn add_bytes(acc: __m512i, v: __m512i) -> __m512i {
+        // SAFETY: register-only intrinsics of the caller's features.
+        unsafe { _mm512_dpbusd_epi32(acc, _mm512_set1_epi8(1), v) }
+    }
+
+    /// `-128 x`.
+    ///
+    /// # Safety
+    /// The CPU must support AVX-512 F.
+    #[inline(always)]
+    unsafe fn times_minus_128(x: __m512i) -> __m512i {
+        // SAFETY: register-only intrinsics of the caller's features.
+        unsafe { _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32::<7>(x)) }
+    }
+
+    /// Half the values of UE4M3 scale bytes, one per lane (as `ue4m3_half_to_f32`): the low
+    /// 7 bits placed as an f32's exponent and mantissa (`2^(e-127)·(1 + m/8)`, or `m·2^-129`
+    /// for `e = 0`) times `2^119` are exactly `(8 + m)·2^(e-11)` and `m·2^-10`; `0x7f` is zero.
+    ///
+    /// # Safety
+    /// The CPU must support AVX-512 F.
+    #[inline(always)]
+    unsafe fn ue4m3_halves(x: __m512i) -> __m512 {
         // SAFETY: register-only intrinsics of the caller's features.
         unsafe {
-            // each half's eight `v + 128`, summed unsigned
-            let s = _mm_sad_epu8(_mm_xor_si128(v, _mm_set1_epi8(-128)), _mm_setzero_si128());
-            let total = _mm_cvtsi128_si32(_mm_add_epi64(s, _mm_unpackhi_epi64(s, s)));
-            total - 16 * 128
+            let bits = _mm512_slli_epi32::<20>(_mm512_and_si512(x, _mm512_set1_epi32(0x7f)));
+            let v = _mm512_mul_ps(
+                _mm512_castsi512_ps(bits),
+                _mm512_set1_ps(f32::from_bits(246 << 23)),
+            );
+            let not_a_number = _mm512_cmpeq_epi32_mask(x, _mm512_set1_epi32(0x7f));
+            _mm512_maskz_mov_ps(!not_a_number, v)
         }
     }
 
@@ -117,33 +136,69 @@ mod imp {
         const SPLIT: bool = true;
 
         #[inline(always)]
-        unsafe fn decode(&self, r: usize, chunks: &mut [Chunk]) {
-            // SAFETY: the caller's features; loads read 16 bytes of the block's codes or of
-            // the value table, stores write whole local arrays.
+        unsafe fn decode16(blocks: &[Self], nb: usize, b: usize, chunks: &mut [Chunk]) {
+            // SAFETY: the caller's features; loads read each row's 32 code bytes, the value
+            // table or a local array, stores go through references into the chunks.
             unsafe {
-                let lut = _mm_loadu_si128(KVALUES_FP4.as_ptr().cast());
-                let m4 = _mm_set1_epi8(0x0f);
+                // word i of every row's codes in one vector (lane r from row r)
+                let mut rows = [_mm512_setzero_si512(); ROWS];
+                for (r, row) in rows.iter_mut().enumerate() {
+                    let qs = &blocks[r * nb + b].qs;
+                    *row = _mm512_zextsi256_si512(_mm256_loadu_si256(qs.as_ptr().cast()));
+                }
+                let words = transpose16(rows);
+                let d: [u32; ROWS] =
+                    std::array::from_fn(|r| u32::from_le_bytes(blocks[r * nb + b].d));
+                let d = _mm512_loadu_si512(d.as_ptr().cast());
+                let lut = _mm512_broadcast_i32x4(_mm_loadu_si128(KVALUES_FP4.as_ptr().cast()));
+                let m4 = _mm512_set1_epi8(0x0f);
                 for (c, chunk) in chunks.iter_mut().enumerate() {
-                    // groups 2c and 2c + 1: the low nibbles of 8 bytes, then their high ones
-                    let x = _mm_loadu_si128(self.qs[16 * c..16 * c + 16].as_ptr().cast());
-                    let lo = _mm_and_si128(x, m4);
-                    let hi = _mm_and_si128(_mm_srli_epi16::<4>(x), m4);
-                    let groups = [
-                        _mm_shuffle_epi8(lut, _mm_unpacklo_epi64(lo, hi)),
-                        _mm_shuffle_epi8(lut, _mm_unpackhi_epi64(lo, hi)),
-                    ];
-                    let mut words = [0u32; 8];
-                    _mm_storeu_si128(words.as_mut_ptr().cast(), groups[0]);
-                    _mm_storeu_si128(words[4..].as_mut_ptr().cast(), groups[1]);
-                    put_lane(chunk, r, &words);
-                    for (h, &g) in groups.iter().enumerate() {
-                        chunk.neg_sums[h][r] = -128 * byte_sum(g);
-                        chunk.scales[h][r] = ue4m3_half_to_f32(self.d[2 * c + h]);
+                    for h in 0..2 {
+                        // group g = 2c + h: words 2g, 2g + 1, whose low nibbles are weights
+                        // 0..8 of the group and high nibbles 8..16
+                        let g = 2 * c + h;
+                        let mut sum = _mm512_setzero_si512();
+                        for k in 0..2 {
+                            let x = words[2 * g + k];
+                            let lo = _mm512_shuffle_epi8(lut, _mm512_and_si512(x, m4));
+                            let hi = _mm512_shuffle_epi8(
+                                lut,
+                                _mm512_and_si512(_mm512_srli_epi16::<4>(x), m4),
+                            );
+                            _mm512_storeu_si512(chunk.q[4 * h + k].as_mut_ptr().cast(), lo);
+                            _mm512_storeu_si512(chunk.q[4 * h + 2 + k].as_mut_ptr().cast(), hi);
+                            sum = add_bytes(add_bytes(sum, lo), hi);
+                        }
+                        let neg = times_minus_128(sum);
+                        _mm512_storeu_si512(chunk.neg_sums[h].as_mut_ptr().cast(), neg);
+                        let byte = _mm512_and_si512(
+                            _mm512_srlv_epi32(d, _mm512_set1_epi32(8 * g as i32)),
+                            _mm512_set1_epi32(0xff),
+                        );
+                        _mm512_storeu_ps(chunk.scales[h].as_mut_ptr(), ue4m3_halves(byte));
                     }
                 }
             }
         }
     }
+
+    /// Dword `n`: byte `k` is `+1` where bit `k` of `n` is set, `-1` where it is not.
+    const SIGNS: [i32; 16] = {
+        let mut table = [0i32; 16];
+        let mut n = 0;
+        while n < 16 {
+            let mut word = 0u32;
+            let mut k = 0;
+            while k < 4 {
+                let byte = if (n >> k) & 1 == 1 { 0x01 } else { 0xff };
+                word |= byte << (8 * k);
+                k += 1;
+            }
+            table[n] = word as i32;
+            n += 1;
+        }
+        table
+    };
 
     impl DecodeChunks for BlockQ1_0 {
         type Act = [BlockQ8_0; 4];
@@ -151,20 +206,39 @@ mod imp {
         const SPLIT: bool = false;
 
         #[inline(always)]
-        unsafe fn decode(&self, r: usize, chunks: &mut [Chunk]) {
-            // SAFETY: the caller's features; the stores write whole local arrays.
+        unsafe fn decode16(blocks: &[Self], nb: usize, b: usize, chunks: &mut [Chunk]) {
+            // SAFETY: the caller's features; loads read each row's 16 bit bytes or local
+            // arrays, stores go through references into the chunks.
             unsafe {
-                let d = half(self.d);
+                // word c of every row's bits in one vector (lane r from row r)
+                let mut rows = [_mm512_setzero_si512(); ROWS];
+                for (r, row) in rows.iter_mut().enumerate() {
+                    let qs = &blocks[r * nb + b].qs;
+                    *row = _mm512_zextsi128_si512(_mm_loadu_si128(qs.as_ptr().cast()));
+                }
+                let words = transpose16(rows);
+                let d: [u16; ROWS] =
+                    std::array::from_fn(|r| u16::from_le_bytes(blocks[r * nb + b].d.0));
+                let d = _mm512_cvtph_ps(_mm256_loadu_si256(d.as_ptr().cast()));
+                let signs = _mm512_loadu_si512(SIGNS.as_ptr().cast());
+                let nibble = _mm512_set1_epi32(0x0f);
                 for (c, chunk) in chunks.iter_mut().enumerate() {
-                    // weight j of the chunk is bit j: +1 where set, -1 where not
-                    let bits = u32::from_le_bytes(self.qs[4 * c..4 * c + 4].try_into().expect("4"));
-                    let v = _mm256_mask_blend_epi8(bits, _mm256_set1_epi8(-1), _mm256_set1_epi8(1));
-                    let mut words = [0u32; 8];
-                    _mm256_storeu_si256(words.as_mut_ptr().cast(), v);
-                    put_lane(chunk, r, &words);
-                    let sum = 2 * bits.count_ones() as i32 - 32;
-                    chunk.neg_sums[0][r] = -128 * sum;
-                    chunk.scales[0][r] = d;
+                    // word c holds the chunk's 32 bits, weights 4p..4p + 4 in bits 4p..
+                    let x = words[c];
+                    let mut sum = _mm512_setzero_si512();
+                    for (p, q) in chunk.q.iter_mut().enumerate() {
+                        let shift = _mm512_set1_epi32(4 * p as i32);
+                        let idx = _mm512_and_si512(_mm512_srlv_epi32(x, shift), nibble);
+                        let v = _mm512_permutexvar_epi32(idx, signs);
+                        _mm512_storeu_si512(q.as_mut_ptr().cast(), v);
+                        sum = add_bytes(sum, v);
+                    }
+                    let neg = times_minus_128(sum);
+                    _mm512_storeu_si512(chunk.neg_sums[0].as_mut_ptr().cast(), neg);
+                    let zero = _mm512_setzero_si512();
+                    _mm512_storeu_si512(chunk.neg_sums[1].as_mut_ptr().cast(), zero);
+                    _mm512_storeu_ps(chunk.scales[0].as_mut_ptr(), d);
+                    _mm512_storeu_ps(chunk.scales[1].as_mut_ptr(), _mm512_setzero_ps());
                 }
             }
         }
@@ -282,17 +356,16 @@ fn tile_words<W: DecodeChunks>(nb: usize) -> usize {
 /// Decodes 16 rows of `nb` blocks each (row after row) into the tile, block by block.
 ///
 /// # Safety
-/// The CPU must support AVX2, F16C, AVX-512 F, BW and VL.
+/// The CPU must support AVX-512 F, BW and VNNI, and F16C.
 #[inline(always)]
 unsafe fn make_tile_body<W: DecodeChunks>(blocks: &[W], tile: &mut [u64]) {
     let nb = blocks.len() / ROWS;
     let chunks: &mut [Chunk] = bytemuck::cast_slice_mut(tile);
     assert_eq!(chunks.len(), nb * W::K);
+    assert_eq!(blocks.len(), ROWS * nb);
     for (b, block_chunks) in chunks.chunks_exact_mut(W::K).enumerate() {
-        for r in 0..ROWS {
-            // SAFETY: the caller's features.
-            unsafe { blocks[r * nb + b].decode(r, block_chunks) };
-        }
+        // SAFETY: the caller's features.
+        unsafe { W::decode16(blocks, nb, b, block_chunks) };
     }
 }
 
