@@ -286,9 +286,13 @@ target_entries! { "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni";
 /// threads, shared Zen 4, ms: IQ1_M batch 8 2.2 vs 2.9, 16 2.6 vs 5.7).
 const GRID_MIN_QUADS: usize = 2;
 
-/// The same for TQ2_0, whose AVX2 GEMM decodes a block in a few instructions: the tiles
-/// overtake it between batch 32 and 64 (batch 32 3.7 vs 3.6, 48 4.7 vs 5.1, 64 5.8 vs 6.4).
-const TQ2_0_MIN_QUADS: usize = 12;
+/// The same for TQ2_0, whose AVX2 GEMM decodes a block in a few instructions. With its
+/// tiles made by the per-row decode (`make_tile_body`) they overtook it only between batch 32
+/// and 64 (batch 32 3.7 vs 3.6, 48 4.7 vs 5.1, 64 5.8 vs 6.4): the decode, and the copy of its
+/// words into the lanes, cost more than the products at batch 32. Made by transposes of the
+/// stored quants (`imp::tq2_0_tile`) they win from batch 8 (2026-12-06, best of 6 on a
+/// loaded machine: batch 8 0.72 vs 0.68, 16 2.9 vs 1.1, 24 2.2 vs 1.6).
+const TQ2_0_MIN_QUADS: usize = 2;
 
 /// The same for TQ1_0 (batch 16 2.4 vs 2.2, 32 3.5 vs 4.5).
 const TQ1_0_MIN_QUADS: usize = 8;
@@ -296,10 +300,6 @@ const TQ1_0_MIN_QUADS: usize = 8;
 /// The 16-row tiles of a type with one scale per `sub` weights (16, 32, or 256: the block's
 /// scale alone), used from `min_quads` quads on.
 fn rows16_tiles<W: DecodeK>(sub: usize, min_quads: usize) -> TiledGemm<W, BlockQ8K> {
-    let min_quads = std::env::var("QREPACK_TMP_GRID_MIN_QUADS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(min_quads);
     TiledGemm {
         groups: ROWS,
         quads: 2,

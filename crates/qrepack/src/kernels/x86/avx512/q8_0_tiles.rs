@@ -395,18 +395,14 @@ target_entries! { "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni";
     fn tiled_gemm<W: DecodeChunks>(w: &[W], tile: &[u64], a: &[W::Act], out: &mut [f32]) => gemm_body::<W>;
 }
 
-/// Quads from which a call decodes NVFP4's tiles.
-const NVFP4_MIN_QUADS: usize = 2;
-
-/// Quads from which a call decodes Q1_0's tiles.
-const Q1_0_MIN_QUADS: usize = 2;
+/// Quads from which a call decodes the tiles: from one on, as making them costs about a
+/// seventh of a batch-32 call (4096x4096, 2 threads, shared Zen 4, best of 3, ms, AVX2 GEMM
+/// against tiles: NVFP4 batch 4 1.9 vs 1.1, 8 3.7 vs 1.2; Q1_0 batch 4 1.25 vs 0.60, 8 1.9
+/// vs 0.9).
+const MIN_QUADS: usize = 1;
 
 /// The 16-row tiles of `W`, used from `min_quads` quads on.
 fn tiles<W: DecodeChunks>(min_quads: usize) -> TiledGemm<W, W::Act> {
-    let min_quads = std::env::var("QREPACK_TMP_MIN_QUADS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(min_quads);
     TiledGemm {
         groups: ROWS,
         quads: 2,
@@ -422,7 +418,7 @@ pub(crate) fn nvfp4_tiled_rows(
     token: Avx512,
 ) -> Kernels<BlockNvfp4, [BlockQ8_0; 2], [BlockQ8_0; 2]> {
     Kernels {
-        tiled: Some(tiles::<BlockNvfp4>(NVFP4_MIN_QUADS)),
+        tiled: Some(tiles::<BlockNvfp4>(MIN_QUADS)),
         ..nvfp4_rows::nvfp4_rows(token)
     }
 }
@@ -430,7 +426,7 @@ pub(crate) fn nvfp4_tiled_rows(
 /// Plain Q1_0 rows: the 512-bit GEMV, the AVX2 one-quad GEMM, the 16-row VNNI tiles.
 pub(crate) fn q1_0_tiled_rows(token: Avx512) -> Kernels<BlockQ1_0, [BlockQ8_0; 4], [BlockQ8_0; 4]> {
     Kernels {
-        tiled: Some(tiles::<BlockQ1_0>(Q1_0_MIN_QUADS)),
+        tiled: Some(tiles::<BlockQ1_0>(MIN_QUADS)),
         ..q1_0_rows::q1_0_rows(token)
     }
 }
