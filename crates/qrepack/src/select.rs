@@ -303,8 +303,9 @@ kernel_table! {
     // (14, 11.6). Batch 32 (each weight block decoded once per quad), AVX2 against ggml:
     // IQ2_XXS 17 vs 53, IQ3_S 20 vs 77, IQ1_M 19 vs 53, TQ1_0 8.9 vs 18, Q1_0 15 vs 16, NVFP4
     // 19 vs 30, MXFP4 18 vs 24.
-    // From batch 8 on (TQ1_0 32, TQ2_0 48) the blocks are decoded once per call into tiles:
-    // two rows for the AVX2 GEMM, 16 rows side by side for AVX-512 VNNI (`grid_tiles`).
+    // From batch 8 on (TQ1_0 32; NVFP4 and Q1_0 4, see below) the blocks are decoded once per
+    // call into tiles: two rows for the AVX2 GEMM (grid types), 16 rows side by side for AVX-512
+    // VNNI (`grid_tiles`, `q8_0_tiles`).
     // 4096x4096, 2 threads, weights hot, best of 3 alternating on a shared Zen 4, 2026-12-06,
     // ms before -> after (q4_0_8x8 of the same set): AVX-512 batch 128 IQ2_XXS 37.3 -> 9.2,
     // IQ3_S 40.8 -> 9.6, IQ1_M 39.9 -> 9.9, TQ2_0 11.8 -> 8.9 (q4_0 6.8); batch 512 IQ2_XXS
@@ -382,6 +383,13 @@ kernel_table! {
         #[cfg(target_arch = "aarch64")] aarch64::Neon => neon::lowbit::mxfp4_rows,
         ; scalar::plain_kernels::<RowsMxfp4>()
     }
+    // With AVX-512 VNNI, NVFP4 and Q1_0 take 16-row tiles from one quad on (`q8_0_tiles`), and
+    // TQ2_0 its tiles from two (made by transposes of the stored quants). 2 threads, min of 3,
+    // shared Zen 4 under other builds (noisy), 2026-12-06, ms, before -> after (ggml 1.12.2,
+    // the faster of repack on and off): 4096x4096 NVFP4 batch 32 19.1 -> 3.8 (26.4), 512
+    // 333 -> 95 (492); Q1_0 batch 32 14.9 -> 3.4 (16.3), 512 266 -> 80 (240); TQ2_0 batch 32
+    // 3.5 -> 3.1 (8.0); 11008x4096 TQ2_0 batch 32 15.8 -> 12.4 (26.3); after only: NVFP4 batch
+    // 32 14.7 (63.7), 512 171 (982); Q1_0 batch 32 15.3 (38.3), 512 303 (988).
     Plain<RowsNvfp4> {
         #[cfg(target_arch = "x86_64")] x86::Avx512 => avx512::q8_0_tiles::nvfp4_tiled_rows,
         #[cfg(target_arch = "x86_64")] x86::Avx2 => avx2::lowbit::nvfp4_rows,

@@ -297,8 +297,8 @@ mod imp {
                             let start = load64(&ch.neg_sums[h]);
                             let sc = _mm512_loadu_ps(ch.scales[h].as_ptr());
                             let mut s = [start; M];
-                            for p in 4 * h..4 * h + 4 {
-                                let q = load64(&ch.q[p]);
+                            for (p, q) in ch.q.iter().enumerate().skip(4 * h).take(4) {
+                                let q = load64(q);
                                 for (m, s) in s.iter_mut().enumerate() {
                                     *s = _mm512_dpbusd_epi32(
                                         *s,
@@ -323,8 +323,8 @@ mod imp {
                         let start = load64(&ch.neg_sums[0]);
                         let sc = _mm512_loadu_ps(ch.scales[0].as_ptr());
                         let mut s = [start; M];
-                        for p in 0..8 {
-                            let q = load64(&ch.q[p]);
+                        for (p, q) in ch.q.iter().enumerate() {
+                            let q = load64(q);
                             for (m, s) in s.iter_mut().enumerate() {
                                 *s = _mm512_dpbusd_epi32(
                                     *s,
