@@ -99,8 +99,8 @@ mod imp {
     /// block (64 bytes each) are loaded and transposed as 16 x 16 words, so that word `i` of
     /// every row lands in one vector (lane `r` from row `r`), and its four 2-bit planes,
     /// shifted and masked, are the tile's `u` vectors as they are (plane `l` of word `8j + k`
-    /// holds weights `128j + 32l + 4k..+4` of every row). Scales are 1 and offsets 1, as the
-    /// AVX2 decode leaves them for the ternary types. (Gathering each word from the 16 rows
+    /// holds weights `128j + 32l + 4k..+4` of every row). The scales and offsets are left as
+    /// they are: the ternary GEMM (`SUB = 256`) reads neither (scale 1, offset 1 everywhere). (Gathering each word from the 16 rows
     /// instead took 80 % of the tile's time on Zen 4.)
     ///
     /// # Safety
@@ -130,14 +130,6 @@ mod imp {
                         let u = _mm512_and_si512(plane, three);
                         _mm512_storeu_si512(t.u[32 * j + 8 * l + k].as_mut_ptr().cast(), u);
                     }
-                }
-                let ones = _mm512_set1_epi32(1);
-                for s in t.scales.iter_mut() {
-                    _mm512_storeu_si512(s.as_mut_ptr().cast(), ones);
-                }
-                let minus_one = _mm512_set1_epi16(-1);
-                for o in t.neg_offsets.iter_mut() {
-                    _mm512_storeu_si512(o.as_mut_ptr().cast(), minus_one);
                 }
                 let mut d = [0u16; ROWS];
                 for (r, d) in d.iter_mut().enumerate() {
@@ -186,7 +178,9 @@ mod imp {
 
     /// The tile's 16 rows times `M` activation rows (`a`: `M` rows of `nb` blocks, back to
     /// back; one or two quads): `out[16 m + r]` for activation row `m`. `SUB` is the weights per scale
-    /// group (16 or 32; the scales of a 32-weight group are stored on both of its halves).
+    /// group (16 or 32; the scales of a 32-weight group are stored on both of its halves), or
+    /// 256 for the ternary types (scale 1 and offset 1 on every weight: the tile's scales and
+    /// offsets are not read).
     ///
     /// # Safety
     /// The CPU must support AVX-512 F, BW and VNNI.
@@ -205,10 +199,19 @@ mod imp {
             for (b, blk) in tile.iter().enumerate() {
                 let acts: [&BlockQ8K; M] = std::array::from_fn(|m| &a[m * nb + b]);
                 let mut isum = [_mm512_setzero_si512(); M];
-                for (k, off) in blk.neg_offsets.iter().enumerate() {
-                    let off = load64(off);
+                if SUB == 256 {
+                    // The ternary types: offset 1 on every weight of every row, so the offset
+                    // term is `-Σa` in every lane, one broadcast instead of eight `vpdpwssd`.
                     for (m, s) in isum.iter_mut().enumerate() {
-                        *s = _mm512_dpwssd_epi32(*s, off, sum_pair(acts[m], k));
+                        let total: i32 = acts[m].bsums.iter().map(|&b| i32::from(b)).sum();
+                        *s = _mm512_set1_epi32(-total);
+                    }
+                } else {
+                    for (k, off) in blk.neg_offsets.iter().enumerate() {
+                        let off = load64(off);
+                        for (m, s) in isum.iter_mut().enumerate() {
+                            *s = _mm512_dpwssd_epi32(*s, off, sum_pair(acts[m], k));
+                        }
                     }
                 }
                 for h in 0..256 / SUB {
