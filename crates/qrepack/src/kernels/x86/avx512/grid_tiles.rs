@@ -7,7 +7,8 @@
 //! `0..=18`), a scale per 16 weights (odd, at most 31) and the offset `64 · scale` or
 //! `9 · scale` that comes off with the activations' 16-weight sums `bsums`. The ternary types
 //! (`avx2::lowbit`) store their quants `t` (`0..=3`, the weight `t - 1`) with scale 1 and
-//! offset 1, and skip the scale multiply. The tile then lays
+//! offset 1, and skip the scale multiply (TQ2_0's tiles skip the decode too: `imp::tq2_0_tile`
+//! transposes 16 rows' stored quants). The tile then lays
 //! 16 rows side by side, four weights of each row per 32-bit lane, so that one `vpdpbusd` with
 //! four activation bytes broadcast to every lane adds four products to each of the 16 rows:
 //! no horizontal sums, no per-row work in the inner loop. A scale group's 4-weight sums go
