@@ -303,8 +303,9 @@ kernel_table! {
     // (14, 11.6). Batch 32 (each weight block decoded once per quad), AVX2 against ggml:
     // IQ2_XXS 17 vs 53, IQ3_S 20 vs 77, IQ1_M 19 vs 53, TQ1_0 8.9 vs 18, Q1_0 15 vs 16, NVFP4
     // 19 vs 30, MXFP4 18 vs 24.
-    // From batch 8 on (TQ1_0 32, TQ2_0 48) the blocks are decoded once per call into tiles:
-    // two rows for the AVX2 GEMM, 16 rows side by side for AVX-512 VNNI (`grid_tiles`).
+    // From batch 8 on (TQ1_0 32; NVFP4 and Q1_0 4, see below) the blocks are decoded once per
+    // call into tiles: two rows for the AVX2 GEMM (grid types), 16 rows side by side for AVX-512
+    // VNNI (`grid_tiles`, `q8_0_tiles`).
     // 4096x4096, 2 threads, weights hot, best of 3 alternating on a shared Zen 4, 2026-12-06,
     // ms before -> after (q4_0_8x8 of the same set): AVX-512 batch 128 IQ2_XXS 37.3 -> 9.2,
     // IQ3_S 40.8 -> 9.6, IQ1_M 39.9 -> 9.9, TQ2_0 11.8 -> 8.9 (q4_0 6.8); batch 512 IQ2_XXS
@@ -382,15 +383,24 @@ kernel_table! {
         #[cfg(target_arch = "aarch64")] aarch64::Neon => neon::lowbit::mxfp4_rows,
         ; scalar::plain_kernels::<RowsMxfp4>()
     }
+    // With AVX-512 VNNI, NVFP4 and Q1_0 take 16-row tiles from one quad on (`q8_0_tiles`), and
+    // TQ2_0 its tiles from two (made by transposes of the stored quants, the offset term one
+    // broadcast). 2 threads, min of 3, shared Zen 4 under other builds (noisy: the same case
+    // moved by up to 2x between sessions), 2026-12-06, ms, before -> after (ggml 1.12.2, the
+    // faster of repack on and off): 4096x4096 NVFP4 batch 32 9.5 -> 2.6 (14.8), 512 155 -> 37
+    // (238); Q1_0 batch 32 9.9 -> 5.2 (11.2), 512 217 -> 63 (236); TQ2_0 batch 32 5.9 -> 3.4
+    // (8.0); 11008x4096 NVFP4 batch 32 51 -> 14 (60), 512 688 -> 172 (869); Q1_0 batch 32 20 ->
+    // 6.9 (22), 512 596 -> 176 (362); TQ2_0 batch 32 15.6 -> 7.6 (20.5). Ratios to ggml over
+    // four sessions: NVFP4 0.15-0.24, Q1_0 0.16-0.49, TQ2_0 0.24-0.47.
     Plain<RowsNvfp4> {
-        #[cfg(target_arch = "x86_64")] x86::Avx512 => avx512::nvfp4_rows::nvfp4_rows,
+        #[cfg(target_arch = "x86_64")] x86::Avx512 => avx512::q8_0_tiles::nvfp4_tiled_rows,
         #[cfg(target_arch = "x86_64")] x86::Avx2 => avx2::lowbit::nvfp4_rows,
         #[cfg(target_arch = "aarch64")] aarch64::Dotprod => neon::lowbit::sdot::nvfp4_rows,
         #[cfg(target_arch = "aarch64")] aarch64::Neon => neon::lowbit::nvfp4_rows,
         ; scalar::plain_kernels::<RowsNvfp4>()
     }
     Plain<RowsQ1_0> {
-        #[cfg(target_arch = "x86_64")] x86::Avx512 => avx512::q1_0_rows::q1_0_rows,
+        #[cfg(target_arch = "x86_64")] x86::Avx512 => avx512::q8_0_tiles::q1_0_tiled_rows,
         #[cfg(target_arch = "x86_64")] x86::Avx2 => avx2::lowbit::q1_0_rows,
         #[cfg(target_arch = "aarch64")] aarch64::Dotprod => neon::lowbit::sdot::q1_0_rows,
         #[cfg(target_arch = "aarch64")] aarch64::Neon => neon::lowbit::q1_0_rows,

@@ -7,7 +7,8 @@
 //! `0..=18`), a scale per 16 weights (odd, at most 31) and the offset `64 · scale` or
 //! `9 · scale` that comes off with the activations' 16-weight sums `bsums`. The ternary types
 //! (`avx2::lowbit`) store their quants `t` (`0..=3`, the weight `t - 1`) with scale 1 and
-//! offset 1, and skip the scale multiply. The tile then lays
+//! offset 1, and skip the scale multiply (TQ2_0's tiles skip the decode too: `imp::tq2_0_tile`
+//! transposes 16 rows' stored quants). The tile then lays
 //! 16 rows side by side, four weights of each row per 32-bit lane, so that one `vpdpbusd` with
 //! four activation bytes broadcast to every lane adds four products to each of the 16 rows:
 //! no horizontal sums, no per-row work in the inner loop. A scale group's 4-weight sums go
@@ -91,8 +92,55 @@ unsafe fn make_tile_body<W: DecodeK>(blocks: &[W], tile: &mut [u64]) {
 mod imp {
     use std::arch::x86_64::*;
 
+    use super::super::lanes::transpose16;
     use super::{Rows16Block, ROWS};
-    use crate::blocks::BlockQ8K;
+    use crate::blocks::{BlockQ8K, BlockTq2_0};
+
+    /// TQ2_0's tile without the per-row decode of `make_tile_body`: the 16 rows' quants of a
+    /// block (64 bytes each) are loaded and transposed as 16 x 16 words, so that word `i` of
+    /// every row lands in one vector (lane `r` from row `r`), and its four 2-bit planes,
+    /// shifted and masked, are the tile's `u` vectors as they are (plane `l` of word `8j + k`
+    /// holds weights `128j + 32l + 4k..+4` of every row). The scales and offsets are left as
+    /// they are: the ternary GEMM (`SUB = 256`) reads neither (scale 1, offset 1 everywhere). (Gathering each word from the 16 rows
+    /// instead took 80 % of the tile's time on Zen 4.)
+    ///
+    /// # Safety
+    /// The CPU must support AVX-512 F and BW, and F16C.
+    #[inline(always)]
+    pub(super) unsafe fn tq2_0_tile(blocks: &[BlockTq2_0], tile: &mut [Rows16Block]) {
+        let nb = blocks.len() / ROWS;
+        assert!(blocks.len() == ROWS * nb && tile.len() == nb);
+        // SAFETY: register-only intrinsics of the caller's features; loads and stores go
+        // through references into the blocks and the tile.
+        unsafe {
+            let three = _mm512_set1_epi8(3);
+            for (b, t) in tile.iter_mut().enumerate() {
+                let mut rows = [_mm512_setzero_si512(); ROWS];
+                for (r, row) in rows.iter_mut().enumerate() {
+                    *row = _mm512_loadu_si512(blocks[r * nb + b].qs.as_ptr().cast());
+                }
+                for (i, words) in transpose16(rows).into_iter().enumerate() {
+                    let (j, k) = (i / 8, i % 8);
+                    let planes = [
+                        words,
+                        _mm512_srli_epi32::<2>(words),
+                        _mm512_srli_epi32::<4>(words),
+                        _mm512_srli_epi32::<6>(words),
+                    ];
+                    for (l, &plane) in planes.iter().enumerate() {
+                        let u = _mm512_and_si512(plane, three);
+                        _mm512_storeu_si512(t.u[32 * j + 8 * l + k].as_mut_ptr().cast(), u);
+                    }
+                }
+                let mut d = [0u16; ROWS];
+                for (r, d) in d.iter_mut().enumerate() {
+                    *d = u16::from_le_bytes(blocks[r * nb + b].d.0);
+                }
+                let d = _mm512_cvtph_ps(_mm256_loadu_si256(d.as_ptr().cast()));
+                _mm512_storeu_ps(t.d.as_mut_ptr(), d);
+            }
+        }
+    }
 
     /// Loads 64 bytes.
     ///
@@ -131,7 +179,9 @@ mod imp {
 
     /// The tile's 16 rows times `M` activation rows (`a`: `M` rows of `nb` blocks, back to
     /// back; one or two quads): `out[16 m + r]` for activation row `m`. `SUB` is the weights per scale
-    /// group (16 or 32; the scales of a 32-weight group are stored on both of its halves).
+    /// group (16 or 32; the scales of a 32-weight group are stored on both of its halves), or
+    /// 256 for the ternary types (scale 1 and offset 1 on every weight: the tile's scales and
+    /// offsets are not read).
     ///
     /// # Safety
     /// The CPU must support AVX-512 F, BW and VNNI.
@@ -150,10 +200,19 @@ mod imp {
             for (b, blk) in tile.iter().enumerate() {
                 let acts: [&BlockQ8K; M] = std::array::from_fn(|m| &a[m * nb + b]);
                 let mut isum = [_mm512_setzero_si512(); M];
-                for (k, off) in blk.neg_offsets.iter().enumerate() {
-                    let off = load64(off);
+                if SUB == 256 {
+                    // The ternary types: offset 1 on every weight of every row, so the offset
+                    // term is `-Σa` in every lane, one broadcast instead of eight `vpdpwssd`.
                     for (m, s) in isum.iter_mut().enumerate() {
-                        *s = _mm512_dpwssd_epi32(*s, off, sum_pair(acts[m], k));
+                        let total: i32 = acts[m].bsums.iter().map(|&b| i32::from(b)).sum();
+                        *s = _mm512_set1_epi32(-total);
+                    }
+                } else {
+                    for (k, off) in blk.neg_offsets.iter().enumerate() {
+                        let off = load64(off);
+                        for (m, s) in isum.iter_mut().enumerate() {
+                            *s = _mm512_dpwssd_epi32(*s, off, sum_pair(acts[m], k));
+                        }
                     }
                 }
                 for h in 0..256 / SUB {
@@ -208,8 +267,19 @@ unsafe fn gemm_body<W, const SUB: usize>(w: &[W], tile: &[u64], a: &[BlockQ8K], 
     }
 }
 
+/// TQ2_0's tile by gathers (`imp::tq2_0_tile`).
+///
+/// # Safety
+/// The CPU must support AVX-512 F and BW, and F16C.
+#[inline(always)]
+unsafe fn tq2_0_tile_body(blocks: &[BlockTq2_0], tile: &mut [u64]) {
+    // SAFETY: the caller's features; `tq2_0_tile` asserts the lengths.
+    unsafe { imp::tq2_0_tile(blocks, bytemuck::cast_slice_mut(tile)) }
+}
+
 target_entries! { "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni";
     fn grid_tile<W: DecodeK>(blocks: &[W], tile: &mut [u64]) => make_tile_body::<W>;
+    fn tq2_0_tile(blocks: &[BlockTq2_0], tile: &mut [u64]) => tq2_0_tile_body;
     fn tiled_gemm16<W: DecodeK>(w: &[W], tile: &[u64], a: &[BlockQ8K], out: &mut [f32]) => gemm_body::<W, 16>;
     fn tiled_gemm32<W: DecodeK>(w: &[W], tile: &[u64], a: &[BlockQ8K], out: &mut [f32]) => gemm_body::<W, 32>;
     fn tiled_gemm256<W: DecodeK>(w: &[W], tile: &[u64], a: &[BlockQ8K], out: &mut [f32]) => gemm_body::<W, 256>;
@@ -220,9 +290,13 @@ target_entries! { "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni";
 /// threads, shared Zen 4, ms: IQ1_M batch 8 2.2 vs 2.9, 16 2.6 vs 5.7).
 const GRID_MIN_QUADS: usize = 2;
 
-/// The same for TQ2_0, whose AVX2 GEMM decodes a block in a few instructions: the tiles
-/// overtake it between batch 32 and 64 (batch 32 3.7 vs 3.6, 48 4.7 vs 5.1, 64 5.8 vs 6.4).
-const TQ2_0_MIN_QUADS: usize = 12;
+/// The same for TQ2_0, whose AVX2 GEMM decodes a block in a few instructions. With its
+/// tiles made by the per-row decode (`make_tile_body`) they overtook it only between batch 32
+/// and 64 (batch 32 3.7 vs 3.6, 48 4.7 vs 5.1, 64 5.8 vs 6.4): the decode, and the copy of its
+/// words into the lanes, cost more than the products at batch 32. Made by transposes of the
+/// stored quants (`imp::tq2_0_tile`) they win from batch 8 (2026-12-06, best of 6 on a
+/// loaded machine: batch 8 0.72 vs 0.68, 16 2.9 vs 1.1, 24 2.2 vs 1.6).
+const TQ2_0_MIN_QUADS: usize = 2;
 
 /// The same for TQ1_0 (batch 16 2.4 vs 2.2, 32 3.5 vs 4.5).
 const TQ1_0_MIN_QUADS: usize = 8;
@@ -268,5 +342,16 @@ tiled_rows! {
     BlockIq1S, 32, GRID_MIN_QUADS => grid::iq1_s_rows;
     BlockIq1M, 16, GRID_MIN_QUADS => grid::iq1_m_rows;
     BlockTq1_0, 256, TQ1_0_MIN_QUADS => lowbit::tq1_0_rows;
-    BlockTq2_0, 256, TQ2_0_MIN_QUADS => lowbit::tq2_0_rows;
+}
+
+/// Plain TQ2_0 rows: the AVX2 GEMV and one-quad GEMM, the 16-row VNNI tiles made by gathers.
+pub(crate) fn tq2_0_rows(token: Avx512) -> Kernels<BlockTq2_0, BlockQ8K, BlockQ8K> {
+    Kernels {
+        set: KernelSet::Avx512,
+        tiled: Some(TiledGemm {
+            make_tile: tq2_0_tile,
+            ..rows16_tiles::<BlockTq2_0>(256, TQ2_0_MIN_QUADS)
+        }),
+        ..lowbit::tq2_0_rows(token.avx2())
+    }
 }

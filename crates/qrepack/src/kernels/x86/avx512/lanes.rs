@@ -93,3 +93,45 @@ pub(super) unsafe fn store_piece(out: &mut [f32], rows: __m256, first: bool) {
         _mm256_storeu_ps(out.as_mut_ptr(), rows);
     }
 }
+
+/// The 16 x 16 transpose of dwords: lane `r` of output `i` is lane `i` of input `r`.
+///
+/// # Safety
+/// The CPU must support AVX-512 F.
+#[inline(always)]
+pub(super) unsafe fn transpose16(rows: [__m512i; 16]) -> [__m512i; 16] {
+    // SAFETY: register-only AVX-512 F per the caller's contract.
+    unsafe {
+        // Within each 128-bit lane `L`: pairs of rows, then quartets, so that `u[4k + c]` holds
+        // dword `4L + c` of rows `4k..4k + 4` in lane `L`.
+        // (Loops, not `array::from_fn`: a closure does not inherit the target features, and
+        // the intrinsics would not be inlined into it.)
+        let mut t = [_mm512_setzero_si512(); 16];
+        for k in 0..8 {
+            let (a, b) = (rows[2 * k], rows[2 * k + 1]);
+            t[2 * k] = _mm512_unpacklo_epi32(a, b);
+            t[2 * k + 1] = _mm512_unpackhi_epi32(a, b);
+        }
+        let mut u = [_mm512_setzero_si512(); 16];
+        for k in 0..4 {
+            for h in 0..2 {
+                let (a, b) = (t[4 * k + h], t[4 * k + 2 + h]);
+                u[4 * k + 2 * h] = _mm512_unpacklo_epi64(a, b);
+                u[4 * k + 2 * h + 1] = _mm512_unpackhi_epi64(a, b);
+            }
+        }
+        // Then the 4 x 4 transpose of 128-bit lanes across quartets.
+        let mut out = [_mm512_setzero_si512(); 16];
+        for c in 0..4 {
+            let v0 = _mm512_shuffle_i32x4::<0b01_00_01_00>(u[c], u[4 + c]);
+            let v1 = _mm512_shuffle_i32x4::<0b11_10_11_10>(u[c], u[4 + c]);
+            let v2 = _mm512_shuffle_i32x4::<0b01_00_01_00>(u[8 + c], u[12 + c]);
+            let v3 = _mm512_shuffle_i32x4::<0b11_10_11_10>(u[8 + c], u[12 + c]);
+            out[c] = _mm512_shuffle_i32x4::<0b10_00_10_00>(v0, v2);
+            out[4 + c] = _mm512_shuffle_i32x4::<0b11_01_11_01>(v0, v2);
+            out[8 + c] = _mm512_shuffle_i32x4::<0b10_00_10_00>(v1, v3);
+            out[12 + c] = _mm512_shuffle_i32x4::<0b11_01_11_01>(v1, v3);
+        }
+        out
+    }
+}

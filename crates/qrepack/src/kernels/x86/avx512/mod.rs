@@ -5,7 +5,8 @@
 //! `k_scales.rs`); a 512-bit Q6_K GEMV (`q6_k_gemv.rs`). The Q4_1 and Q6_K GEMMs are the AVX2
 //! bodies compiled with AVX-512 VL, which gives the compiler 32 vector registers (no
 //! accumulator spills); the Q4_1 GEMV is the AVX2 one. F16 rows of the plain layout are
-//! widened and multiplied in 512-bit `f32` vectors (`plain_f16.rs`).
+//! widened and multiplied in 512-bit `f32` vectors (`plain_f16.rs`). Plain grid, ternary, NVFP4
+//! and Q1_0 rows take 16-row per-call tiles too (`grid_tiles.rs`, `q8_0_tiles.rs`).
 //!
 //! The GEMVs here ask for the weights 16 KiB ahead into L2 (`kernel_api::prefetch_l2`).
 
@@ -22,6 +23,7 @@ mod prepared_gemv;
 pub(crate) mod q1_0_rows;
 pub(crate) mod q2_k;
 mod q6_k_gemv;
+pub(crate) mod q8_0_tiles;
 mod rows16;
 
 use crate::blocks::{

@@ -205,17 +205,34 @@ fn mxfp4_extremes_are_exact() {
 }
 
 /// The AVX-512 16-row tiles of the ternary types through `QMatrix::matmul` (see the grid
-/// types' `tile_tests`): 37 rows, 1 to 3 blocks, 4 to 9, 33 and 49 activation rows (TQ2_0
-/// takes tiles from 12 quads on, TQ1_0 from 8).
+/// types' `tile_tests`): 37 rows, 1 to 3 blocks, 4 to 9, 15 to 17, 31 to 33 and 49 activation
+/// rows (TQ2_0 takes tiles from 2 quads on, TQ1_0 from 8); for TQ2_0, whose tiles are made by
+/// transposes of 16 rows' quants, also odd row counts (no tile, one tile and a rest) and rows
+/// of 70 blocks.
 #[test]
 fn ternary_tiles_equal_portable_and_exact() {
+    let ns = [4, 5, 6, 7, 8, 9, 15, 16, 17, 31, 32, 33, 49];
     let shapes = MatmulShapes {
         rows: 37,
         nbs: &[1, 2, 3],
-        ns: &[4, 5, 6, 7, 8, 9, 33, 49],
+        ns: &ns,
     };
     for set in [KernelSet::Avx512, KernelSet::Avx2] {
         compare_matmul_shapes(set, GgmlType::TQ1_0, 1, random_tq1_0, &shapes);
         compare_matmul_shapes(set, GgmlType::TQ2_0, 1, random_tq2_0, &shapes);
     }
+    for rows in [1, 15, 17, 33] {
+        let shapes = MatmulShapes {
+            rows,
+            nbs: &[1, 2, 3],
+            ns: &[7, 8, 9, 16, 33],
+        };
+        compare_matmul_shapes(KernelSet::Avx512, GgmlType::TQ2_0, 1, random_tq2_0, &shapes);
+    }
+    let long = MatmulShapes {
+        rows: 33,
+        nbs: &[70],
+        ns: &[8, 17],
+    };
+    compare_matmul_shapes(KernelSet::Avx512, GgmlType::TQ2_0, 1, random_tq2_0, &long);
 }
