@@ -386,12 +386,12 @@ kernel_table! {
     // With AVX-512 VNNI, NVFP4 and Q1_0 take 16-row tiles from one quad on (`q8_0_tiles`), and
     // TQ2_0 its tiles from two (made by transposes of the stored quants, the offset term one
     // broadcast). 2 threads, min of 3, shared Zen 4 under other builds (noisy: the same case
-    // moved by up to 2x between sessions), 2026-12-06, ms, before -> after (ggml 1.12.2, the
+    // moved by up to 2x between sittings), 2026-12-06, ms, before -> after (ggml 1.12.2, the
     // faster of repack on and off): 4096x4096 NVFP4 batch 32 9.5 -> 2.6 (14.8), 512 155 -> 37
     // (238); Q1_0 batch 32 9.9 -> 5.2 (11.2), 512 217 -> 63 (236); TQ2_0 batch 32 5.9 -> 3.4
     // (8.0); 11008x4096 NVFP4 batch 32 51 -> 14 (60), 512 688 -> 172 (869); Q1_0 batch 32 20 ->
     // 6.9 (22), 512 596 -> 176 (362); TQ2_0 batch 32 15.6 -> 7.6 (20.5). Ratios to ggml over
-    // four sessions: NVFP4 0.15-0.24, Q1_0 0.16-0.49, TQ2_0 0.24-0.47.
+    // four sittings: NVFP4 0.15-0.24, Q1_0 0.16-0.49, TQ2_0 0.24-0.47.
     Plain<RowsNvfp4> {
         #[cfg(target_arch = "x86_64")] x86::Avx512 => avx512::q8_0_tiles::nvfp4_tiled_rows,
         #[cfg(target_arch = "x86_64")] x86::Avx2 => avx2::lowbit::nvfp4_rows,
