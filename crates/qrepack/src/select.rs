@@ -328,7 +328,7 @@ kernel_table! {
         ; scalar::plain_kernels::<RowsIq2Xs>()
     }
     Plain<RowsIq2S> {
-        #[cfg(target_arch = "x86_64")] x86::Avx512 => avx512::grid_tiles::iq2_s_rows,
+        #[cfg(target_arch = "x86_64")] x86::Avx512 => avx512::grid_gemv::iq2_s_rows,
         #[cfg(target_arch = "x86_64")] x86::Avx2 => avx2::grid::iq2_s_rows,
         #[cfg(target_arch = "aarch64")] aarch64::Dotprod => neon::grid::sdot::iq2_s_rows,
         #[cfg(target_arch = "aarch64")] aarch64::Neon => neon::grid::iq2_s_rows,
@@ -342,7 +342,7 @@ kernel_table! {
         ; scalar::plain_kernels::<RowsIq3Xxs>()
     }
     Plain<RowsIq3S> {
-        #[cfg(target_arch = "x86_64")] x86::Avx512 => avx512::grid_tiles::iq3_s_rows,
+        #[cfg(target_arch = "x86_64")] x86::Avx512 => avx512::grid_gemv::iq3_s_rows,
         #[cfg(target_arch = "x86_64")] x86::Avx2 => avx2::grid::iq3_s_rows,
         #[cfg(target_arch = "aarch64")] aarch64::Dotprod => neon::grid::sdot::iq3_s_rows,
         #[cfg(target_arch = "aarch64")] aarch64::Neon => neon::grid::iq3_s_rows,
@@ -356,7 +356,7 @@ kernel_table! {
         ; scalar::plain_kernels::<RowsIq1S>()
     }
     Plain<RowsIq1M> {
-        #[cfg(target_arch = "x86_64")] x86::Avx512 => avx512::grid_tiles::iq1_m_rows,
+        #[cfg(target_arch = "x86_64")] x86::Avx512 => avx512::grid_gemv::iq1_m_rows,
         #[cfg(target_arch = "x86_64")] x86::Avx2 => avx2::grid::iq1_m_rows,
         #[cfg(target_arch = "aarch64")] aarch64::Dotprod => neon::grid::sdot::iq1_m_rows,
         #[cfg(target_arch = "aarch64")] aarch64::Neon => neon::grid::iq1_m_rows,

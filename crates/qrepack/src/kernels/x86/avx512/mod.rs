@@ -9,6 +9,7 @@
 //!
 //! The GEMVs here ask for the weights 16 KiB ahead into L2 (`kernel_api::prefetch_l2`).
 
+pub(crate) mod grid_gemv;
 pub(crate) mod grid_tiles;
 mod k_gemv;
 mod k_rows16;
