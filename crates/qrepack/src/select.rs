@@ -342,7 +342,7 @@ kernel_table! {
         ; scalar::plain_kernels::<RowsIq3Xxs>()
     }
     Plain<RowsIq3S> {
-        #[cfg(target_arch = "x86_64")] x86::Avx512 => avx512::grid_gemv::iq3_s_rows,
+        #[cfg(target_arch = "x86_64")] x86::Avx512 => avx512::grid_tiles::iq3_s_rows,
         #[cfg(target_arch = "x86_64")] x86::Avx2 => avx2::grid::iq3_s_rows,
         #[cfg(target_arch = "aarch64")] aarch64::Dotprod => neon::grid::sdot::iq3_s_rows,
         #[cfg(target_arch = "aarch64")] aarch64::Neon => neon::grid::iq3_s_rows,
@@ -363,7 +363,7 @@ kernel_table! {
         ; scalar::plain_kernels::<RowsIq1M>()
     }
     Plain<RowsTq1_0> {
-        #[cfg(target_arch = "x86_64")] x86::Avx512 => avx512::grid_tiles::tq1_0_rows,
+        #[cfg(target_arch = "x86_64")] x86::Avx512 => avx512::tq1_0_rows::tq1_0_rows,
         #[cfg(target_arch = "x86_64")] x86::Avx2 => avx2::lowbit::tq1_0_rows,
         #[cfg(target_arch = "aarch64")] aarch64::Dotprod => neon::lowbit::sdot::tq1_0_rows,
         #[cfg(target_arch = "aarch64")] aarch64::Neon => neon::lowbit::tq1_0_rows,

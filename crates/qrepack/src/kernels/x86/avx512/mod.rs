@@ -24,6 +24,7 @@ pub(crate) mod q1_0_rows;
 pub(crate) mod q2_k;
 mod q6_k_gemv;
 mod rows16;
+pub(crate) mod tq1_0_rows;
 
 use crate::blocks::{
     BlockQ4Kx8, BlockQ4_0x8, BlockQ5_0x8, BlockQ6Kx8, BlockQ8K, BlockQ8Kx4, BlockQ8_0,

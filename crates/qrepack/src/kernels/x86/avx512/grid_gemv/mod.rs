@@ -1,30 +1,31 @@
-//! Plain IQ2_S, IQ3_S and IQ1_M rows against Q8_K with 512-bit gathers and `vpdpbusd`: the
-//! GEMVs of this set (the one-quad GEMM stays the AVX2 set's, larger batches take the
-//! `grid_tiles`).
+//! Plain IQ2_S and IQ1_M rows against Q8_K with `vpdpbusd`: the GEMVs of this set (the
+//! one-quad GEMM stays the AVX2 set's, larger batches take the `grid_tiles`).
 //!
-//! A block is four registers of 64 weights. The grid indices of a register are built in vector
-//! lanes (the low index bytes widened, the high bits added under a mask or by a variable
-//! shift) and its grid points fetched by one gather, where the AVX2 kernels load and insert
-//! every point on its own. A grid weight is made the unsigned byte `u = w + bias`: the IQ2/IQ3
-//! signs are one bit per weight, so 64 of them load straight into a mask register and
-//! `bias - w` replaces `w + bias` under it; IQ1_M's `8 (q + 1)` comes from a 16-byte table by
-//! the grid value `q` and `1 + δ` is added under the mask of its positive shifts. One
-//! `vpdpbusd` then multiplies the 64 bytes with the activations, starting from `-bias Σ a` of
-//! each 4-byte lane, which is worked out once per call with the activations themselves
-//! (`prepared_gemv`). Every 4-byte lane lies in one scale group, so one `vpmulld` by the
-//! scales spread to their lanes (`vpermd` from one vector of the block's 8 or 16 odd scales)
-//! finishes the register.
+//! A block is four registers of 64 weights, each eight 8-byte grid points loaded one by one. A
+//! grid weight is made the unsigned byte `u = w + bias`: the IQ2_S signs are one bit per
+//! weight, so 64 of them load straight into a mask register and `bias - g` replaces `bias + g`
+//! under it; IQ1_M's `8 (q + 1)` comes from a 16-byte table by the grid value `q` and `1 + δ`
+//! is added under the mask of its positive shifts. One `vpdpbusd` then multiplies the 64 bytes
+//! with the activations, starting from `-bias Σ a` of each 4-byte lane, which is worked out
+//! once per call with the activations themselves (`prepared_gemv`). Every 4-byte lane lies in
+//! one 16-weight scale group, so one `vpmulld` by the scales spread to their lanes (`vpermd`
+//! from one vector of the block's 16 odd scales) finishes the register: against the AVX2
+//! kernel, no sign vectors, no `maddubs`/`madd` pairs and no activation sums per block.
+//!
+//! IQ3_S was tried the same way (16 4-byte points per register) and measured slower than its
+//! AVX2 kernel, gathered (`vpgatherdd`) or loaded (4096x4096, 2 threads, weights from DRAM, shared
+//! Zen 4, 2026-12-06: 1.25 and 1.14 ms against 0.95).
 //!
 //! # Exactness
 //!
 //! A lane's `vpdpbusd` sum is `Σ w·a` of its four weights exactly (`w` is IQ1_M's `8 q + δ`, at
-//! most 9 in magnitude, IQ2_S's grid value, at most 43, or IQ3_S's, at most 15; `|a| <= 128`),
-//! times an odd scale of at most 31 and summed over the block's four registers: below `2^22`,
-//! so the lane holds its share of the block's integer sum and converts to `f32` exactly; the
-//! type's constant factor (1/8 for IQ2_S and IQ1_M) is a power of two. Only the order of the
-//! `f32` products and sums differs from the portable kernels.
+//! most 9 in magnitude, or IQ2_S's grid value, at most 43; `|a| <= 128`), times an odd scale of
+//! at most 31 and summed over the block's four registers: below `2^22`, so the lane holds its
+//! share of the block's integer sum and converts to `f32` exactly; the type's constant factor
+//! (1/8) is a power of two. Only the order of the `f32` products and sums differs from the
+//! portable kernels.
 
-use crate::blocks::{BlockIq1M, BlockIq2S, BlockIq3S, BlockQ8K};
+use crate::blocks::{BlockIq1M, BlockIq2S, BlockQ8K};
 use crate::kernel_api::Kernels;
 use crate::kernels::x86::{target_entries, Avx512};
 
@@ -34,9 +35,9 @@ mod imp {
     use std::arch::x86_64::*;
 
     use super::super::prepared_gemv::PreparedGemv;
-    use crate::blocks::{BlockIq1M, BlockIq2S, BlockIq3S, BlockQ8K, F16Bits};
+    use crate::blocks::{BlockIq1M, BlockIq2S, BlockQ8K, F16Bits};
     use crate::quant::grid::iq1_m_scale;
-    use crate::quant::grids::{IQ1S_GRID, IQ2S_GRID, IQ3S_GRID};
+    use crate::quant::grids::{IQ1S_GRID, IQ2S_GRID};
 
     /// Activation blocks (256 columns each) prepared at a time (8192 columns; 18 KiB of
     /// stack).
@@ -181,33 +182,6 @@ mod imp {
         unsafe { _mm512_setr_epi32(b, b, b, b, b1, b1, b1, b1, b2, b2, b2, b2, b3, b3, b3, b3) }
     }
 
-    /// Lanes 0..8 of register `j` take scale `2 j`, lanes 8..16 scale `2 j + 1` (one per 32
-    /// weights).
-    ///
-    /// # Safety
-    /// The CPU must support AVX-512 F.
-    #[inline(always)]
-    unsafe fn spread32(j: usize) -> __m512i {
-        let g = 2 * j as i32;
-        // SAFETY: register-only intrinsics of the caller's features.
-        unsafe {
-            _mm512_inserti64x4::<1>(
-                _mm512_castsi256_si512(_mm256_set1_epi32(g)),
-                _mm256_set1_epi32(g + 1),
-            )
-        }
-    }
-
-    /// The index bytes `low[0..8]` widened to the lanes of a 256-bit vector.
-    ///
-    /// # Safety
-    /// The CPU must support AVX2.
-    #[inline(always)]
-    unsafe fn low8(low: &[u8]) -> __m256i {
-        // SAFETY: register-only intrinsics of the caller's features.
-        unsafe { _mm256_cvtepu8_epi32(_mm_cvtsi64_si128(le_u64(low, 0) as i64)) }
-    }
-
     /// The `u64` of `b[at..at + 8]`.
     #[inline(always)]
     fn le_u64(b: &[u8], at: usize) -> u64 {
@@ -239,60 +213,19 @@ mod imp {
         };
     }
 
-    /// Whether the grid points are gathered (else loaded one by one).
-    const GATHER: bool = true;
-
-    /// The eight `u64` grid points `table[index[l]]`, point `l` in bytes `8 l..8 l + 8`.
+    /// Eight 8-byte grid points as one register, `point(l)` in bytes `8 l..8 l + 8`.
+    ///
+    /// Loaded one by one: a gather of them (`vpgatherdq`) measured faster on one thread of the
+    /// Zen 4 but did not gain from a second one (IQ1_M 4096x4096, 2 threads, weights from DRAM:
+    /// 1.22 ms gathered, 0.60 loaded, 0.82 for the AVX2 kernel).
     ///
     /// # Safety
-    /// The CPU must support AVX-512 F; every index must be inside `table`.
+    /// The CPU must support AVX-512 F.
     #[inline(always)]
-    unsafe fn points64(index: __m256i, table: &[u64]) -> __m512i {
-        // SAFETY: the caller's features and indices.
-        unsafe {
-            if GATHER {
-                _mm512_i32gather_epi64::<8>(index, table.as_ptr().cast())
-            } else {
-                let i: [u32; 8] = std::mem::transmute(index);
-                let p = |l: usize| *table.get_unchecked(i[l] as usize) as i64;
-                _mm512_set_epi64(p(7), p(6), p(5), p(4), p(3), p(2), p(1), p(0))
-            }
-        }
-    }
-
-    /// The sixteen `u32` grid points `table[index[l]]`, point `l` in bytes `4 l..4 l + 4`.
-    ///
-    /// # Safety
-    /// The CPU must support AVX-512 F; every index must be inside `table`.
-    #[inline(always)]
-    unsafe fn points32(index: __m512i, table: &[u32]) -> __m512i {
-        // SAFETY: the caller's features and indices.
-        unsafe {
-            if GATHER {
-                _mm512_i32gather_epi32::<4>(index, table.as_ptr().cast())
-            } else {
-                let i: [u32; 16] = std::mem::transmute(index);
-                let p = |l: usize| *table.get_unchecked(i[l] as usize) as i32;
-                _mm512_setr_epi32(
-                    p(0),
-                    p(1),
-                    p(2),
-                    p(3),
-                    p(4),
-                    p(5),
-                    p(6),
-                    p(7),
-                    p(8),
-                    p(9),
-                    p(10),
-                    p(11),
-                    p(12),
-                    p(13),
-                    p(14),
-                    p(15),
-                )
-            }
-        }
+    unsafe fn points8(point: impl Fn(usize) -> u64) -> __m512i {
+        let p = |l: usize| point(l) as i64;
+        // SAFETY: register-only intrinsics of the caller's features.
+        unsafe { _mm512_set_epi64(p(7), p(6), p(5), p(4), p(3), p(2), p(1), p(0)) }
     }
 
     /// The IQ2_S GEMV's blocks.
@@ -305,58 +238,22 @@ mod imp {
         #[inline(always)]
         unsafe fn block(w: &BlockIq2S, p: &Prepared, _: (), acc: __m512) -> __m512 {
             let sc = u64::from_le_bytes(w.scales);
-            // SAFETY: the caller's features; every gather index is below 1024 (8 low bits and 2
-            // high ones), inside `IQ2S_GRID`.
+            // SAFETY: the caller's features; the table reads are bounds-checked.
             unsafe {
                 // Nibble h of the scales weighs weights 16 h..16 h + 16.
                 let scales = odd_fields(sc as u32, (sc >> 32) as u32, nibble_shifts(), 4);
                 let mut isum = _mm512_setzero_si512();
                 for j in 0..4 {
-                    // Points 8 j..8 j + 8: their top index bits are bits 2 p, 2 p + 1 of the
-                    // `qh` bytes of groups 2 j, 2 j + 1 read as one word.
-                    let qh = u16::from_le_bytes([w.qh[2 * j], w.qh[2 * j + 1]]);
-                    let shifts = _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14);
-                    let high = _mm256_srlv_epi32(_mm256_set1_epi32(i32::from(qh)), shifts);
-                    let high = _mm256_slli_epi32::<8>(_mm256_and_si256(high, _mm256_set1_epi32(3)));
-                    let index = _mm256_or_si256(low8(&w.qs[8 * j..]), high);
-                    let grid = points64(index, &IQ2S_GRID);
+                    // Point k's top index bits are bits 2 (k % 4), 2 (k % 4) + 1 of `qh[k / 4]`.
+                    let grid = points8(|l| {
+                        let k = 8 * j + l;
+                        let high = (usize::from(w.qh[k / 4]) << (8 - 2 * (k % 4))) & 0x300;
+                        IQ2S_GRID[usize::from(w.qs[k]) | high]
+                    });
                     let u = biased(grid, le_u64(&w.qs, 32 + 8 * j));
                     isum = scaled_dot(isum, u, p, j, scales, spread16(j));
                 }
                 let d = block_scale(w.d, 0.125, p);
-                _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), d, acc)
-            }
-        }
-    }
-
-    /// The IQ3_S GEMV's blocks.
-    pub(super) struct Iq3S;
-
-    impl PreparedGemv for Iq3S {
-        type Weight = BlockIq3S;
-        q8_k_prepared!(64);
-
-        #[inline(always)]
-        unsafe fn block(w: &BlockIq3S, p: &Prepared, _: (), acc: __m512) -> __m512 {
-            let sc = u32::from_le_bytes(w.scales);
-            // SAFETY: the caller's features; every gather index is below 512 (8 low bits and
-            // one high one), inside `IQ3S_GRID`; the load reads 16 of the 64 index bytes.
-            unsafe {
-                // Nibble g of the scales weighs group g (32 weights).
-                let scales = odd_fields(sc, sc, nibble_shifts(), 4);
-                let mut isum = _mm512_setzero_si512();
-                for j in 0..4 {
-                    // Points 16 j..16 j + 16 (4 weights each): the 9th index bit of point p is
-                    // bit p of the `qh` bytes of groups 2 j, 2 j + 1 read as one word.
-                    let low = _mm_loadu_si128(w.qs[16 * j..16 * j + 16].as_ptr().cast());
-                    let low = _mm512_cvtepu8_epi32(low);
-                    let qh = u16::from_le_bytes([w.qh[2 * j], w.qh[2 * j + 1]]);
-                    let index = _mm512_mask_or_epi32(low, qh, low, _mm512_set1_epi32(256));
-                    let grid = points32(index, &IQ3S_GRID);
-                    let u = biased(grid, le_u64(&w.signs, 8 * j));
-                    isum = scaled_dot(isum, u, p, j, scales, spread32(j));
-                }
-                let d = block_scale(w.d, 1.0, p);
                 _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), d, acc)
             }
         }
@@ -372,8 +269,7 @@ mod imp {
         #[inline(always)]
         unsafe fn block(w: &BlockIq1M, p: &Prepared, _: (), acc: __m512) -> __m512 {
             let sc = u64::from_le_bytes(w.scales);
-            // SAFETY: the caller's features; every gather index is below 2048 (8 low bits and
-            // 3 high ones), inside `IQ1S_GRID`.
+            // SAFETY: the caller's features; the table reads are bounds-checked.
             unsafe {
                 // Scale h (16 weights): 3 bits at 3 (h % 4) of 16-bit word h / 4.
                 let shifts =
@@ -394,11 +290,12 @@ mod imp {
                         _mm256_set1_epi32(qh as i32),
                         _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28),
                     );
-                    let high =
-                        _mm256_slli_epi32::<8>(_mm256_and_si256(nibbles, _mm256_set1_epi32(7)));
-                    let index = _mm256_or_si256(low8(&w.qs[8 * j..]), high);
                     let positive = _mm256_testn_epi32_mask(nibbles, _mm256_set1_epi32(8));
-                    let grid = points64(index, &IQ1S_GRID);
+                    let grid = points8(|l| {
+                        let k = 8 * j + l;
+                        let high = ((usize::from(w.qh[k / 2]) >> (4 * (k % 2))) & 7) << 8;
+                        IQ1S_GRID[usize::from(w.qs[k]) | high]
+                    });
                     // u = 8 q + 9 + δ: 8 (q + 1), plus 2 where the shift is positive.
                     let base = _mm512_shuffle_epi8(table, grid);
                     let u = _mm512_mask_add_epi64(base, positive, base, _mm512_set1_epi8(2));
@@ -413,7 +310,6 @@ mod imp {
 
 target_entries! { "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni";
     fn iq2_s_gemv(w: &[BlockIq2S], a: &[BlockQ8K], out: &mut [f32]) => prepared_gemv::gemv_body::<imp::Iq2S, { imp::PREP_BLOCKS }>;
-    fn iq3_s_gemv(w: &[BlockIq3S], a: &[BlockQ8K], out: &mut [f32]) => prepared_gemv::gemv_body::<imp::Iq3S, { imp::PREP_BLOCKS }>;
     fn iq1_m_gemv(w: &[BlockIq1M], a: &[BlockQ8K], out: &mut [f32]) => prepared_gemv::gemv_body::<imp::Iq1M, { imp::PREP_BLOCKS }>;
 }
 
@@ -422,14 +318,6 @@ pub(crate) fn iq2_s_rows(token: Avx512) -> Kernels<BlockIq2S, BlockQ8K, BlockQ8K
     Kernels {
         gemv: iq2_s_gemv,
         ..grid_tiles::iq2_s_rows(token)
-    }
-}
-
-/// Plain IQ3_S rows: the 512-bit GEMV, the AVX2 one-quad GEMM, the 16-row tiles.
-pub(crate) fn iq3_s_rows(token: Avx512) -> Kernels<BlockIq3S, BlockQ8K, BlockQ8K> {
-    Kernels {
-        gemv: iq3_s_gemv,
-        ..grid_tiles::iq3_s_rows(token)
     }
 }
 
