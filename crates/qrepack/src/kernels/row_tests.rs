@@ -307,3 +307,60 @@ pub(crate) fn random_q1_0(rng: &mut Rng) -> BlockQ1_0 {
         ..random(rng)
     }
 }
+
+/// `rows` weight rows of `nb` blocks (from `make`) times one activation row through `gemv`,
+/// each output against `portable` and the exact product.
+pub(crate) fn check_q8_k_gemv<W: bytemuck::Pod>(
+    ty: GgmlType,
+    gemv: fn(&[W], &[BlockQ8K], &mut [f32]),
+    portable: fn(&[W], &[BlockQ8K]) -> f32,
+    w: &[W],
+    a: &[BlockQ8K],
+) {
+    let nb = a.len();
+    let rows = w.len() / nb;
+    let act = q8_k_values(a);
+    let mut out = vec![f32::NAN; rows];
+    gemv(w, a, &mut out);
+    for (r, &o) in out.iter().enumerate() {
+        let row = &w[r * nb..(r + 1) * nb];
+        let what = format!("{ty} gemv of {rows} rows of {nb} blocks, row {r}");
+        let exact = exact_dot(ty, bytemuck::cast_slice(row), &act);
+        check(&what, o, portable(row, a), exact, nb);
+    }
+}
+
+/// GEMVs of Q8_K activations on rows of 70 and 130 blocks (longer than a piece of 32 prepared
+/// blocks, the last piece partial) and 1 to 9 rows (groups of four and the rows left over).
+pub(crate) fn q8_k_long_rows<W: bytemuck::Pod>(
+    ty: GgmlType,
+    gemv: fn(&[W], &[BlockQ8K], &mut [f32]),
+    portable: fn(&[W], &[BlockQ8K]) -> f32,
+    make: impl Fn(&mut Rng) -> W,
+) {
+    let mut rng = Rng::new(0x9e3 ^ ty.id() as u64);
+    for nb in [70, 130] {
+        let a: Vec<BlockQ8K> = (0..nb).map(|_| random_q8_k(&mut rng)).collect();
+        for rows in 1..=9 {
+            let w: Vec<W> = (0..rows * nb).map(|_| make(&mut rng)).collect();
+            check_q8_k_gemv(ty, gemv, portable, &w, &a);
+        }
+    }
+}
+
+/// Activations all `-128` or all `127` (with consistent `bsums`) times `w`.
+pub(crate) fn q8_k_extreme_activations<W: bytemuck::Pod>(
+    ty: GgmlType,
+    gemv: fn(&[W], &[BlockQ8K], &mut [f32]),
+    portable: fn(&[W], &[BlockQ8K]) -> f32,
+    w: &[W],
+) {
+    for q in [-128i8, 127] {
+        let a = BlockQ8K {
+            d: 0.01,
+            qs: [q; 256],
+            bsums: [16 * i16::from(q); 16],
+        };
+        check_q8_k_gemv(ty, gemv, portable, w, &[a]);
+    }
+}

@@ -10,6 +10,7 @@
 //!
 //! The GEMVs here ask for the weights 16 KiB ahead into L2 (`kernel_api::prefetch_l2`).
 
+pub(crate) mod grid_gemv;
 pub(crate) mod grid_tiles;
 mod k_gemv;
 mod k_rows16;
@@ -25,6 +26,7 @@ pub(crate) mod q2_k;
 mod q6_k_gemv;
 pub(crate) mod q8_0_tiles;
 mod rows16;
+pub(crate) mod tq1_0_rows;
 
 use crate::blocks::{
     BlockQ4Kx8, BlockQ4_0x8, BlockQ5_0x8, BlockQ6Kx8, BlockQ8K, BlockQ8Kx4, BlockQ8_0,

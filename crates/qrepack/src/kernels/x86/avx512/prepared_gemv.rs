@@ -1,6 +1,7 @@
 //! The loop of the plain-row GEMVs that prepare each activation block once per call
-//! (`nvfp4_rows`, `q1_0_rows`): pieces of prepared blocks on the stack, weight rows four at a
-//! time against each piece, one 16-lane accumulator per row summed at the end.
+//! (`nvfp4_rows`, `q1_0_rows`, `tq1_0_rows`, `grid_gemv`): pieces of prepared blocks on the
+//! stack, weight rows four at a time against each piece, one 16-lane accumulator per row summed
+//! at the end.
 
 use std::arch::x86_64::*;
 
