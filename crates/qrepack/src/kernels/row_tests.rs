@@ -310,6 +310,7 @@ pub(crate) fn random_q1_0(rng: &mut Rng) -> BlockQ1_0 {
 
 /// `rows` weight rows of `nb` blocks (from `make`) times one activation row through `gemv`,
 /// each output against `portable` and the exact product.
+#[cfg(target_arch = "x86_64")]
 pub(crate) fn check_q8_k_gemv<W: bytemuck::Pod>(
     ty: GgmlType,
     gemv: fn(&[W], &[BlockQ8K], &mut [f32]),
@@ -332,6 +333,7 @@ pub(crate) fn check_q8_k_gemv<W: bytemuck::Pod>(
 
 /// GEMVs of Q8_K activations on rows of 70 and 130 blocks (longer than a piece of 32 prepared
 /// blocks, the last piece partial) and 1 to 9 rows (groups of four and the rows left over).
+#[cfg(target_arch = "x86_64")]
 pub(crate) fn q8_k_long_rows<W: bytemuck::Pod>(
     ty: GgmlType,
     gemv: fn(&[W], &[BlockQ8K], &mut [f32]),
@@ -349,6 +351,7 @@ pub(crate) fn q8_k_long_rows<W: bytemuck::Pod>(
 }
 
 /// Activations all `-128` or all `127` (with consistent `bsums`) times `w`.
+#[cfg(target_arch = "x86_64")]
 pub(crate) fn q8_k_extreme_activations<W: bytemuck::Pod>(
     ty: GgmlType,
     gemv: fn(&[W], &[BlockQ8K], &mut [f32]),
