@@ -174,38 +174,33 @@ mod tests {
         );
     }
 
+    /// A name of every expression list.
+    const NAMES: [&str; 12] = [
+        "default",
+        "llama3",
+        "qwen2",
+        "qwen35",
+        "gpt-4o",
+        "tekken",
+        "deepseek-v3",
+        "gpt-2",
+        "smollm",
+        "falcon",
+        "bloom",
+        "viking",
+    ];
+
     #[test]
     fn pieces_cover_the_text() {
         let text = "Ünïcödé text — with 42 numbers, CamelCase, tabs\tand\r\nlines  ";
-        for pre in [
-            "default",
-            "llama3",
-            "qwen2",
-            "qwen35",
-            "gpt-4o",
-            "tekken",
-            "deepseek-v3",
-        ] {
+        for pre in NAMES {
             assert_eq!(split(pre, text).concat(), text, "{pre}");
         }
     }
 
     #[test]
     fn every_expression_compiles() {
-        for name in [
-            "default",
-            "llama3",
-            "qwen2",
-            "qwen35",
-            "gpt-4o",
-            "tekken",
-            "deepseek-v3",
-            "gpt-2",
-            "smollm",
-            "falcon",
-            "bloom",
-            "viking",
-        ] {
+        for name in NAMES {
             let sources = expressions(name).unwrap();
             for s in &sources {
                 assert!(Regex::new(s).is_ok(), "{name}: {s}");

@@ -277,12 +277,6 @@ pub fn check_chunks(t: Tiny, seed: u64) {
 
     // the model cutting one call into passes of 4 positions itself, for one sequence and for
     // a batch of two (whose second sequence is the first reversed)
-    let g = GgufFile::from_bytes(bytes.clone()).unwrap();
-    let open = OpenOptions {
-        stacks: stacks_for(&g),
-        ..OpenOptions::default()
-    };
-    let model = Arc::new(Model::from_gguf(g, &open).unwrap());
     let options = LoadOptions {
         kv_cache: KvType::F32,
         max_pass_positions: 4,
