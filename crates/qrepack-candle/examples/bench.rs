@@ -19,7 +19,8 @@
 //!
 //! `--profile` then runs qrepack-candle once more with [`Llama::set_profiling`] on and splits
 //! the prompt pass and the mean decode step into matrix products, attention, elementwise work
-//! (norms, RoPE, activation, residuals) and the rest.
+//! (norms, RoPE, activation, residuals) and the rest; with `--tg-empty` also the mean of G
+//! decode steps from an empty cache.
 //!
 //! `--threads N` sets `RAYON_NUM_THREADS` and `CANDLE_NUM_THREADS` (read by candle's pools) and
 //! builds the global rayon pool (qrepack's) with N threads, before anything runs. The two
@@ -231,13 +232,19 @@ fn run(o: Opts) -> Result<(), String> {
         );
     }
     if let (true, Some(l)) = (o.profile, ours.as_mut()) {
-        print_profile(l, &prompt, o.gen).map_err(|e| e.to_string())?;
+        print_profile(l, &prompt, o.gen, o.tg_empty).map_err(|e| e.to_string())?;
     }
     Ok(())
 }
 
-/// One profiled prompt pass and `gen` profiled decode steps of qrepack-candle, as a table.
-fn print_profile(l: &mut Llama, prompt: &[u32], gen: usize) -> candle_core::Result<()> {
+/// One profiled prompt pass and `gen` profiled decode steps of qrepack-candle after it (and,
+/// with `from_empty`, `gen` more from an empty cache), as a table.
+fn print_profile(
+    l: &mut Llama,
+    prompt: &[u32],
+    gen: usize,
+    from_empty: bool,
+) -> candle_core::Result<()> {
     let dev = Device::Cpu;
     l.clear_cache();
     l.set_profiling(true);
@@ -257,32 +264,56 @@ fn print_profile(l: &mut Llama, prompt: &[u32], gen: usize) -> candle_core::Resu
             .to_scalar::<u32>()?;
     }
     let steps = l.take_profile().unwrap_or_default();
+    let empty = if from_empty {
+        l.clear_cache();
+        next = prompt.first().copied().unwrap_or(0);
+        for pos in 0..gen {
+            let ids = Tensor::new(&[[next]], &dev)?;
+            next = l
+                .forward(&ids, pos)?
+                .squeeze(0)?
+                .argmax(0)?
+                .to_scalar::<u32>()?;
+        }
+        l.take_profile()
+    } else {
+        None
+    };
     l.set_profiling(false);
     let ms = |d: std::time::Duration, n: usize| d.as_secs_f64() * 1e3 / n.max(1) as f64;
     println!(
-        "  profile (qrepack-candle): the {}-token prompt pass, and one decode step (mean of {})",
+        "  profile (qrepack-candle): the {}-token prompt pass, one decode step after it (mean of \
+         {}){}",
         prompt.len(),
-        steps.passes
+        steps.passes,
+        if empty.is_some() {
+            ", one from an empty cache (mean of as many)"
+        } else {
+            ""
+        }
     );
-    println!(
-        "  {:<12} {:>14} {:>7} {:>16} {:>7}",
-        "phase", "prompt ms", "%", "decode step ms", "%"
-    );
-    let rows = [
-        ("products", pass.products, steps.products),
-        ("attention", pass.attention, steps.attention),
-        ("elementwise", pass.elementwise, steps.elementwise),
-        ("rest", pass.rest(), steps.rest()),
-        ("total", pass.total, steps.total),
+    let mut columns = vec![("prompt ms", pass), ("decode step ms", steps)];
+    columns.extend(empty.map(|e| ("from empty ms", e)));
+    let mut header = format!("  {:<12}", "phase");
+    for (title, _) in &columns {
+        header += &format!(" {title:>16} {:>6}", "%");
+    }
+    println!("{header}");
+    type Part = fn(&qrepack_candle::PhaseTimes) -> std::time::Duration;
+    let parts: [(&str, Part); 5] = [
+        ("products", |p| p.products),
+        ("attention", |p| p.attention),
+        ("elementwise", |p| p.elementwise),
+        ("rest", |p| p.rest()),
+        ("total", |p| p.total),
     ];
-    for (name, p, s) in rows {
-        let (pm, sm) = (ms(p, pass.passes), ms(s, steps.passes));
-        let (pt, st) = (ms(pass.total, pass.passes), ms(steps.total, steps.passes));
-        println!(
-            "  {name:<12} {pm:>14.2} {:>6.1}% {sm:>16.3} {:>6.1}%",
-            100.0 * pm / pt.max(1e-12),
-            100.0 * sm / st.max(1e-12)
-        );
+    for (name, part) in parts {
+        let mut line = format!("  {name:<12}");
+        for (_, p) in &columns {
+            let (v, total) = (ms(part(p), p.passes), ms(p.total, p.passes));
+            line += &format!(" {v:>16.3} {:>5.1}%", 100.0 * v / total.max(1e-12));
+        }
+        println!("{line}");
     }
     Ok(())
 }
