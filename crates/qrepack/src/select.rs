@@ -398,17 +398,19 @@ kernel_table! {
     // (238); Q1_0 batch 32 9.9 -> 5.2 (11.2), 512 217 -> 63 (236); TQ2_0 batch 32 5.9 -> 3.4
     // (8.0); 11008x4096 NVFP4 batch 32 51 -> 14 (60), 512 688 -> 172 (869); Q1_0 batch 32 20 ->
     // 6.9 (22), 512 596 -> 176 (362); TQ2_0 batch 32 15.6 -> 7.6 (20.5). Ratios to ggml over
-    // four sittings: NVFP4 0.15-0.24, Q1_0 0.16-0.49, TQ2_0 0.24-0.47.
+    // four sittings: NVFP4 0.15-0.24, Q1_0 0.16-0.49, TQ2_0 0.24-0.47. With AVX2, NVFP4 from
+    // batch 8 and Q1_0 from 16 take 8-row tiles of the same form (`vpmaddubsw` in place of
+    // `vpdpbusd`; see `avx2::q8_0_tiles` for the timings).
     Plain<RowsNvfp4> {
         #[cfg(target_arch = "x86_64")] x86::Avx512 => avx512::q8_0_tiles::nvfp4_tiled_rows,
-        #[cfg(target_arch = "x86_64")] x86::Avx2 => avx2::lowbit::nvfp4_rows,
+        #[cfg(target_arch = "x86_64")] x86::Avx2 => avx2::q8_0_tiles::nvfp4_tiled_rows,
         #[cfg(target_arch = "aarch64")] aarch64::Dotprod => neon::lowbit::sdot::nvfp4_rows,
         #[cfg(target_arch = "aarch64")] aarch64::Neon => neon::lowbit::nvfp4_rows,
         ; scalar::plain_kernels::<RowsNvfp4>()
     }
     Plain<RowsQ1_0> {
         #[cfg(target_arch = "x86_64")] x86::Avx512 => avx512::q8_0_tiles::q1_0_tiled_rows,
-        #[cfg(target_arch = "x86_64")] x86::Avx2 => avx2::lowbit::q1_0_rows,
+        #[cfg(target_arch = "x86_64")] x86::Avx2 => avx2::q8_0_tiles::q1_0_tiled_rows,
         #[cfg(target_arch = "aarch64")] aarch64::Dotprod => neon::lowbit::sdot::q1_0_rows,
         #[cfg(target_arch = "aarch64")] aarch64::Neon => neon::lowbit::q1_0_rows,
         ; scalar::plain_kernels::<RowsQ1_0>()

@@ -13,6 +13,7 @@ pub(crate) mod q2_k;
 pub(crate) mod q4_1;
 pub(crate) mod q5_0;
 pub(crate) mod q6_k;
+pub(crate) mod q8_0_tiles;
 pub(crate) mod quantize;
 pub(crate) mod vecdot;
 

@@ -1,0 +1,298 @@
+//! Per-call tiles of 8 plain NVFP4 or Q1_0 rows, one row per 32-bit lane, multiplied with AVX2
+//! against their Q8_0 activations: the AVX2 form of the AVX-512 `q8_0_tiles`.
+//!
+//! Both types decode exactly to signed bytes (NVFP4's doubled E2M1 values with a UE4M3 scale per
+//! 16 weights, Q1_0's `±1` with one f16 scale per 128). A tile cuts each row into *chunks* of 32
+//! weights, the span of one activation block, and lays 8 rows side by side, four weights of a row
+//! per lane. Four activation bytes broadcast to every lane then meet four weights of each of the
+//! 8 rows in one `vpmaddubsw` (unsigned activations times signed weights, pairs summed to 16
+//! bits). The activations are taken as `a + 128` and each lane starts from `-128 Σw` of its
+//! weights, stored in the tile. Without tiles, the row GEMM decodes every weight block once per
+//! group of four activation rows and sums each row and activation row across the lanes.
+//!
+//! # Exactness
+//!
+//! A `vpmaddubsw` pair is at most `2·255·12 = 6120` (NVFP4) or `510` (Q1_0), and the 16-bit sums
+//! run over at most four pairs of NVFP4 (one scale group: 24480) or eight of Q1_0 (4080), inside
+//! `i16`; they are widened to 32 bits once per scale group, where the group's `Σ w·a` (below
+//! `2^16`) converts to `f32` exactly. The integers are the portable kernel's; only the order of
+//! the `f32` roundings differs.
+
+use std::arch::x86_64::*;
+
+use crate::blocks::{ue4m3_half_to_f32, BlockNvfp4, BlockQ1_0, BlockQ8_0};
+use crate::kernel_api::{target_entries, Kernels, TiledGemm};
+use crate::kernels::x86::Avx2;
+use crate::quant::grids::KVALUES_FP4;
+
+use super::lowbit;
+
+/// Rows in one tile, one per 32-bit lane.
+const ROWS: usize = 8;
+
+/// 32 weights (one Q8_0 activation block's span) of 8 rows.
+#[repr(C)]
+#[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
+struct Chunk {
+    /// `q[p][r]`: weights `4p..4p + 4` of row `r`, signed bytes (little-endian).
+    q: [[u32; ROWS]; 8],
+    /// `neg_sums[h][r]`: `-128` times the sum of row `r`'s weights in scale group `h` (the
+    /// chunk's halves, or the whole chunk in `h = 0` when it has one scale).
+    neg_sums: [[i32; ROWS]; 2],
+    /// `scales[h][r]`: row `r`'s scale of group `h`.
+    scales: [[f32; ROWS]; 2],
+}
+
+const _: () = assert!(std::mem::size_of::<Chunk>().is_multiple_of(8));
+
+/// A weight block of a tiled type: `K` chunks, each with one scale or one per half.
+trait DecodeChunks: bytemuck::Pod {
+    /// The activation blocks that meet one weight block.
+    type Act: bytemuck::Pod;
+    /// Chunks (Q8_0 blocks) per weight block.
+    const K: usize;
+    /// Whether each half of a chunk has its own scale.
+    const SPLIT: bool;
+
+    /// Writes the block into lane `r` of its `K` chunks.
+    ///
+    /// # Safety
+    /// The CPU must support AVX2.
+    unsafe fn decode(&self, r: usize, chunks: &mut [Chunk]);
+}
+
+/// `word[k]` for the four bits of `n`: byte `k` is `1` where bit `k` is set, else `-1`.
+const SIGN_WORDS: [u32; 16] = {
+    let mut table = [0u32; 16];
+    let mut n = 0;
+    while n < 16 {
+        let mut k = 0;
+        while k < 4 {
+            let byte: u32 = if (n >> k) & 1 == 1 { 0x01 } else { 0xff };
+            table[n] |= byte << (8 * k);
+            k += 1;
+        }
+        n += 1;
+    }
+    table
+};
+
+impl DecodeChunks for BlockQ1_0 {
+    type Act = [BlockQ8_0; 4];
+    const K: usize = 4;
+    const SPLIT: bool = false;
+
+    #[inline(always)]
+    unsafe fn decode(&self, r: usize, chunks: &mut [Chunk]) {
+        let d = self.d.to_f32();
+        for (c, ch) in chunks.iter_mut().enumerate() {
+            // weight 32c + i is bit i of the chunk's little-endian word
+            let bits = u32::from_le_bytes(std::array::from_fn(|k| self.qs[4 * c + k]));
+            for (p, q) in ch.q.iter_mut().enumerate() {
+                q[r] = SIGN_WORDS[(bits >> (4 * p)) as usize & 15];
+            }
+            ch.neg_sums[0][r] = -128 * (2 * bits.count_ones() as i32 - 32);
+            ch.neg_sums[1][r] = 0;
+            ch.scales[0][r] = d;
+            ch.scales[1][r] = 0.0;
+        }
+    }
+}
+
+impl DecodeChunks for BlockNvfp4 {
+    type Act = [BlockQ8_0; 2];
+    const K: usize = 2;
+    const SPLIT: bool = true;
+
+    #[inline(always)]
+    unsafe fn decode(&self, r: usize, chunks: &mut [Chunk]) {
+        // SAFETY: AVX2 (the caller's contract) covers the SSE intrinsics; loads read the value
+        // table and the block's 8 code bytes of a group.
+        unsafe {
+            let table = _mm_loadu_si128(KVALUES_FP4.as_ptr().cast());
+            let nibble = _mm_set1_epi8(0x0f);
+            for (c, ch) in chunks.iter_mut().enumerate() {
+                for h in 0..2 {
+                    // group s: weights 0..8 in the low nibbles of its 8 bytes, 8..16 in the high
+                    let s = 2 * c + h;
+                    let codes = _mm_loadl_epi64(self.qs[8 * s..].as_ptr().cast());
+                    let low = _mm_and_si128(codes, nibble);
+                    let high = _mm_and_si128(_mm_srli_epi16::<4>(codes), nibble);
+                    let values = _mm_shuffle_epi8(table, _mm_unpacklo_epi64(low, high));
+                    ch.q[4 * h][r] = _mm_extract_epi32::<0>(values) as u32;
+                    ch.q[4 * h + 1][r] = _mm_extract_epi32::<1>(values) as u32;
+                    ch.q[4 * h + 2][r] = _mm_extract_epi32::<2>(values) as u32;
+                    ch.q[4 * h + 3][r] = _mm_extract_epi32::<3>(values) as u32;
+                    // Σ (v + 128) over each 8-byte half, less 16·128: the values' sum
+                    let biased = _mm_sad_epu8(
+                        _mm_xor_si128(values, _mm_set1_epi8(-128)),
+                        _mm_setzero_si128(),
+                    );
+                    let sum = _mm_cvtsi128_si32(biased) + _mm_extract_epi32::<2>(biased) - 2048;
+                    ch.neg_sums[h][r] = -128 * sum;
+                    ch.scales[h][r] = ue4m3_half_to_f32(self.d[s]);
+                }
+            }
+        }
+    }
+}
+
+/// Activation blocks flipped to `a + 128` at a time per activation row.
+const PIECE: usize = 16;
+
+/// Loads 32 bytes.
+///
+/// # Safety
+/// The CPU must support AVX.
+#[inline(always)]
+unsafe fn load32<T: bytemuck::Pod>(p: &T) -> __m256i {
+    const { assert!(std::mem::size_of::<T>() == 32) };
+    // SAFETY: `p` is 32 bytes; `loadu` has no alignment requirement.
+    unsafe { _mm256_loadu_si256((p as *const T).cast()) }
+}
+
+/// The tile's 8 rows times four activation rows (`a`: four rows of `tile.len()` Q8_0 blocks,
+/// back to back): `out[8 m + r]` for activation row `m`. `SPLIT`: a scale per 16 weights
+/// (else one per chunk, in `h = 0`).
+///
+/// # Safety
+/// The CPU must support AVX2, FMA and F16C.
+#[inline(always)]
+unsafe fn rows<const SPLIT: bool>(tile: &[Chunk], a: &[BlockQ8_0], out: &mut [f32]) {
+    const M: usize = 4;
+    let nch = tile.len();
+    assert!(a.len() == M * nch && out.len() == M * ROWS);
+    let mut flipped = [[[0u32; 8]; PIECE]; M];
+    let mut da = [[0.0f32; PIECE]; M];
+    let (groups, per_group) = if SPLIT { (2, 4) } else { (1, 8) };
+    // SAFETY: register-only intrinsics of the caller's features; loads and stores go through
+    // references into the tile, the activations, the local buffers and `out` (length asserted).
+    unsafe {
+        let sign = _mm256_set1_epi8(-128);
+        let ones = _mm256_set1_epi16(1);
+        let mut acc = [_mm256_setzero_ps(); M];
+        for start in (0..nch).step_by(PIECE) {
+            let len = PIECE.min(nch - start);
+            for m in 0..M {
+                for i in 0..len {
+                    let blk = &a[m * nch + start + i];
+                    let f = _mm256_xor_si256(load32(&blk.qs), sign);
+                    _mm256_storeu_si256(flipped[m][i].as_mut_ptr().cast(), f);
+                    da[m][i] = blk.d.to_f32();
+                }
+            }
+            for (i, ch) in tile[start..start + len].iter().enumerate() {
+                let mut sum = [_mm256_setzero_ps(); M];
+                for h in 0..groups {
+                    let mut s16 = [_mm256_setzero_si256(); M];
+                    for (p, q) in ch.q.iter().enumerate().skip(per_group * h).take(per_group) {
+                        let q = load32(q);
+                        for (m, s) in s16.iter_mut().enumerate() {
+                            let b = _mm256_set1_epi32(flipped[m][i][p] as i32);
+                            *s = _mm256_add_epi16(*s, _mm256_maddubs_epi16(b, q));
+                        }
+                    }
+                    let first = load32(&ch.neg_sums[h]);
+                    let sc = _mm256_loadu_ps(ch.scales[h].as_ptr());
+                    for (m, s) in s16.iter().enumerate() {
+                        let x = _mm256_cvtepi32_ps(_mm256_add_epi32(
+                            first,
+                            _mm256_madd_epi16(*s, ones),
+                        ));
+                        sum[m] = if h == 0 {
+                            _mm256_mul_ps(x, sc)
+                        } else {
+                            _mm256_fmadd_ps(x, sc, sum[m])
+                        };
+                    }
+                }
+                for m in 0..M {
+                    acc[m] = _mm256_fmadd_ps(sum[m], _mm256_set1_ps(da[m][i]), acc[m]);
+                }
+            }
+        }
+        for (m, o) in out.chunks_exact_mut(ROWS).enumerate() {
+            _mm256_storeu_ps(o.as_mut_ptr(), acc[m]);
+        }
+    }
+}
+
+/// `u64` words of a tile of 8 rows of `nb` blocks.
+fn tile_words<W: DecodeChunks>(nb: usize) -> usize {
+    nb * W::K * std::mem::size_of::<Chunk>() / 8
+}
+
+/// Decodes 8 rows of `nb` blocks each (row after row) into the tile, block by block.
+///
+/// # Safety
+/// The CPU must support AVX2, FMA and F16C.
+#[inline(always)]
+unsafe fn make_tile_body<W: DecodeChunks>(blocks: &[W], tile: &mut [u64]) {
+    let nb = blocks.len() / ROWS;
+    let chunks: &mut [Chunk] = bytemuck::cast_slice_mut(tile);
+    assert!(chunks.len() == nb * W::K && blocks.len() == ROWS * nb);
+    for (b, block_chunks) in chunks.chunks_exact_mut(W::K).enumerate() {
+        for r in 0..ROWS {
+            // SAFETY: the caller's features.
+            unsafe { blocks[r * nb + b].decode(r, block_chunks) };
+        }
+    }
+}
+
+/// The tile's rows times one quad of activation rows, activation row major into `out`.
+///
+/// # Safety
+/// The CPU must support AVX2, FMA and F16C.
+#[inline(always)]
+unsafe fn gemm_body<W: DecodeChunks>(_: &[W], tile: &[u64], a: &[W::Act], out: &mut [f32]) {
+    let tile: &[Chunk] = bytemuck::cast_slice(tile);
+    let a: &[BlockQ8_0] = bytemuck::cast_slice(a);
+    // SAFETY: the caller's features; `rows` asserts the lengths.
+    unsafe {
+        if W::SPLIT {
+            rows::<true>(tile, a, out)
+        } else {
+            rows::<false>(tile, a, out)
+        }
+    }
+}
+
+target_entries! { "avx2,fma,f16c";
+    fn q8_0_tile<W: DecodeChunks>(blocks: &[W], tile: &mut [u64]) => make_tile_body::<W>;
+    fn tiled_gemm<W: DecodeChunks>(w: &[W], tile: &[u64], a: &[W::Act], out: &mut [f32]) => gemm_body::<W>;
+}
+
+/// The 8-row tiles of `W`, used from `min_quads` quads on. A tile holds 1.5 bytes a weight
+/// (Q1_0 stores 0.14, NVFP4 0.56), so making it costs about as much as a batch-8 call of the
+/// row GEMM: 4096x4096, 2 threads, weights hot, Zen 4 shared with a build (old -> new, ms):
+/// NVFP4 batch 8 4.8 -> 4.7, 16 9.5 -> 7.0, 32 19.0 -> 11.4, 512 154 -> 76; Q1_0 batch 8 3.7 ->
+/// 4.7, 16 7.4 -> 7.1, 32 14.9 -> 10.8, 512 124 -> 73.
+fn tiles<W: DecodeChunks>(min_quads: usize) -> TiledGemm<W, W::Act> {
+    TiledGemm {
+        groups: ROWS,
+        quads: 1,
+        min_quads,
+        tile_words: tile_words::<W>,
+        make_tile: q8_0_tile::<W>,
+        gemm: tiled_gemm::<W>,
+    }
+}
+
+/// Plain NVFP4 rows: the AVX2 GEMV and one-quad GEMM, and the 8-row tiles from batch 8.
+pub(crate) fn nvfp4_tiled_rows(token: Avx2) -> Kernels<BlockNvfp4, [BlockQ8_0; 2], [BlockQ8_0; 2]> {
+    Kernels {
+        tiled: Some(tiles::<BlockNvfp4>(2)),
+        ..lowbit::nvfp4_rows(token)
+    }
+}
+
+/// Plain Q1_0 rows: the AVX2 GEMV and one-quad GEMM, and the 8-row tiles from batch 16.
+pub(crate) fn q1_0_tiled_rows(token: Avx2) -> Kernels<BlockQ1_0, [BlockQ8_0; 4], [BlockQ8_0; 4]> {
+    Kernels {
+        tiled: Some(tiles::<BlockQ1_0>(4)),
+        ..lowbit::q1_0_rows(token)
+    }
+}
+
+#[cfg(test)]
+mod tests;
