@@ -66,6 +66,13 @@ mod imp {
         type Act = [BlockQ8_0; 2];
         type Prep = Prepared;
         type Consts = Consts;
+        type Ahead = ();
+
+        #[inline(always)]
+        fn no_ahead() {}
+
+        #[inline(always)]
+        unsafe fn ahead(_: &Self::Weight, _: Consts) {}
 
         #[inline(always)]
         unsafe fn empty() -> Prepared {
@@ -125,7 +132,7 @@ mod imp {
         }
 
         #[inline(always)]
-        unsafe fn block(w: &BlockNvfp4, p: &Prepared, c: Consts, acc: __m512) -> __m512 {
+        unsafe fn block(w: &BlockNvfp4, _: &(), p: &Prepared, c: Consts, acc: __m512) -> __m512 {
             // SAFETY: the caller's features; the load reads the block's 32 code bytes.
             unsafe {
                 // the 64 values + 12 in register order (see the module)

@@ -8,6 +8,12 @@ use std::arch::x86_64::*;
 /// Weight rows multiplied side by side (sharing the prepared activations).
 const ROWS_AT_ONCE: usize = 4;
 
+/// Blocks of each row whose [`PreparedGemv::ahead`] is worked out before their products: the
+/// stores have left the pipeline when the kernels load them again. A load right after a
+/// 64-byte store of the same bytes waits for it (not forwarded on Zen 4), and reading them out
+/// of the register instead (`vpextrw`) costs more than the loads.
+pub(super) const AHEAD_BLOCKS: usize = 8;
+
 /// A type whose GEMV prepares each activation block once per call.
 pub(super) trait PreparedGemv {
     /// The weight block.
@@ -18,6 +24,9 @@ pub(super) trait PreparedGemv {
     type Prep: Copy;
     /// Constants of the block kernel, set up once per call.
     type Consts: Copy;
+    /// What a weight block's kernel reads from memory rather than from registers, worked out
+    /// by [`PreparedGemv::ahead`] a few blocks before the kernel runs (see [`AHEAD_BLOCKS`]).
+    type Ahead: Copy;
 
     /// A placeholder for the slots not yet prepared.
     ///
@@ -37,12 +46,27 @@ pub(super) trait PreparedGemv {
     /// The CPU must support the kernel set's features.
     unsafe fn prepare(a: &Self::Act) -> Self::Prep;
 
-    /// `acc` plus weight block `w` times the prepared block `p`, in 16 lanes (summed at the
-    /// end of the row).
+    /// A placeholder for the slots of [`PreparedGemv::Ahead`] not yet filled.
+    fn no_ahead() -> Self::Ahead;
+
+    /// What block `w`'s kernel reads back.
     ///
     /// # Safety
     /// The CPU must support the kernel set's features.
-    unsafe fn block(w: &Self::Weight, p: &Self::Prep, c: Self::Consts, acc: __m512) -> __m512;
+    unsafe fn ahead(w: &Self::Weight, c: Self::Consts) -> Self::Ahead;
+
+    /// `acc` plus weight block `w` (with its [`PreparedGemv::ahead`]) times the prepared block
+    /// `p`, in 16 lanes (summed at the end of the row).
+    ///
+    /// # Safety
+    /// The CPU must support the kernel set's features.
+    unsafe fn block(
+        w: &Self::Weight,
+        ahead: &Self::Ahead,
+        p: &Self::Prep,
+        c: Self::Consts,
+        acc: __m512,
+    ) -> __m512;
 }
 
 /// `R` rows of `w` (`nb` blocks each) against the prepared blocks from block `first` on,
@@ -62,11 +86,20 @@ unsafe fn rows<T: PreparedGemv, const R: usize>(
     unsafe {
         let c = T::consts();
         let mut acc = [_mm512_setzero_ps(); R];
-        for (k, p) in prep.iter().enumerate() {
-            for (r, acc) in acc.iter_mut().enumerate() {
-                let block = &w[r * nb + first + k];
-                crate::kernel_api::prefetch_l2(block, crate::kernel_api::GEMV_PREFETCH_BYTES);
-                *acc = T::block(block, p, c, *acc);
+        let mut ahead = [[T::no_ahead(); R]; AHEAD_BLOCKS];
+        for (chunk, ps) in prep.chunks(AHEAD_BLOCKS).enumerate() {
+            let at = first + chunk * AHEAD_BLOCKS;
+            for (k, ahead) in ahead.iter_mut().take(ps.len()).enumerate() {
+                for (r, ahead) in ahead.iter_mut().enumerate() {
+                    *ahead = T::ahead(&w[r * nb + at + k], c);
+                }
+            }
+            for (k, p) in ps.iter().enumerate() {
+                for (r, acc) in acc.iter_mut().enumerate() {
+                    let block = &w[r * nb + at + k];
+                    crate::kernel_api::prefetch_l2(block, crate::kernel_api::GEMV_PREFETCH_BYTES);
+                    *acc = T::block(block, &ahead[k][r], p, c, *acc);
+                }
             }
         }
         for (o, acc) in out.iter_mut().zip(acc) {

@@ -48,6 +48,13 @@ mod imp {
         type Act = [BlockQ8_0; 4];
         type Prep = [Half; 2];
         type Consts = ();
+        type Ahead = ();
+
+        #[inline(always)]
+        fn no_ahead() {}
+
+        #[inline(always)]
+        unsafe fn ahead(_: &Self::Weight, _: ()) {}
 
         #[inline(always)]
         unsafe fn empty() -> [Half; 2] {
@@ -88,7 +95,7 @@ mod imp {
         }
 
         #[inline(always)]
-        unsafe fn block(w: &BlockQ1_0, halves: &[Half; 2], _: (), acc: __m512) -> __m512 {
+        unsafe fn block(w: &BlockQ1_0, _: &(), halves: &[Half; 2], _: (), acc: __m512) -> __m512 {
             // SAFETY: register-only intrinsics of the caller's features.
             unsafe {
                 let two = _mm512_set1_epi8(2);

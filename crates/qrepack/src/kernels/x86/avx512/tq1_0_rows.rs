@@ -80,6 +80,13 @@ mod imp {
         type Act = BlockQ8K;
         type Prep = Prepared;
         type Consts = ();
+        type Ahead = ();
+
+        #[inline(always)]
+        fn no_ahead() {}
+
+        #[inline(always)]
+        unsafe fn ahead(_: &Self::Weight, _: ()) {}
 
         #[inline(always)]
         unsafe fn empty() -> Prepared {
@@ -123,7 +130,7 @@ mod imp {
         }
 
         #[inline(always)]
-        unsafe fn block(w: &BlockTq1_0, p: &Prepared, _: (), acc: __m512) -> __m512 {
+        unsafe fn block(w: &BlockTq1_0, _: &(), p: &Prepared, _: (), acc: __m512) -> __m512 {
             // SAFETY: the caller's features; the loads read `qs[..32]` and `qs[32..]`.
             unsafe {
                 let x = _mm256_loadu_si256(w.qs[..32].as_ptr().cast());
