@@ -350,7 +350,7 @@ kernel_table! {
         ; scalar::plain_kernels::<RowsIq3Xxs>()
     }
     Plain<RowsIq3S> {
-        #[cfg(target_arch = "x86_64")] x86::Avx512 => avx512::grid_tiles::iq3_s_rows,
+        #[cfg(target_arch = "x86_64")] x86::Avx512 => avx512::grid_gemv::iq3_s_rows,
         #[cfg(target_arch = "x86_64")] x86::Avx2 => avx2::grid::iq3_s_rows,
         #[cfg(target_arch = "aarch64")] aarch64::Dotprod => neon::grid::sdot::iq3_s_rows,
         #[cfg(target_arch = "aarch64")] aarch64::Neon => neon::grid::iq3_s_rows,

@@ -69,10 +69,7 @@ mod imp {
         type Ahead = ();
 
         #[inline(always)]
-        fn no_ahead() {}
-
-        #[inline(always)]
-        unsafe fn ahead(_: &Self::Weight, _: Consts) {}
+        unsafe fn ahead(_: &Self::Weight, _: Consts, _: &mut std::mem::MaybeUninit<()>) {}
 
         #[inline(always)]
         unsafe fn empty() -> Prepared {

@@ -4,6 +4,7 @@
 //! at the end.
 
 use std::arch::x86_64::*;
+use std::mem::MaybeUninit;
 
 /// Weight rows multiplied side by side (sharing the prepared activations).
 const ROWS_AT_ONCE: usize = 4;
@@ -46,14 +47,11 @@ pub(super) trait PreparedGemv {
     /// The CPU must support the kernel set's features.
     unsafe fn prepare(a: &Self::Act) -> Self::Prep;
 
-    /// A placeholder for the slots of [`PreparedGemv::Ahead`] not yet filled.
-    fn no_ahead() -> Self::Ahead;
-
-    /// What block `w`'s kernel reads back.
+    /// Writes what block `w`'s kernel reads back to `out`.
     ///
     /// # Safety
     /// The CPU must support the kernel set's features.
-    unsafe fn ahead(w: &Self::Weight, c: Self::Consts) -> Self::Ahead;
+    unsafe fn ahead(w: &Self::Weight, c: Self::Consts, out: &mut MaybeUninit<Self::Ahead>);
 
     /// `acc` plus weight block `w` (with its [`PreparedGemv::ahead`]) times the prepared block
     /// `p`, in 16 lanes (summed at the end of the row).
@@ -86,19 +84,21 @@ unsafe fn rows<T: PreparedGemv, const R: usize>(
     unsafe {
         let c = T::consts();
         let mut acc = [_mm512_setzero_ps(); R];
-        let mut ahead = [[T::no_ahead(); R]; AHEAD_BLOCKS];
+        // Not zeroed: each slot is written before it is read.
+        let mut ahead = [[const { MaybeUninit::<T::Ahead>::uninit() }; R]; AHEAD_BLOCKS];
         for (chunk, ps) in prep.chunks(AHEAD_BLOCKS).enumerate() {
             let at = first + chunk * AHEAD_BLOCKS;
             for (k, ahead) in ahead.iter_mut().take(ps.len()).enumerate() {
                 for (r, ahead) in ahead.iter_mut().enumerate() {
-                    *ahead = T::ahead(&w[r * nb + at + k], c);
+                    T::ahead(&w[r * nb + at + k], c, ahead);
                 }
             }
             for (k, p) in ps.iter().enumerate() {
                 for (r, acc) in acc.iter_mut().enumerate() {
                     let block = &w[r * nb + at + k];
                     crate::kernel_api::prefetch_l2(block, crate::kernel_api::GEMV_PREFETCH_BYTES);
-                    *acc = T::block(block, &ahead[k][r], p, c, *acc);
+                    // `ahead` filled slots 0..ps.len() of every row above.
+                    *acc = T::block(block, ahead[k][r].assume_init_ref(), p, c, *acc);
                 }
             }
         }

@@ -51,10 +51,7 @@ mod imp {
         type Ahead = ();
 
         #[inline(always)]
-        fn no_ahead() {}
-
-        #[inline(always)]
-        unsafe fn ahead(_: &Self::Weight, _: ()) {}
+        unsafe fn ahead(_: &Self::Weight, _: (), _: &mut std::mem::MaybeUninit<()>) {}
 
         #[inline(always)]
         unsafe fn empty() -> [Half; 2] {

@@ -33,6 +33,7 @@ use super::{grid_tiles, prepared_gemv};
 
 mod imp {
     use std::arch::x86_64::*;
+    use std::mem::MaybeUninit;
 
     use super::super::prepared_gemv::PreparedGemv;
     use crate::blocks::{BlockIq1M, BlockIq2S, BlockQ8K, F16Bits};
@@ -198,10 +199,7 @@ mod imp {
             type Ahead = ();
 
             #[inline(always)]
-            fn no_ahead() {}
-
-            #[inline(always)]
-            unsafe fn ahead(_: &Self::Weight, _: ()) {}
+            unsafe fn ahead(_: &Self::Weight, _: (), _: &mut std::mem::MaybeUninit<()>) {}
 
             #[inline(always)]
             unsafe fn empty() -> Prepared {
@@ -351,14 +349,9 @@ mod imp {
         type Consts = Iq1MConsts;
         type Ahead = [u16; 32];
 
-        #[inline(always)]
-        fn no_ahead() -> [u16; 32] {
-            [0; 32]
-        }
-
         /// The block's 32 grid indices in register order.
         #[inline(always)]
-        unsafe fn ahead(w: &BlockIq1M, c: Iq1MConsts) -> [u16; 32] {
+        unsafe fn ahead(w: &BlockIq1M, c: Iq1MConsts, index: &mut MaybeUninit<[u16; 32]>) {
             // SAFETY: the caller's features; the loads read the block's 32 `qs` and 16 `qh`
             // bytes, the store writes the 64 bytes of `index`.
             unsafe {
@@ -371,9 +364,7 @@ mod imp {
                 let high = _mm512_shuffle_epi8(qh, c.high);
                 // (low | high) & 0x7ff
                 let idx = _mm512_ternarylogic_epi32::<0xa8>(low, high, _mm512_set1_epi16(0x7ff));
-                let mut index = [0u16; 32];
                 _mm512_storeu_si512(index.as_mut_ptr().cast(), idx);
-                index
             }
         }
 
@@ -504,6 +495,10 @@ pub(crate) fn iq1_m_rows(token: Avx512) -> Kernels<BlockIq1M, BlockQ8K, BlockQ8K
         ..grid_tiles::iq1_m_rows(token)
     }
 }
+
+mod iq3_s;
+
+pub(crate) use iq3_s::iq3_s_rows;
 
 #[cfg(test)]
 mod tests;
