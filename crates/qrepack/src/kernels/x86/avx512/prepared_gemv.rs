@@ -4,7 +4,7 @@
 //! at the end.
 
 use std::arch::x86_64::*;
-use std::mem::MaybeUninit;
+use std::mem::{size_of, MaybeUninit};
 
 /// Weight rows multiplied side by side (sharing the prepared activations).
 const ROWS_AT_ONCE: usize = 4;
@@ -84,21 +84,39 @@ unsafe fn rows<T: PreparedGemv, const R: usize>(
     unsafe {
         let c = T::consts();
         let mut acc = [_mm512_setzero_ps(); R];
-        // Not zeroed: each slot is written before it is read.
-        let mut ahead = [[const { MaybeUninit::<T::Ahead>::uninit() }; R]; AHEAD_BLOCKS];
-        for (chunk, ps) in prep.chunks(AHEAD_BLOCKS).enumerate() {
-            let at = first + chunk * AHEAD_BLOCKS;
-            for (k, ahead) in ahead.iter_mut().take(ps.len()).enumerate() {
-                for (r, ahead) in ahead.iter_mut().enumerate() {
-                    T::ahead(&w[r * nb + at + k], c, ahead);
+        if size_of::<T::Ahead>() == 0 {
+            // Nothing to keep (`()`): each block's `ahead` right before its product, in one
+            // pass (the chunks below measured 3 % slower for IQ2_S).
+            for (k, p) in prep.iter().enumerate() {
+                for (r, acc) in acc.iter_mut().enumerate() {
+                    let block = &w[r * nb + first + k];
+                    crate::kernel_api::prefetch_l2(block, crate::kernel_api::GEMV_PREFETCH_BYTES);
+                    let mut ahead = MaybeUninit::uninit();
+                    T::ahead(block, c, &mut ahead);
+                    // Written by `ahead` just above.
+                    *acc = T::block(block, ahead.assume_init_ref(), p, c, *acc);
                 }
             }
-            for (k, p) in ps.iter().enumerate() {
-                for (r, acc) in acc.iter_mut().enumerate() {
-                    let block = &w[r * nb + at + k];
-                    crate::kernel_api::prefetch_l2(block, crate::kernel_api::GEMV_PREFETCH_BYTES);
-                    // `ahead` filled slots 0..ps.len() of every row above.
-                    *acc = T::block(block, ahead[k][r].assume_init_ref(), p, c, *acc);
+        } else {
+            // Not zeroed: each slot is written before it is read.
+            let mut ahead = [[const { MaybeUninit::<T::Ahead>::uninit() }; R]; AHEAD_BLOCKS];
+            for (chunk, ps) in prep.chunks(AHEAD_BLOCKS).enumerate() {
+                let at = first + chunk * AHEAD_BLOCKS;
+                for (k, ahead) in ahead.iter_mut().take(ps.len()).enumerate() {
+                    for (r, ahead) in ahead.iter_mut().enumerate() {
+                        T::ahead(&w[r * nb + at + k], c, ahead);
+                    }
+                }
+                for (k, p) in ps.iter().enumerate() {
+                    for (r, acc) in acc.iter_mut().enumerate() {
+                        let block = &w[r * nb + at + k];
+                        crate::kernel_api::prefetch_l2(
+                            block,
+                            crate::kernel_api::GEMV_PREFETCH_BYTES,
+                        );
+                        // `ahead` filled slots 0..ps.len() of every row above.
+                        *acc = T::block(block, ahead[k][r].assume_init_ref(), p, c, *acc);
+                    }
                 }
             }
         }

@@ -1,26 +1,30 @@
-//! Plain IQ2_S and IQ1_M rows against Q8_K with `vpdpbusd`: the GEMVs of this set (the
-//! one-quad GEMM stays the AVX2 set's, larger batches take the `grid_tiles`).
+//! Plain IQ2_S, IQ1_M and IQ3_S (`iq3_s`) rows against Q8_K with `vpdpbusd`: the GEMVs of this
+//! set (the one-quad GEMM stays the AVX2 set's, larger batches take the `grid_tiles`).
 //!
 //! A block is four registers of 64 weights, each eight 8-byte grid points loaded one by one. A
 //! grid weight is made the unsigned byte `u = w + bias`: the IQ2_S signs are one bit per
 //! weight, so 64 of them load straight into a mask register and `bias - g` replaces `bias + g`
-//! under it; IQ1_M's `8 (q + 1)` comes from a 16-byte table by the grid value `q` and `1 + δ`
-//! is added under the mask of its positive shifts. One `vpdpbusd` then multiplies the 64 bytes
-//! with the activations, starting from `-bias Σ a` of each 4-byte lane, which is worked out
-//! once per call with the activations themselves (`prepared_gemv`). Every 4-byte lane lies in
-//! one 16-weight scale group, so one `vpmulld` by the scales spread to their lanes (`vpermd`
-//! from one vector of the block's 16 odd scales) finishes the register: against the AVX2
-//! kernel, no sign vectors, no `maddubs`/`madd` pairs and no activation sums per block.
+//! under it; IQ1_M's points come from a copy of the grid holding `8 (q + 1)` for each value `q`
+//! and `1 + δ` is added under the mask of its positive shifts. One `vpdpbusd` then multiplies
+//! the 64 bytes with the activations, starting from `-bias Σ a` of each 4-byte lane, which is
+//! worked out once per call with the activations themselves (`prepared_gemv`). For IQ2_S every
+//! 4-byte lane lies in one 16-weight scale group, so one `vpmulld` by the scales spread to their
+//! lanes (`vpermd` from one vector of the block's 16 odd scales) finishes the register.
 //!
-//! IQ3_S was tried the same way (16 4-byte points per register) and measured slower than its
-//! AVX2 kernel, gathered (`vpgatherdd`) or loaded (4096x4096, 2 threads, weights from DRAM, shared
-//! Zen 4, 2026-12-06: 1.25 and 1.14 ms against 0.95).
+//! IQ1_M's registers are the even and the odd points of each half block, so that lanes `2 h`,
+//! `2 h + 1` of both registers of a half lie in scale group `h` of that half: two `vpdpbusd`
+//! chained and one `vpmulld` per half, the activations put in that order once per call. Its
+//! 11-bit indices are made with byte shuffles a few blocks ahead and read back from memory
+//! (`prepared_gemv::AHEAD_BLOCKS`): worked out in scalar code per point, as before, they were
+//! the limit (4096x4096, one thread, weights hot, shared Zen 4, 2026-12-06: 28 GFLOP/s, 38
+//! with the indices ahead; extracted from the register with `vpextrw`, or gathered, no faster).
 //!
 //! # Exactness
 //!
 //! A lane's `vpdpbusd` sum is `Σ w·a` of its four weights exactly (`w` is IQ1_M's `8 q + δ`, at
 //! most 9 in magnitude, or IQ2_S's grid value, at most 43; `|a| <= 128`), times an odd scale of
-//! at most 31 and summed over the block's four registers: below `2^22`, so the lane holds its
+//! at most 31 and summed over the block's four registers (IQ1_M: two lanes of a register pair
+//! share a scale): below `2^22`, so the lane holds its
 //! share of the block's integer sum and converts to `f32` exactly; the type's constant factor
 //! (1/8) is a power of two. Only the order of the `f32` products and sums differs from the
 //! portable kernels.
