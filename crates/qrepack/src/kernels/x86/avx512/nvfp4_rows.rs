@@ -29,7 +29,7 @@ use super::prepared_gemv;
 mod imp {
     use std::arch::x86_64::*;
 
-    use super::super::prepared_gemv::PreparedGemv;
+    use super::super::prepared_gemv::{nothing_ahead, PreparedGemv};
     use crate::blocks::{BlockNvfp4, BlockQ8_0};
     use crate::quant::grids::KVALUES_FP4;
 
@@ -66,10 +66,7 @@ mod imp {
         type Act = [BlockQ8_0; 2];
         type Prep = Prepared;
         type Consts = Consts;
-        type Ahead = ();
-
-        #[inline(always)]
-        unsafe fn ahead(_: &Self::Weight, _: Consts, _: &mut std::mem::MaybeUninit<()>) {}
+        nothing_ahead!();
 
         #[inline(always)]
         unsafe fn empty() -> Prepared {

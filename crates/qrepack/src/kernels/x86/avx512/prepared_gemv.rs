@@ -67,6 +67,18 @@ pub(super) trait PreparedGemv {
     ) -> __m512;
 }
 
+/// The [`PreparedGemv`] items of a type whose kernel reads nothing back
+/// ([`PreparedGemv::Ahead`] is `()`).
+macro_rules! nothing_ahead {
+    () => {
+        type Ahead = ();
+
+        #[inline(always)]
+        unsafe fn ahead(_: &Self::Weight, _: Self::Consts, _: &mut std::mem::MaybeUninit<()>) {}
+    };
+}
+pub(super) use nothing_ahead;
+
 /// `R` rows of `w` (`nb` blocks each) against the prepared blocks from block `first` on,
 /// stored in (the first piece) or added to `out[..R]`.
 ///

@@ -25,7 +25,7 @@ use super::prepared_gemv;
 mod imp {
     use std::arch::x86_64::*;
 
-    use super::super::prepared_gemv::PreparedGemv;
+    use super::super::prepared_gemv::{nothing_ahead, PreparedGemv};
     use crate::blocks::{BlockQ1_0, BlockQ8_0};
 
     /// Activation blocks (128 columns each) prepared at a time (8192 columns; 24 KiB of stack).
@@ -48,10 +48,7 @@ mod imp {
         type Act = [BlockQ8_0; 4];
         type Prep = [Half; 2];
         type Consts = ();
-        type Ahead = ();
-
-        #[inline(always)]
-        unsafe fn ahead(_: &Self::Weight, _: (), _: &mut std::mem::MaybeUninit<()>) {}
+        nothing_ahead!();
 
         #[inline(always)]
         unsafe fn empty() -> [Half; 2] {

@@ -25,7 +25,7 @@ use super::{grid_tiles, prepared_gemv};
 mod imp {
     use std::arch::x86_64::*;
 
-    use super::super::prepared_gemv::PreparedGemv;
+    use super::super::prepared_gemv::{nothing_ahead, PreparedGemv};
     use crate::blocks::{BlockQ8K, BlockTq1_0};
 
     /// Activation blocks (256 columns each) prepared at a time (8192 columns; 10 KiB of
@@ -80,10 +80,7 @@ mod imp {
         type Act = BlockQ8K;
         type Prep = Prepared;
         type Consts = ();
-        type Ahead = ();
-
-        #[inline(always)]
-        unsafe fn ahead(_: &Self::Weight, _: (), _: &mut std::mem::MaybeUninit<()>) {}
+        nothing_ahead!();
 
         #[inline(always)]
         unsafe fn empty() -> Prepared {

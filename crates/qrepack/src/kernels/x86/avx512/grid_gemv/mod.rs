@@ -39,7 +39,7 @@ mod imp {
     use std::arch::x86_64::*;
     use std::mem::MaybeUninit;
 
-    use super::super::prepared_gemv::PreparedGemv;
+    use super::super::prepared_gemv::{nothing_ahead, PreparedGemv};
     use crate::blocks::{BlockIq1M, BlockIq2S, BlockQ8K, F16Bits};
     use crate::quant::grid::iq1_m_scale;
     use crate::quant::grids::{IQ1S_GRID, IQ2S_GRID};
@@ -200,10 +200,7 @@ mod imp {
             type Act = BlockQ8K;
             type Prep = Prepared;
             type Consts = ();
-            type Ahead = ();
-
-            #[inline(always)]
-            unsafe fn ahead(_: &Self::Weight, _: (), _: &mut std::mem::MaybeUninit<()>) {}
+            nothing_ahead!();
 
             #[inline(always)]
             unsafe fn empty() -> Prepared {
