@@ -316,8 +316,10 @@ kernel_table! {
     // (`--cold-mb 1024`), best of 3 on a shared, busy Zen 4, 2026-12-06, ms AVX2 -> AVX-512
     // (ggml 1.12.2): 4096x4096 IQ2_S 0.62 -> 0.51 (0.56), IQ1_M 0.80 -> 0.60 (0.54), TQ1_0
     // 0.35 -> 0.26 (0.30); 11008x4096 IQ2_S 1.67 -> 1.37 (1.52), IQ1_M 2.11 -> 1.57 (1.51),
-    // TQ1_0 0.91 -> 0.69 (0.80). IQ3_S stays on the AVX2 GEMV (the same design measured 1.14
-    // against 0.95; see `grid_gemv`).
+    // TQ1_0 0.91 -> 0.69 (0.80). IQ1_M's indices worked out ahead and IQ3_S's GEMV
+    // (`grid_gemv`), 4096x4096, one thread, weights hot, best of 3 alternating on a shared,
+    // busy Zen 4, 2026-12-06, GFLOP/s before -> after: IQ1_M 28.5 -> 38, IQ3_S (AVX2 before)
+    // 17.8 -> 22.3; 2 threads, weights from DRAM: IQ1_M 4096x4096 0.53 ms (ggml 1.12.2 0.54).
     // On AArch64 one body per type serves NEON (smull/sadalp) and dotprod (sdot): the dotprod
     // build runs 6-43 % fewer instructions per weight block (disassembly, rustc 1.96); not timed
     // (no ARM hardware).
@@ -350,7 +352,7 @@ kernel_table! {
         ; scalar::plain_kernels::<RowsIq3Xxs>()
     }
     Plain<RowsIq3S> {
-        #[cfg(target_arch = "x86_64")] x86::Avx512 => avx512::grid_tiles::iq3_s_rows,
+        #[cfg(target_arch = "x86_64")] x86::Avx512 => avx512::grid_gemv::iq3_s_rows,
         #[cfg(target_arch = "x86_64")] x86::Avx2 => avx2::grid::iq3_s_rows,
         #[cfg(target_arch = "aarch64")] aarch64::Dotprod => neon::grid::sdot::iq3_s_rows,
         #[cfg(target_arch = "aarch64")] aarch64::Neon => neon::grid::iq3_s_rows,

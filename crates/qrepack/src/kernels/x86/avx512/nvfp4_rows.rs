@@ -29,7 +29,7 @@ use super::prepared_gemv;
 mod imp {
     use std::arch::x86_64::*;
 
-    use super::super::prepared_gemv::PreparedGemv;
+    use super::super::prepared_gemv::{nothing_ahead, PreparedGemv};
     use crate::blocks::{BlockNvfp4, BlockQ8_0};
     use crate::quant::grids::KVALUES_FP4;
 
@@ -66,6 +66,7 @@ mod imp {
         type Act = [BlockQ8_0; 2];
         type Prep = Prepared;
         type Consts = Consts;
+        nothing_ahead!();
 
         #[inline(always)]
         unsafe fn empty() -> Prepared {
@@ -125,7 +126,7 @@ mod imp {
         }
 
         #[inline(always)]
-        unsafe fn block(w: &BlockNvfp4, p: &Prepared, c: Consts, acc: __m512) -> __m512 {
+        unsafe fn block(w: &BlockNvfp4, _: &(), p: &Prepared, c: Consts, acc: __m512) -> __m512 {
             // SAFETY: the caller's features; the load reads the block's 32 code bytes.
             unsafe {
                 // the 64 values + 12 in register order (see the module)

@@ -25,7 +25,7 @@ use super::prepared_gemv;
 mod imp {
     use std::arch::x86_64::*;
 
-    use super::super::prepared_gemv::PreparedGemv;
+    use super::super::prepared_gemv::{nothing_ahead, PreparedGemv};
     use crate::blocks::{BlockQ1_0, BlockQ8_0};
 
     /// Activation blocks (128 columns each) prepared at a time (8192 columns; 24 KiB of stack).
@@ -48,6 +48,7 @@ mod imp {
         type Act = [BlockQ8_0; 4];
         type Prep = [Half; 2];
         type Consts = ();
+        nothing_ahead!();
 
         #[inline(always)]
         unsafe fn empty() -> [Half; 2] {
@@ -88,7 +89,7 @@ mod imp {
         }
 
         #[inline(always)]
-        unsafe fn block(w: &BlockQ1_0, halves: &[Half; 2], _: (), acc: __m512) -> __m512 {
+        unsafe fn block(w: &BlockQ1_0, _: &(), halves: &[Half; 2], _: (), acc: __m512) -> __m512 {
             // SAFETY: register-only intrinsics of the caller's features.
             unsafe {
                 let two = _mm512_set1_epi8(2);

@@ -25,7 +25,7 @@ use super::{grid_tiles, prepared_gemv};
 mod imp {
     use std::arch::x86_64::*;
 
-    use super::super::prepared_gemv::PreparedGemv;
+    use super::super::prepared_gemv::{nothing_ahead, PreparedGemv};
     use crate::blocks::{BlockQ8K, BlockTq1_0};
 
     /// Activation blocks (256 columns each) prepared at a time (8192 columns; 10 KiB of
@@ -80,6 +80,7 @@ mod imp {
         type Act = BlockQ8K;
         type Prep = Prepared;
         type Consts = ();
+        nothing_ahead!();
 
         #[inline(always)]
         unsafe fn empty() -> Prepared {
@@ -123,7 +124,7 @@ mod imp {
         }
 
         #[inline(always)]
-        unsafe fn block(w: &BlockTq1_0, p: &Prepared, _: (), acc: __m512) -> __m512 {
+        unsafe fn block(w: &BlockTq1_0, _: &(), p: &Prepared, _: (), acc: __m512) -> __m512 {
             // SAFETY: the caller's features; the loads read `qs[..32]` and `qs[32..]`.
             unsafe {
                 let x = _mm256_loadu_si256(w.qs[..32].as_ptr().cast());

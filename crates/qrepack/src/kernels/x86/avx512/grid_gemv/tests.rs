@@ -5,6 +5,7 @@
 //! activations).
 
 use super::*;
+use crate::blocks::BlockIq3S;
 use crate::cpu::{CpuFeatures, KernelSet};
 use crate::kernel_api::SetToken;
 use crate::kernels::row_tests::{
@@ -40,6 +41,37 @@ fn iq2_s_equals_portable_and_exact() {
             qs: std::array::from_fn(|i| if i < 32 { 0xff } else { s }),
             qh: [0xff; 8],
             scales: [0xff; 8],
+        })
+        .to_vec();
+    extreme_activations(ty, rows.gemv, dot, &w);
+}
+
+fn iq3_s(rng: &mut Rng) -> BlockIq3S {
+    BlockIq3S {
+        d: half(rng),
+        ..random(rng)
+    }
+}
+
+#[test]
+fn iq3_s_equals_portable_and_exact() {
+    let Some(cpu) = Avx512::new(CpuFeatures::get()) else {
+        return;
+    };
+    let ty = GgmlType::IQ3_S;
+    let (rows, dot) = (iq3_s_rows(cpu), vecdot::vec_dot_iq3_s_q8_k);
+    compare_rows(ty, 1, rows, dot, iq3_s, random_q8_k, q8_k_values);
+    compare_matmul_on(KernelSet::Avx512, ty, 1, iq3_s);
+    long_rows(ty, rows.gemv, dot, iq3_s);
+    // Largest indices and scales, every weight negated, then none.
+    let mut rng = Rng::new(9);
+    let w: Vec<BlockIq3S> = [0xff, 0]
+        .map(|s| BlockIq3S {
+            d: half(&mut rng),
+            qs: [0xff; 64],
+            qh: [0xff; 8],
+            signs: [s; 32],
+            scales: [0xff; 4],
         })
         .to_vec();
     extreme_activations(ty, rows.gemv, dot, &w);
