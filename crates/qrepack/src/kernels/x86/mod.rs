@@ -7,6 +7,8 @@ pub(crate) mod avx2;
 pub(crate) mod avx512;
 pub(crate) mod avx512bf16;
 pub(crate) mod avxvnni;
+#[cfg(test)]
+mod q8_0_tile_checks;
 
 crate::kernel_api::set_tokens! {
     /// Proof that the CPU has AVX2, FMA and F16C.
