@@ -231,6 +231,32 @@ fn q2_k_layout_choice() {
     }
 }
 
+/// MXFP4: `mxfp4_8x8` where AVX-512 or AVX-VNNI kernels run it, and on ARM `mxfp4_4x4` with
+/// dotprod, as ggml; on CPUs whose best set is AVX2 the plain layout, whose 8-row per-call tiles
+/// measured faster than the `mxfp4_8x8` kernels from batch 8 on (see the selection table). The
+/// AVX2 `mxfp4_8x8` kernels still run when the layout is asked for.
+#[test]
+fn mxfp4_layout_choice() {
+    for cpu in &cpu_variants() {
+        let want = if cpu.has(KernelSet::Avx512) || cpu.has(KernelSet::AvxVnni) {
+            Layout::MXFP4_8x8
+        } else if cpu.has(KernelSet::Dotprod) {
+            Layout::MXFP4_4x4
+        } else {
+            Layout::Plain
+        };
+        let what = cpu.describe();
+        assert_eq!(Layout::best_for(GgmlType::MXFP4, 16, cpu), want, "{what}");
+        if cpu.has(KernelSet::Avx2) {
+            assert_eq!(
+                Layout::MXFP4_8x8.kernel_set_for(GgmlType::MXFP4, &cpu.capped(KernelSet::Avx2)),
+                KernelSet::Avx2,
+                "{what}"
+            );
+        }
+    }
+}
+
 /// `QREPACK_EXPECT_BEST=<set>` (scripts/test-aarch64.sh, once per qemu CPU model) makes sure the
 /// detection finds the set the model has, so a run meant for a set never passes without it.
 #[test]

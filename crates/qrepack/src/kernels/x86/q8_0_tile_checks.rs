@@ -1,13 +1,14 @@
-//! The checks the NVFP4 and Q1_0 per-call tiles share, whatever their width (8 rows for AVX2,
-//! 16 for AVX-512): one tile straight through its kernels against the portable `vec_dot` and the
-//! exact product, and the extreme weights and activations.
+//! The checks the NVFP4, Q1_0 (and MXFP4) per-call tiles share, whatever their width (8 rows for
+//! AVX2, 16 for AVX-512): one tile straight through its kernels against the portable `vec_dot`
+//! and the exact product, and the extreme weights and activations.
 
 use bytemuck::Pod;
 
-use crate::blocks::{BlockNvfp4, BlockQ1_0, BlockQ8_0, F16Bits};
+use crate::blocks::{BlockMxfp4, BlockNvfp4, BlockQ1_0, BlockQ8_0, F16Bits};
 use crate::kernel_api::TiledGemm;
 use crate::kernels::row_tests::{
-    check, exact_dot, q8_0s_values, random, random_q1_0, random_q8_0s,
+    check, exact_dot, q8_0_values, q8_0s_values, random, random_mxfp4, random_q1_0, random_q8_0,
+    random_q8_0s,
 };
 use crate::rng::SplitMix64 as Rng;
 use crate::types::GgmlType;
@@ -144,6 +145,60 @@ pub(crate) fn extremes_are_exact(
             assert!(
                 out.iter().all(|&o| o == want),
                 "q1_0 bits {bits:#x} act {q}"
+            );
+        }
+    }
+}
+
+/// MXFP4's tiles of `rows` rows: random blocks (130 blocks, whole pieces of flipped activations
+/// and a rest), then the largest products, where one chunk's 16-bit sums would pass `i16`
+/// unless each half is widened on its own.
+pub(crate) fn mxfp4_tiles_are_exact(
+    mxfp4: TiledGemm<BlockMxfp4, BlockQ8_0>,
+    rows: usize,
+    m_rows: &[usize],
+) {
+    compare_tile(
+        GgmlType::MXFP4,
+        mxfp4,
+        rows,
+        m_rows,
+        vecdot::vec_dot_mxfp4_q8_0,
+        random_mxfp4,
+        random_q8_0,
+        q8_0_values,
+        &[1, 2, 3, 16, 17, 70, 130],
+    );
+    let one = F16Bits::from_f32(1.0);
+    for q in [-128i8, 127] {
+        // code 7 (12) and 15 (-12) in both nibbles and mixed, scale byte 128 (1.0 halved: 1.0)
+        for code in [0x77u8, 0xff, 0x7f] {
+            let w = vec![
+                BlockMxfp4 {
+                    e: 128,
+                    qs: [code; 16]
+                };
+                rows
+            ];
+            let a = [BlockQ8_0 {
+                d: one,
+                qs: [q; 32],
+            }; 4];
+            let mut tile = vec![0u64; (mxfp4.tile_words)(1)];
+            (mxfp4.make_tile)(&w, &mut tile);
+            let mut out = vec![f32::NAN; 4 * rows];
+            (mxfp4.gemm)(&w, &tile, &a, &mut out);
+            let want = vecdot::vec_dot_mxfp4_q8_0(&w[..1], &a[..1]);
+            let exact = exact_dot(
+                GgmlType::MXFP4,
+                bytemuck::bytes_of(&w[0]),
+                &q8_0_values(&a[..1]),
+            )
+            .0;
+            assert_eq!(f64::from(want), exact, "mxfp4 code {code:#x} act {q}");
+            assert!(
+                out.iter().all(|&o| o == want),
+                "mxfp4 code {code:#x} act {q}: {out:?} against {want}"
             );
         }
     }

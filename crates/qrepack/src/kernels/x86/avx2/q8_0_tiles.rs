@@ -1,8 +1,9 @@
-//! Per-call tiles of 8 plain NVFP4 or Q1_0 rows, one row per 32-bit lane, multiplied with AVX2
-//! against their Q8_0 activations: the AVX2 form of the AVX-512 `q8_0_tiles`.
+//! Per-call tiles of 8 plain NVFP4, MXFP4 or Q1_0 rows, one row per 32-bit lane, multiplied
+//! with AVX2 against their Q8_0 activations: the AVX2 form of the AVX-512 `q8_0_tiles`.
 //!
-//! Both types decode exactly to signed bytes (NVFP4's doubled E2M1 values with a UE4M3 scale per
-//! 16 weights, Q1_0's `±1` with one f16 scale per 128). A tile cuts each row into *chunks* of 32
+//! The three types decode exactly to signed bytes (NVFP4's doubled E2M1 values with a UE4M3
+//! scale per 16 weights, MXFP4's with an E8M0 scale per 32, Q1_0's `±1` with one f16 scale per
+//! 128). A tile cuts each row into *chunks* of 32
 //! weights, the span of one activation block, and lays 8 rows side by side, four weights of a row
 //! per lane. Four activation bytes broadcast to every lane then meet four weights of each of the
 //! 8 rows in one `vpmaddubsw` (unsigned activations times signed weights, pairs summed to 16
@@ -12,15 +13,16 @@
 //!
 //! # Exactness
 //!
-//! A `vpmaddubsw` pair is at most `2·255·12 = 6120` (NVFP4) or `510` (Q1_0), and the 16-bit sums
-//! run over at most four pairs of NVFP4 (one scale group: 24480) or eight of Q1_0 (4080), inside
-//! `i16`; they are widened to 32 bits once per scale group, where the group's `Σ w·a` (below
-//! `2^16`) converts to `f32` exactly. The integers are the portable kernel's; only the order of
+//! A `vpmaddubsw` pair is at most `2·255·12 = 6120` (NVFP4, MXFP4) or `510` (Q1_0), and the
+//! 16-bit sums run over at most four pairs of the FP4 types (16 weights: 24480) or eight of Q1_0
+//! (4080), inside `i16`; they are widened to 32 bits once per 16 weights (FP4) or per chunk
+//! (Q1_0), and a scale group's `Σ w·a` (below `2^16`) converts to `f32` exactly. The integers are the portable kernel's; only the order of
 //! the `f32` roundings differs.
 
 use std::arch::x86_64::*;
 
-use crate::blocks::{ue4m3_half_to_f32, BlockNvfp4, BlockQ1_0, BlockQ8_0};
+use crate::blocks::BlockQ8_0;
+use crate::blocks::{e8m0_half_to_f32, ue4m3_half_to_f32, BlockMxfp4, BlockNvfp4, BlockQ1_0};
 use crate::kernel_api::{target_entries, Kernels, TiledGemm};
 use crate::kernels::x86::Avx2;
 use crate::quant::grids::KVALUES_FP4;
@@ -53,6 +55,9 @@ trait DecodeChunks: bytemuck::Pod {
     const K: usize;
     /// Whether each half of a chunk has its own scale.
     const SPLIT: bool;
+    /// Whether the 16-bit sums are widened per half of a chunk even though the chunk has one
+    /// scale (true when a whole chunk's `vpmaddubsw` pairs could pass `i16`).
+    const WIDEN_HALVES: bool = Self::SPLIT;
 
     /// Writes the block into lane `r` of its `K` chunks.
     ///
@@ -123,17 +128,65 @@ impl DecodeChunks for BlockNvfp4 {
                     ch.q[4 * h + 1][r] = _mm_extract_epi32::<1>(values) as u32;
                     ch.q[4 * h + 2][r] = _mm_extract_epi32::<2>(values) as u32;
                     ch.q[4 * h + 3][r] = _mm_extract_epi32::<3>(values) as u32;
-                    // Σ (v + 128) over each 8-byte half, less 16·128: the values' sum
-                    let biased = _mm_sad_epu8(
-                        _mm_xor_si128(values, _mm_set1_epi8(-128)),
-                        _mm_setzero_si128(),
-                    );
-                    let sum = _mm_cvtsi128_si32(biased) + _mm_extract_epi32::<2>(biased) - 2048;
-                    ch.neg_sums[h][r] = -128 * sum;
+                    ch.neg_sums[h][r] = -128 * (biased_sum(values) - 2048);
                     ch.scales[h][r] = ue4m3_half_to_f32(self.d[s]);
                 }
             }
         }
+    }
+}
+
+impl DecodeChunks for BlockMxfp4 {
+    type Act = BlockQ8_0;
+    const K: usize = 1;
+    const SPLIT: bool = false;
+    // a chunk's eight pairs could reach 8 · 6120, past `i16`
+    const WIDEN_HALVES: bool = true;
+
+    #[inline(always)]
+    unsafe fn decode(&self, r: usize, chunks: &mut [Chunk]) {
+        // SAFETY: AVX2 (the caller's contract) covers the SSE intrinsics; loads read the value
+        // table and the block's 16 code bytes.
+        unsafe {
+            let table = _mm_loadu_si128(KVALUES_FP4.as_ptr().cast());
+            let nibble = _mm_set1_epi8(0x0f);
+            let ch = &mut chunks[0];
+            // weights 0..16 in the low nibbles, 16..32 in the high ones
+            let codes = _mm_loadu_si128(self.qs.as_ptr().cast());
+            let halves = [
+                _mm_and_si128(codes, nibble),
+                _mm_and_si128(_mm_srli_epi16::<4>(codes), nibble),
+            ];
+            let mut sum = 0;
+            for (h, &codes) in halves.iter().enumerate() {
+                let values = _mm_shuffle_epi8(table, codes);
+                ch.q[4 * h][r] = _mm_extract_epi32::<0>(values) as u32;
+                ch.q[4 * h + 1][r] = _mm_extract_epi32::<1>(values) as u32;
+                ch.q[4 * h + 2][r] = _mm_extract_epi32::<2>(values) as u32;
+                ch.q[4 * h + 3][r] = _mm_extract_epi32::<3>(values) as u32;
+                sum += biased_sum(values) - 2048;
+            }
+            ch.neg_sums[0][r] = -128 * sum;
+            ch.neg_sums[1][r] = 0;
+            ch.scales[0][r] = e8m0_half_to_f32(self.e);
+            ch.scales[1][r] = 0.0;
+        }
+    }
+}
+
+/// `Σ (v + 128)` over the 16 signed bytes of `values`.
+///
+/// # Safety
+/// The CPU must support SSE4.1.
+#[inline(always)]
+unsafe fn biased_sum(values: __m128i) -> i32 {
+    // SAFETY: register-only intrinsics of the caller's features.
+    unsafe {
+        let biased = _mm_sad_epu8(
+            _mm_xor_si128(values, _mm_set1_epi8(-128)),
+            _mm_setzero_si128(),
+        );
+        _mm_cvtsi128_si32(biased) + _mm_extract_epi32::<2>(biased)
     }
 }
 
@@ -152,19 +205,24 @@ unsafe fn load32<T: bytemuck::Pod>(p: &T) -> __m256i {
 }
 
 /// The tile's 8 rows times four activation rows (`a`: four rows of `tile.len()` Q8_0 blocks,
-/// back to back): `out[8 m + r]` for activation row `m`. `SPLIT`: a scale per 16 weights
-/// (else one per chunk, in `h = 0`).
+/// back to back): `out[8 m + r]` for activation row `m`. `SPLIT`: a scale per 16 weights (else
+/// one per chunk, in `h = 0`); `WIDEN`: the 16-bit sums are widened per 16 weights even under
+/// one scale, and the chunk's start is in `h = 0`.
 ///
 /// # Safety
 /// The CPU must support AVX2, FMA and F16C.
 #[inline(always)]
-unsafe fn rows<const SPLIT: bool>(tile: &[Chunk], a: &[BlockQ8_0], out: &mut [f32]) {
+unsafe fn rows<const SPLIT: bool, const WIDEN: bool>(
+    tile: &[Chunk],
+    a: &[BlockQ8_0],
+    out: &mut [f32],
+) {
     const M: usize = 4;
     let nch = tile.len();
     assert!(a.len() == M * nch && out.len() == M * ROWS);
     let mut flipped = [[[0u32; 8]; PIECE]; M];
     let mut da = [[0.0f32; PIECE]; M];
-    let (groups, per_group) = if SPLIT { (2, 4) } else { (1, 8) };
+    let (groups, per_group) = if SPLIT || WIDEN { (2, 4) } else { (1, 8) };
     // SAFETY: register-only intrinsics of the caller's features; loads and stores go through
     // references into the tile, the activations, the local buffers and `out` (length asserted).
     unsafe {
@@ -178,11 +236,15 @@ unsafe fn rows<const SPLIT: bool>(tile: &[Chunk], a: &[BlockQ8_0], out: &mut [f3
                     let blk = &a[m * nch + start + i];
                     let f = _mm256_xor_si256(load32(&blk.qs), sign);
                     _mm256_storeu_si256(flipped[m][i].as_mut_ptr().cast(), f);
-                    da[m][i] = blk.d.to_f32();
+                    // F16C, not the portable conversion: this runs once per block, row
+                    // quad and tile
+                    da[m][i] = _mm_cvtss_f32(lowbit::half(blk.d));
                 }
             }
             for (i, ch) in tile[start..start + len].iter().enumerate() {
                 let mut sum = [_mm256_setzero_ps(); M];
+                // the chunk's exact sums under one scale (`WIDEN` without `SPLIT`)
+                let mut whole = [load32(&ch.neg_sums[0]); M];
                 for h in 0..groups {
                     let mut s16 = [_mm256_setzero_si256(); M];
                     for (p, q) in ch.q.iter().enumerate().skip(per_group * h).take(per_group) {
@@ -191,6 +253,12 @@ unsafe fn rows<const SPLIT: bool>(tile: &[Chunk], a: &[BlockQ8_0], out: &mut [f3
                             let b = _mm256_set1_epi32(flipped[m][i][p] as i32);
                             *s = _mm256_add_epi16(*s, _mm256_maddubs_epi16(b, q));
                         }
+                    }
+                    if WIDEN && !SPLIT {
+                        for (w, s) in whole.iter_mut().zip(&s16) {
+                            *w = _mm256_add_epi32(*w, _mm256_madd_epi16(*s, ones));
+                        }
+                        continue;
                     }
                     let first = load32(&ch.neg_sums[h]);
                     let sc = _mm256_loadu_ps(ch.scales[h].as_ptr());
@@ -204,6 +272,12 @@ unsafe fn rows<const SPLIT: bool>(tile: &[Chunk], a: &[BlockQ8_0], out: &mut [f3
                         } else {
                             _mm256_fmadd_ps(x, sc, sum[m])
                         };
+                    }
+                }
+                if WIDEN && !SPLIT {
+                    let sc = _mm256_loadu_ps(ch.scales[0].as_ptr());
+                    for (s, w) in sum.iter_mut().zip(&whole) {
+                        *s = _mm256_mul_ps(_mm256_cvtepi32_ps(*w), sc);
                     }
                 }
                 for m in 0..M {
@@ -249,10 +323,10 @@ unsafe fn gemm_body<W: DecodeChunks>(_: &[W], tile: &[u64], a: &[W::Act], out: &
     let a: &[BlockQ8_0] = bytemuck::cast_slice(a);
     // SAFETY: the caller's features; `rows` asserts the lengths.
     unsafe {
-        if W::SPLIT {
-            rows::<true>(tile, a, out)
-        } else {
-            rows::<false>(tile, a, out)
+        match (W::SPLIT, W::WIDEN_HALVES) {
+            (true, _) => rows::<true, true>(tile, a, out),
+            (false, true) => rows::<false, true>(tile, a, out),
+            (false, false) => rows::<false, false>(tile, a, out),
         }
     }
 }
@@ -283,6 +357,14 @@ pub(crate) fn nvfp4_tiled_rows(token: Avx2) -> Kernels<BlockNvfp4, [BlockQ8_0; 2
     Kernels {
         tiled: Some(tiles::<BlockNvfp4>(2)),
         ..lowbit::nvfp4_rows(token)
+    }
+}
+
+/// Plain MXFP4 rows: the AVX2 GEMV and one-quad GEMM, and the 8-row tiles from batch 8.
+pub(crate) fn mxfp4_tiled_rows(token: Avx2) -> Kernels<BlockMxfp4, BlockQ8_0, BlockQ8_0> {
+    Kernels {
+        tiled: Some(tiles::<BlockMxfp4>(2)),
+        ..lowbit::mxfp4_rows(token)
     }
 }
 

@@ -1,7 +1,9 @@
 use super::*;
 use crate::cpu::{CpuFeatures, KernelSet};
 use crate::kernel_api::SetToken;
-use crate::kernels::row_tests::{compare_matmul_shapes, random, random_q1_0, MatmulShapes};
+use crate::kernels::row_tests::{
+    compare_matmul_shapes, random, random_mxfp4, random_q1_0, MatmulShapes,
+};
 use crate::kernels::x86::q8_0_tile_checks as checks;
 use crate::types::GgmlType;
 
@@ -16,6 +18,14 @@ fn tiles_equal_portable_and_exact() {
         ROWS,
         &[4],
     );
+}
+
+#[test]
+fn mxfp4_tiles_are_exact() {
+    let Some(cpu) = Avx2::new(CpuFeatures::get()) else {
+        return;
+    };
+    checks::mxfp4_tiles_are_exact(mxfp4_tiled_rows(cpu).tiled.expect("tiles"), ROWS, &[4]);
 }
 
 #[test]
@@ -50,6 +60,7 @@ fn matmul_with_tiles_equals_portable_and_exact() {
             &shapes,
         );
         compare_matmul_shapes(KernelSet::Avx2, GgmlType::Q1_0, 4, random_q1_0, &shapes);
+        compare_matmul_shapes(KernelSet::Avx2, GgmlType::MXFP4, 1, random_mxfp4, &shapes);
     }
     let long = MatmulShapes {
         rows: 19,
@@ -64,4 +75,5 @@ fn matmul_with_tiles_equals_portable_and_exact() {
         &long,
     );
     compare_matmul_shapes(KernelSet::Avx2, GgmlType::Q1_0, 4, random_q1_0, &long);
+    compare_matmul_shapes(KernelSet::Avx2, GgmlType::MXFP4, 1, random_mxfp4, &long);
 }
