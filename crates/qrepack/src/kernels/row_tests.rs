@@ -26,6 +26,7 @@
 use bytemuck::Pod;
 
 use crate::blocks::{BlockIq1M, BlockMxfp4, BlockQ1_0, BlockQ8K, BlockQ8_0, F16Bits};
+use crate::blocks::{BlockTq1_0, BlockTq2_0};
 use crate::cpu::{CpuFeatures, KernelSet};
 use crate::kernel_api::Kernels;
 use crate::layout::Layout;
@@ -237,6 +238,23 @@ pub(crate) fn compare_matmul_shapes<W: Pod>(
 /// A random f16 scale (see [`scale`]).
 pub(crate) fn half(rng: &mut Rng) -> F16Bits {
     F16Bits::from_f32(scale(rng))
+}
+
+/// A TQ1_0 block of random quants (every base-3 byte, out-of-range ones included) and a random
+/// f16 scale.
+pub(crate) fn random_tq1_0(rng: &mut Rng) -> BlockTq1_0 {
+    BlockTq1_0 {
+        d: half(rng),
+        ..random(rng)
+    }
+}
+
+/// A TQ2_0 block of random quants (`3` included) and a random f16 scale.
+pub(crate) fn random_tq2_0(rng: &mut Rng) -> BlockTq2_0 {
+    BlockTq2_0 {
+        d: half(rng),
+        ..random(rng)
+    }
 }
 
 /// A Q8_K block of random quants (`-128` included) with consistent `bsums`.

@@ -15,6 +15,7 @@ pub(crate) mod q5_0;
 pub(crate) mod q6_k;
 pub(crate) mod q8_0_tiles;
 pub(crate) mod quantize;
+pub(crate) mod ternary_tiles;
 pub(crate) mod vecdot;
 
 #[cfg(test)]

@@ -22,8 +22,8 @@
 //! * the grid types (decoded in `grid`): `u` the signed grid value + 64 (`2..=126`) or IQ1's
 //!   `8 q + δ + 9` (`0..=18`), `scale` the odd scale of each 16 weights, `offset = 64 · scale`
 //!   or `9 · scale`, `d` with the type's constant factor, `c = d` ([`decoded_tiled`]);
-//! * the ternary types (decoded in `lowbit`, multiplied only by the AVX-512 set's 16-row
-//!   tiles): `u` the quant (`0..=3`), `scale` and `offset` 1, `c = d`.
+//! * the ternary types (decoded in `lowbit`, multiplied by the AVX-512 set's 16-row tiles and
+//!   the AVX2 `ternary_tiles`): `u` the quant (`0..=3`), `scale` and `offset` 1, `c = d`.
 //!
 //! Every integer is exact (`maddubs` pairs reach `2 · 7 · 128`, for the grid types
 //! `2 · 126 · 128 < 2^15`), as in the portable kernels.

@@ -13,22 +13,8 @@ use crate::cpu::KernelSet;
 use crate::kernels::row_tests::{compare_matmul_shapes, MatmulShapes};
 use crate::kernels::row_tests::{
     half, q8_0_values, q8_0s_values, q8_k_values, random_mxfp4, random_q1_0, random_q8_0,
-    random_q8_0s, random_q8_k,
+    random_q8_0s, random_q8_k, random_tq1_0, random_tq2_0,
 };
-
-fn random_tq1_0(rng: &mut Rng) -> BlockTq1_0 {
-    BlockTq1_0 {
-        d: half(rng),
-        ..random(rng)
-    }
-}
-
-fn random_tq2_0(rng: &mut Rng) -> BlockTq2_0 {
-    BlockTq2_0 {
-        d: half(rng),
-        ..random(rng)
-    }
-}
 
 fn random_q2_0(rng: &mut Rng) -> BlockQ2_0 {
     BlockQ2_0 {
