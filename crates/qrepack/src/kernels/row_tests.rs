@@ -26,7 +26,7 @@
 use bytemuck::Pod;
 
 use crate::blocks::{BlockIq1M, BlockMxfp4, BlockQ1_0, BlockQ8K, BlockQ8_0, F16Bits};
-use crate::blocks::{BlockTq1_0, BlockTq2_0};
+use crate::blocks::{BlockQ2_0, BlockTq1_0, BlockTq2_0};
 use crate::cpu::{CpuFeatures, KernelSet};
 use crate::kernel_api::Kernels;
 use crate::layout::Layout;
@@ -244,6 +244,14 @@ pub(crate) fn half(rng: &mut Rng) -> F16Bits {
 /// f16 scale.
 pub(crate) fn random_tq1_0(rng: &mut Rng) -> BlockTq1_0 {
     BlockTq1_0 {
+        d: half(rng),
+        ..random(rng)
+    }
+}
+
+/// A Q2_0 block of random quants and a random f16 scale.
+pub(crate) fn random_q2_0(rng: &mut Rng) -> BlockQ2_0 {
+    BlockQ2_0 {
         d: half(rng),
         ..random(rng)
     }

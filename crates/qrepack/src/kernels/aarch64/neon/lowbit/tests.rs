@@ -7,8 +7,8 @@ use crate::blocks::F16Bits;
 use crate::cpu::CpuFeatures;
 use crate::kernel_api::SetToken;
 use crate::kernels::row_tests::{
-    compare_matmul_on, compare_rows, half, q8_0_values, q8_0s_values, q8_k_values, random,
-    random_mxfp4, random_q1_0, random_q8_0, random_q8_0s, random_q8_k,
+    compare_matmul_on, compare_rows, q8_0_values, q8_0s_values, q8_k_values, random, random_mxfp4,
+    random_q1_0, random_q2_0, random_q8_0, random_q8_0s, random_q8_k, random_tq1_0, random_tq2_0,
 };
 use crate::rng::SplitMix64 as Rng;
 use crate::types::GgmlType;
@@ -16,24 +16,6 @@ use crate::vecdot;
 
 fn neon() -> Neon {
     Neon::new(CpuFeatures::get()).expect("every AArch64 CPU has NEON")
-}
-
-/// Random quant bytes with a sane f16 scale.
-macro_rules! with_half {
-    ($($name:ident: $block:ident;)*) => {$(
-        fn $name(rng: &mut Rng) -> $block {
-            $block {
-                d: half(rng),
-                ..random(rng)
-            }
-        }
-    )*};
-}
-
-with_half! {
-    random_tq1_0: BlockTq1_0;
-    random_tq2_0: BlockTq2_0;
-    random_q2_0: BlockQ2_0;
 }
 
 /// NVFP4 blocks with every scale byte (zero, subnormal, `0x7f` and the ignored top bit

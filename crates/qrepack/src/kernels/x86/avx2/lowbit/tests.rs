@@ -12,16 +12,9 @@ use super::super::row_tests::{avx2, compare_matmul, compare_rows, random};
 use crate::cpu::KernelSet;
 use crate::kernels::row_tests::{compare_matmul_shapes, MatmulShapes};
 use crate::kernels::row_tests::{
-    half, q8_0_values, q8_0s_values, q8_k_values, random_mxfp4, random_q1_0, random_q8_0,
+    q8_0_values, q8_0s_values, q8_k_values, random_mxfp4, random_q1_0, random_q2_0, random_q8_0,
     random_q8_0s, random_q8_k, random_tq1_0, random_tq2_0,
 };
-
-fn random_q2_0(rng: &mut Rng) -> BlockQ2_0 {
-    BlockQ2_0 {
-        d: half(rng),
-        ..random(rng)
-    }
-}
 
 /// NVFP4 blocks with every scale byte (zero, subnormal, `0x7f` and the ignored top bit
 /// included) and every quant code.
