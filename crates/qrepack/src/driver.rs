@@ -290,8 +290,13 @@ impl<L: ChooseKernels> PackedEngine<L> {
             debug_assert!(fits);
             n / 4 >= t.min_quads && fits
         });
-        // Tasks of whole tiles.
-        let per_task = tiled.map_or(per_task, |t| per_task.next_multiple_of(t.groups));
+        // Tasks of whole tiles, whose tiles (re-read for every quad) stay in L2 as well.
+        let per_task = tiled.map_or(per_task, |t| {
+            let tile_group_bytes = ((t.tile_words)(nb) * 8 / t.groups).max(1);
+            per_task
+                .min((L2_TILE_BUDGET / tile_group_bytes).max(1))
+                .next_multiple_of(t.groups)
+        });
         let section = Timer::begin();
         // One rayon job per task (`with_max_len(1)`): rayon otherwise splits an indexed
         // iterator into about one piece per thread and only splits further when a piece is
@@ -522,6 +527,15 @@ const MIN_GEMV_PIECE_BYTES: usize = 16 * 1024;
 /// L2, which two threads may share when the vCPUs are siblings of one core (96 KiB measured 2-3 %
 /// faster than 192 KiB at batch 512 on the 2-vCPU Zen 3 VM, 48 KiB the same as 96 KiB).
 const L2_WEIGHT_BUDGET: usize = 96 * 1024;
+
+/// The most bytes of per-call tiles one task makes and sweeps for every quad. Tiles hold 1-1.5
+/// bytes a weight where the stored blocks hold 0.14-0.56, so a task cut by
+/// [`L2_WEIGHT_BUDGET`] alone made up to a megabyte of Q1_0 tiles. 4096x4096, 2 threads, Zen 4,
+/// best of 3 alternating, ms, no limit -> 256 KiB (-> 128 KiB): AVX2 Q1_0 batch 32 4.81 -> 3.88
+/// (3.72), 512 61.9 -> 53.8 (56.5); NVFP4 batch 32 5.54 -> 4.72 (4.63); TQ2_0 batch 32 2.84
+/// -> 2.47 (2.52); AVX-512 Q1_0 batch 32 2.62 -> 2.30 (2.37), 512 39.1 -> 35.3 (36.0); the
+/// others (MXFP4, IQ2_XXS, TQ2_0 at 512) within the noise.
+const L2_TILE_BUDGET: usize = 256 * 1024;
 
 impl<L: ChooseKernels> Engine for PackedEngine<L> {
     fn layout(&self) -> Layout {

@@ -5,6 +5,7 @@
 
 pub(crate) mod grid;
 pub(crate) mod k_quants;
+mod lanes;
 pub(crate) mod lowbit;
 pub(crate) mod nibble;
 pub(crate) mod plain_rows;

@@ -27,6 +27,7 @@ use crate::kernel_api::{target_entries, Kernels, TiledGemm};
 use crate::kernels::x86::Avx2;
 use crate::quant::grids::KVALUES_FP4;
 
+use super::lanes::transpose8;
 use super::lowbit;
 
 /// Rows in one tile, one per 32-bit lane.
@@ -47,11 +48,14 @@ struct Chunk {
 
 const _: () = assert!(std::mem::size_of::<Chunk>().is_multiple_of(8));
 
+/// The most chunks a weight block has (Q1_0's four).
+const MAX_K: usize = 4;
+
 /// A weight block of a tiled type: `K` chunks, each with one scale or one per half.
 trait DecodeChunks: bytemuck::Pod {
     /// The activation blocks that meet one weight block.
     type Act: bytemuck::Pod;
-    /// Chunks (Q8_0 blocks) per weight block.
+    /// Chunks (Q8_0 blocks) per weight block, at most [`MAX_K`].
     const K: usize;
     /// Whether each half of a chunk has its own scale.
     const SPLIT: bool;
@@ -59,28 +63,13 @@ trait DecodeChunks: bytemuck::Pod {
     /// scale (true when a whole chunk's `vpmaddubsw` pairs could pass `i16`).
     const WIDEN_HALVES: bool = Self::SPLIT;
 
-    /// Writes the block into lane `r` of its `K` chunks.
+    /// The block's `K` chunks as 32 signed values each, in weight order, and the scales of
+    /// their halves (the chunk's one scale in `h = 0` unless `SPLIT`).
     ///
     /// # Safety
-    /// The CPU must support AVX2.
-    unsafe fn decode(&self, r: usize, chunks: &mut [Chunk]);
+    /// The CPU must support AVX2 and F16C.
+    unsafe fn decode(&self, values: &mut [__m256i; MAX_K], scales: &mut [[f32; 2]; MAX_K]);
 }
-
-/// `word[k]` for the four bits of `n`: byte `k` is `1` where bit `k` is set, else `-1`.
-const SIGN_WORDS: [u32; 16] = {
-    let mut table = [0u32; 16];
-    let mut n = 0;
-    while n < 16 {
-        let mut k = 0;
-        while k < 4 {
-            let byte: u32 = if (n >> k) & 1 == 1 { 0x01 } else { 0xff };
-            table[n] |= byte << (8 * k);
-            k += 1;
-        }
-        n += 1;
-    }
-    table
-};
 
 impl DecodeChunks for BlockQ1_0 {
     type Act = [BlockQ8_0; 4];
@@ -88,18 +77,27 @@ impl DecodeChunks for BlockQ1_0 {
     const SPLIT: bool = false;
 
     #[inline(always)]
-    unsafe fn decode(&self, r: usize, chunks: &mut [Chunk]) {
-        let d = self.d.to_f32();
-        for (c, ch) in chunks.iter_mut().enumerate() {
-            // weight 32c + i is bit i of the chunk's little-endian word
-            let bits = u32::from_le_bytes(std::array::from_fn(|k| self.qs[4 * c + k]));
-            for (p, q) in ch.q.iter_mut().enumerate() {
-                q[r] = SIGN_WORDS[(bits >> (4 * p)) as usize & 15];
+    unsafe fn decode(&self, values: &mut [__m256i; MAX_K], scales: &mut [[f32; 2]; MAX_K]) {
+        // SAFETY: register-only intrinsics of the caller's features.
+        unsafe {
+            // byte i of a chunk takes byte i / 8 of its 32 bits, then the bit i % 8 of it
+            let spread = _mm256_setr_epi8(
+                0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, //
+                2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3,
+            );
+            let bit = _mm256_set1_epi64x(0x8040_2010_0804_0201_u64 as i64);
+            let one = _mm256_set1_epi8(1);
+            let d = _mm_cvtss_f32(lowbit::half(self.d));
+            for (c, (v, sc)) in values.iter_mut().zip(scales.iter_mut()).enumerate() {
+                let word: [u8; 4] = self.qs[4 * c..4 * c + 4].try_into().expect("32 bits");
+                let bytes =
+                    _mm256_shuffle_epi8(_mm256_set1_epi32(i32::from_le_bytes(word)), spread);
+                let set = _mm256_cmpeq_epi8(_mm256_and_si256(bytes, bit), bit);
+                // set (-1) -> 1, clear (0) -> -1
+                let minus = _mm256_or_si256(_mm256_add_epi8(set, set), one);
+                *v = _mm256_sub_epi8(_mm256_setzero_si256(), minus);
+                *sc = [d, 0.0];
             }
-            ch.neg_sums[0][r] = -128 * (2 * bits.count_ones() as i32 - 32);
-            ch.neg_sums[1][r] = 0;
-            ch.scales[0][r] = d;
-            ch.scales[1][r] = 0.0;
         }
     }
 }
@@ -110,27 +108,26 @@ impl DecodeChunks for BlockNvfp4 {
     const SPLIT: bool = true;
 
     #[inline(always)]
-    unsafe fn decode(&self, r: usize, chunks: &mut [Chunk]) {
-        // SAFETY: AVX2 (the caller's contract) covers the SSE intrinsics; loads read the value
-        // table and the block's 8 code bytes of a group.
+    unsafe fn decode(&self, values: &mut [__m256i; MAX_K], scales: &mut [[f32; 2]; MAX_K]) {
+        // SAFETY: register-only intrinsics of the caller's features; the loads read the value
+        // table and the chunk's 16 code bytes.
         unsafe {
             let table = _mm_loadu_si128(KVALUES_FP4.as_ptr().cast());
             let nibble = _mm_set1_epi8(0x0f);
-            for (c, ch) in chunks.iter_mut().enumerate() {
-                for h in 0..2 {
-                    // group s: weights 0..8 in the low nibbles of its 8 bytes, 8..16 in the high
-                    let s = 2 * c + h;
-                    let codes = _mm_loadl_epi64(self.qs[8 * s..].as_ptr().cast());
-                    let low = _mm_and_si128(codes, nibble);
-                    let high = _mm_and_si128(_mm_srli_epi16::<4>(codes), nibble);
-                    let values = _mm_shuffle_epi8(table, _mm_unpacklo_epi64(low, high));
-                    ch.q[4 * h][r] = _mm_extract_epi32::<0>(values) as u32;
-                    ch.q[4 * h + 1][r] = _mm_extract_epi32::<1>(values) as u32;
-                    ch.q[4 * h + 2][r] = _mm_extract_epi32::<2>(values) as u32;
-                    ch.q[4 * h + 3][r] = _mm_extract_epi32::<3>(values) as u32;
-                    ch.neg_sums[h][r] = -128 * (biased_sum(values) - 2048);
-                    ch.scales[h][r] = ue4m3_half_to_f32(self.d[s]);
-                }
+            for c in 0..2 {
+                // group h of the chunk: weights 0..8 in the low nibbles of its 8 bytes, 8..16
+                // in the high ones
+                let codes = _mm_loadu_si128(self.qs[16 * c..16 * c + 16].as_ptr().cast());
+                let low = _mm_and_si128(codes, nibble);
+                let high = _mm_and_si128(_mm_srli_epi16::<4>(codes), nibble);
+                values[c] = _mm256_set_m128i(
+                    _mm_shuffle_epi8(table, _mm_unpackhi_epi64(low, high)),
+                    _mm_shuffle_epi8(table, _mm_unpacklo_epi64(low, high)),
+                );
+                scales[c] = [
+                    ue4m3_half_to_f32(self.d[2 * c]),
+                    ue4m3_half_to_f32(self.d[2 * c + 1]),
+                ];
             }
         }
     }
@@ -144,49 +141,39 @@ impl DecodeChunks for BlockMxfp4 {
     const WIDEN_HALVES: bool = true;
 
     #[inline(always)]
-    unsafe fn decode(&self, r: usize, chunks: &mut [Chunk]) {
-        // SAFETY: AVX2 (the caller's contract) covers the SSE intrinsics; loads read the value
+    unsafe fn decode(&self, values: &mut [__m256i; MAX_K], scales: &mut [[f32; 2]; MAX_K]) {
+        // SAFETY: register-only intrinsics of the caller's features; the loads read the value
         // table and the block's 16 code bytes.
         unsafe {
-            let table = _mm_loadu_si128(KVALUES_FP4.as_ptr().cast());
+            let table = _mm256_broadcastsi128_si256(_mm_loadu_si128(KVALUES_FP4.as_ptr().cast()));
             let nibble = _mm_set1_epi8(0x0f);
-            let ch = &mut chunks[0];
             // weights 0..16 in the low nibbles, 16..32 in the high ones
             let codes = _mm_loadu_si128(self.qs.as_ptr().cast());
-            let halves = [
-                _mm_and_si128(codes, nibble),
-                _mm_and_si128(_mm_srli_epi16::<4>(codes), nibble),
-            ];
-            let mut sum = 0;
-            for (h, &codes) in halves.iter().enumerate() {
-                let values = _mm_shuffle_epi8(table, codes);
-                ch.q[4 * h][r] = _mm_extract_epi32::<0>(values) as u32;
-                ch.q[4 * h + 1][r] = _mm_extract_epi32::<1>(values) as u32;
-                ch.q[4 * h + 2][r] = _mm_extract_epi32::<2>(values) as u32;
-                ch.q[4 * h + 3][r] = _mm_extract_epi32::<3>(values) as u32;
-                sum += biased_sum(values) - 2048;
-            }
-            ch.neg_sums[0][r] = -128 * sum;
-            ch.neg_sums[1][r] = 0;
-            ch.scales[0][r] = e8m0_half_to_f32(self.e);
-            ch.scales[1][r] = 0.0;
+            let low = _mm_and_si128(codes, nibble);
+            let high = _mm_and_si128(_mm_srli_epi16::<4>(codes), nibble);
+            values[0] = _mm256_shuffle_epi8(table, _mm256_set_m128i(high, low));
+            scales[0] = [e8m0_half_to_f32(self.e), 0.0];
         }
     }
 }
 
-/// `Σ (v + 128)` over the 16 signed bytes of `values`.
+/// The sums of a chunk's 32 signed values over its halves (weights `0..16`, `16..32`).
 ///
 /// # Safety
-/// The CPU must support SSE4.1.
+/// The CPU must support AVX2.
 #[inline(always)]
-unsafe fn biased_sum(values: __m128i) -> i32 {
+unsafe fn half_sums(values: __m256i) -> [i32; 2] {
     // SAFETY: register-only intrinsics of the caller's features.
     unsafe {
-        let biased = _mm_sad_epu8(
-            _mm_xor_si128(values, _mm_set1_epi8(-128)),
-            _mm_setzero_si128(),
+        // Σ (v + 128) over each 8 bytes, less 16 · 128 a half
+        let biased = _mm256_sad_epu8(
+            _mm256_xor_si256(values, _mm256_set1_epi8(-128)),
+            _mm256_setzero_si256(),
         );
-        _mm_cvtsi128_si32(biased) + _mm_extract_epi32::<2>(biased)
+        let lo = _mm256_castsi256_si128(biased);
+        let hi = _mm256_extracti128_si256::<1>(biased);
+        let part = |v: __m128i| (_mm_cvtsi128_si32(v) + _mm_extract_epi32::<2>(v)) - 2048;
+        [part(lo), part(hi)]
     }
 }
 
@@ -296,7 +283,9 @@ fn tile_words<W: DecodeChunks>(nb: usize) -> usize {
     nb * W::K * std::mem::size_of::<Chunk>() / 8
 }
 
-/// Decodes 8 rows of `nb` blocks each (row after row) into the tile, block by block.
+/// Decodes 8 rows of `nb` blocks each (row after row) into the tile, block by block: the 8
+/// rows' chunks decoded whole, then transposed into the lanes (storing them word by word into
+/// the lanes took a quarter of the time at batch 32).
 ///
 /// # Safety
 /// The CPU must support AVX2, FMA and F16C.
@@ -305,10 +294,34 @@ unsafe fn make_tile_body<W: DecodeChunks>(blocks: &[W], tile: &mut [u64]) {
     let nb = blocks.len() / ROWS;
     let chunks: &mut [Chunk] = bytemuck::cast_slice_mut(tile);
     assert!(chunks.len() == nb * W::K && blocks.len() == ROWS * nb);
-    for (b, block_chunks) in chunks.chunks_exact_mut(W::K).enumerate() {
-        for r in 0..ROWS {
-            // SAFETY: the caller's features.
-            unsafe { blocks[r * nb + b].decode(r, block_chunks) };
+    // SAFETY: the caller's features; register-only intrinsics, and stores through references
+    // into the tile.
+    unsafe {
+        let mut values = [[_mm256_setzero_si256(); MAX_K]; ROWS];
+        let mut scales = [[[0.0f32; 2]; MAX_K]; ROWS];
+        for (b, block_chunks) in chunks.chunks_exact_mut(W::K).enumerate() {
+            for r in 0..ROWS {
+                blocks[r * nb + b].decode(&mut values[r], &mut scales[r]);
+            }
+            for (c, ch) in block_chunks.iter_mut().enumerate() {
+                let rows: [__m256i; ROWS] = std::array::from_fn(|r| values[r][c]);
+                for (k, v) in transpose8(rows).into_iter().enumerate() {
+                    _mm256_storeu_si256(ch.q[k].as_mut_ptr().cast(), v);
+                }
+                for r in 0..ROWS {
+                    let [h0, h1] = half_sums(values[r][c]);
+                    let [s0, s1] = scales[r][c];
+                    if W::SPLIT {
+                        ch.neg_sums[0][r] = -128 * h0;
+                        ch.neg_sums[1][r] = -128 * h1;
+                    } else {
+                        ch.neg_sums[0][r] = -128 * (h0 + h1);
+                        ch.neg_sums[1][r] = 0;
+                    }
+                    ch.scales[0][r] = s0;
+                    ch.scales[1][r] = s1;
+                }
+            }
         }
     }
 }

@@ -23,6 +23,7 @@ use crate::blocks::{BlockQ8K, BlockTq1_0, BlockTq2_0};
 use crate::kernel_api::{target_entries, Kernels, TiledGemm};
 use crate::kernels::x86::Avx2;
 
+use super::lanes::transpose8;
 use super::lowbit;
 use super::plain_tiles::{DecodeK, DecodedK};
 
@@ -44,45 +45,6 @@ const _: () = assert!(std::mem::size_of::<Block8>().is_multiple_of(8));
 /// `u64` words of a tile of 8 rows of `nb` blocks.
 fn tile_words(nb: usize) -> usize {
     nb * std::mem::size_of::<Block8>() / 8
-}
-
-/// An 8 x 8 matrix of 32-bit words, one row per vector, transposed: word `k` of vector `r`
-/// becomes word `r` of vector `k`.
-///
-/// # Safety
-/// The CPU must support AVX2.
-#[inline(always)]
-unsafe fn transpose8(v: [__m256i; 8]) -> [__m256i; 8] {
-    // SAFETY: register-only intrinsics of the caller's features.
-    unsafe {
-        // pairs of rows interleaved by words, then by word pairs: each 128-bit half then holds
-        // one word of four rows, and the halves are regrouped
-        let t: [__m256i; 8] = std::array::from_fn(|i| {
-            let (a, b) = (v[2 * (i / 2)], v[2 * (i / 2) + 1]);
-            if i % 2 == 0 {
-                _mm256_unpacklo_epi32(a, b)
-            } else {
-                _mm256_unpackhi_epi32(a, b)
-            }
-        });
-        let u: [__m256i; 8] = std::array::from_fn(|i| {
-            // i = 4g + c: rows 4g..4g + 4, word c of each half
-            let (g, c) = (i / 4, i % 4);
-            let (a, b) = (t[4 * g + c / 2], t[4 * g + 2 + c / 2]);
-            if c % 2 == 0 {
-                _mm256_unpacklo_epi64(a, b)
-            } else {
-                _mm256_unpackhi_epi64(a, b)
-            }
-        });
-        std::array::from_fn(|k| {
-            if k < 4 {
-                _mm256_permute2x128_si256::<0x20>(u[k], u[4 + k])
-            } else {
-                _mm256_permute2x128_si256::<0x31>(u[k - 4], u[k])
-            }
-        })
-    }
 }
 
 /// Decodes 8 rows of `nb` blocks each (row after row) into the tile, block by block: the 8 rows
