@@ -109,22 +109,10 @@ pub(crate) fn extremes_are_exact(
                 rows
             ];
             let a = [[acts(q)[0], acts(q)[1]]; 4];
-            let mut tile = vec![0u64; (nvfp4.tile_words)(1)];
-            (nvfp4.make_tile)(&w, &mut tile);
-            let mut out = vec![f32::NAN; 4 * rows];
-            (nvfp4.gemm)(&w, &tile, &a, &mut out);
+            let what = format!("nvfp4 code {code:#x} act {q}");
             let want = vecdot::vec_dot_nvfp4_q8_0(&w[..1], &a[..1]);
-            let exact = exact_dot(
-                GgmlType::NVFP4,
-                bytemuck::bytes_of(&w[0]),
-                &q8_0s_values(&a[..1]),
-            )
-            .0;
-            assert_eq!(f64::from(want), exact, "nvfp4 code {code:#x} act {q}");
-            assert!(
-                out.iter().all(|&o| o == want),
-                "nvfp4 code {code:#x} act {q}: {out:?} against {want}"
-            );
+            let values = q8_0s_values(&a[..1]);
+            tile_equals_exactly(&what, nvfp4, GgmlType::NVFP4, &w, &a, &values, want);
         }
         // Q1_0: all bits set (+1) and none (-1)
         for bits in [0xffu8, 0x00] {
@@ -184,22 +172,34 @@ pub(crate) fn mxfp4_tiles_are_exact(
                 d: one,
                 qs: [q; 32],
             }; 4];
-            let mut tile = vec![0u64; (mxfp4.tile_words)(1)];
-            (mxfp4.make_tile)(&w, &mut tile);
-            let mut out = vec![f32::NAN; 4 * rows];
-            (mxfp4.gemm)(&w, &tile, &a, &mut out);
+            let what = format!("mxfp4 code {code:#x} act {q}");
             let want = vecdot::vec_dot_mxfp4_q8_0(&w[..1], &a[..1]);
-            let exact = exact_dot(
-                GgmlType::MXFP4,
-                bytemuck::bytes_of(&w[0]),
-                &q8_0_values(&a[..1]),
-            )
-            .0;
-            assert_eq!(f64::from(want), exact, "mxfp4 code {code:#x} act {q}");
-            assert!(
-                out.iter().all(|&o| o == want),
-                "mxfp4 code {code:#x} act {q}: {out:?} against {want}"
-            );
+            let values = q8_0_values(&a[..1]);
+            tile_equals_exactly(&what, mxfp4, GgmlType::MXFP4, &w, &a, &values, want);
         }
     }
+}
+
+/// One quad through a tile of `w` (equal rows of one block each): the portable `want` must be
+/// the exact product of the first row and the activations of `values`, and every output equal
+/// to it.
+fn tile_equals_exactly<W: Pod, A: Pod>(
+    what: &str,
+    tiled: TiledGemm<W, A>,
+    ty: GgmlType,
+    w: &[W],
+    a: &[A],
+    values: &[f64],
+    want: f32,
+) {
+    let mut tile = vec![0u64; (tiled.tile_words)(1)];
+    (tiled.make_tile)(w, &mut tile);
+    let mut out = vec![f32::NAN; 4 * w.len()];
+    (tiled.gemm)(w, &tile, a, &mut out);
+    let exact = exact_dot(ty, bytemuck::bytes_of(&w[0]), values).0;
+    assert_eq!(f64::from(want), exact, "{what}");
+    assert!(
+        out.iter().all(|&o| o == want),
+        "{what}: {out:?} against {want}"
+    );
 }
