@@ -57,22 +57,13 @@ use crate::layout::{ChooseKernels, Kernels};
 
 /// One entry per layout (or plain type): `Type { #[cfg] Token => constructor, ... ; scalar }`,
 /// the SIMD rows best set first. Each constructor takes the set's token and returns the
-/// layout's [`Kernels`]. A row ending in `=> on_request` runs the layout when a caller asks for
-/// it, but does not make auto-selection (`Layout::best_for`) choose the layout: on CPUs whose
-/// best set for it is that one, another layout (usually `plain`) measures faster.
+/// layout's [`Kernels`].
 macro_rules! kernel_table {
-    // the set of a row marked `=> on_request` (the one marker a row takes)
-    (@set on_request, $set:expr) => {
-        $set
-    };
-    ($( $ty:ty { $( #[$cfg:meta] $token:ty => $simd:expr $(=> $flag:ident)?, )* ; $scalar:expr } )*) => {$(
+    ($( $ty:ty { $( #[$cfg:meta] $token:ty => $simd:expr, )* ; $scalar:expr } )*) => {$(
         impl ChooseKernels for $ty {
             const SETS: &'static [KernelSet] = &[
                 $( #[$cfg] <$token as SetToken>::SET, )*
                 KernelSet::Scalar,
-            ];
-            const ON_REQUEST: &'static [KernelSet] = &[
-                $( $( #[$cfg] kernel_table!(@set $flag, <$token as SetToken>::SET), )? )*
             ];
 
             fn kernels(cpu: &CpuFeatures) -> Kernels<Self> {
@@ -206,14 +197,13 @@ kernel_table! {
         #[cfg(target_arch = "aarch64")] aarch64::Dotprod => dotprod::rows4x4_kernels::<BlockMxfp4x4>,
         ; scalar::kernels::<Mxfp4_4x4>()
     }
-    // On CPUs whose best set is AVX2 the plain layout is chosen instead (`on_request`): its
-    // 8-row tiles (`avx2::q8_0_tiles`) against these kernels, 4096x4096, 2 threads, hot, Zen 4
-    // capped at AVX2, 2026-12-06 (ms): batch 32 5.89 -> 4.96, 512 101 -> 66 (ggml
-    // `-march=haswell` with its `mxfp4_8x8`: 5.88, 93).
+    // With AVX2 alone, from batch 8 the row groups are decoded per call into the 8-row tiles
+    // of the plain NVFP4/MXFP4/Q1_0 rows (`avx2::q8_0_tiles`); the GEMV and small batches keep
+    // the interleaved kernels.
     Mxfp4_8x8 {
         #[cfg(target_arch = "x86_64")] x86::Avx512 => avx512::table_kernels::<BlockMxfp4x8>,
         #[cfg(target_arch = "x86_64")] x86::AvxVnni => avxvnni::nibble_kernels::<BlockMxfp4x8, BlockQ8_0x4Abs>,
-        #[cfg(target_arch = "x86_64")] x86::Avx2 => avx2::nibble::kernels::<BlockMxfp4x8, BlockQ8_0x4Abs> => on_request,
+        #[cfg(target_arch = "x86_64")] x86::Avx2 => avx2::q8_0_tiles::mxfp4_8x8_kernels,
         ; scalar::kernels::<Mxfp4_8x8>()
     }
 

@@ -231,14 +231,11 @@ fn q2_k_layout_choice() {
     }
 }
 
-/// MXFP4: `mxfp4_8x8` where AVX-512 or AVX-VNNI kernels run it, and on ARM `mxfp4_4x4` with
-/// dotprod, as ggml; on CPUs whose best set is AVX2 the plain layout, whose 8-row per-call tiles
-/// measured faster than the `mxfp4_8x8` kernels from batch 8 on (see the selection table). The
-/// AVX2 `mxfp4_8x8` kernels still run when the layout is asked for.
+/// MXFP4: `mxfp4_8x8` on x86 (AVX2 and up) and `mxfp4_4x4` on ARM with dotprod, as ggml.
 #[test]
 fn mxfp4_layout_choice() {
     for cpu in &cpu_variants() {
-        let want = if cpu.has(KernelSet::Avx512) || cpu.has(KernelSet::AvxVnni) {
+        let want = if cpu.has(KernelSet::Avx2) {
             Layout::MXFP4_8x8
         } else if cpu.has(KernelSet::Dotprod) {
             Layout::MXFP4_4x4
@@ -247,13 +244,15 @@ fn mxfp4_layout_choice() {
         };
         let what = cpu.describe();
         assert_eq!(Layout::best_for(GgmlType::MXFP4, 16, cpu), want, "{what}");
-        if cpu.has(KernelSet::Avx2) {
-            assert_eq!(
-                Layout::MXFP4_8x8.kernel_set_for(GgmlType::MXFP4, &cpu.capped(KernelSet::Avx2)),
-                KernelSet::Avx2,
-                "{what}"
-            );
-        }
+        assert_eq!(
+            Layout::best_for(GgmlType::MXFP4, 12, cpu),
+            if cfg!(target_arch = "aarch64") && cpu.has(KernelSet::Dotprod) {
+                Layout::MXFP4_4x4
+            } else {
+                Layout::Plain
+            },
+            "{what}"
+        );
     }
 }
 

@@ -185,6 +185,18 @@ pub(crate) fn compare_matmul_shapes<W: Pod>(
     weight: impl Fn(&mut Rng) -> W,
     shapes: &MatmulShapes<'_>,
 ) {
+    compare_matmul_layout(Layout::Plain, set, ty, steps, weight, shapes);
+}
+
+/// [`compare_matmul_shapes`] in `layout` (whose row count must fit `shapes.rows`).
+pub(crate) fn compare_matmul_layout<W: Pod>(
+    layout: Layout,
+    set: KernelSet,
+    ty: GgmlType,
+    steps: usize,
+    weight: impl Fn(&mut Rng) -> W,
+    shapes: &MatmulShapes<'_>,
+) {
     let cpu = CpuFeatures::get();
     if !cpu.has(set) {
         return;
@@ -196,8 +208,8 @@ pub(crate) fn compare_matmul_shapes<W: Pod>(
         let cols = nb * ty.block_size();
         let blocks: Vec<W> = (0..rows * nb).map(|_| weight(&mut rng)).collect();
         let bytes: &[u8] = bytemuck::cast_slice(&blocks);
-        let simd = QMatrix::with_layout_for_cpu(ty, rows, cols, bytes, Layout::Plain, &simd_cpu)
-            .expect("plain matrix");
+        let simd = QMatrix::with_layout_for_cpu(ty, rows, cols, bytes, layout, &simd_cpu)
+            .expect("matrix in the layout");
         assert_eq!(
             simd.kernel_name(),
             set.name(),
@@ -226,7 +238,8 @@ pub(crate) fn compare_matmul_shapes<W: Pod>(
                 let a = activations_f64(ty, &x[m * cols..(m + 1) * cols]);
                 for r in 0..rows {
                     let w = &bytes[r * nb * ty.block_bytes()..(r + 1) * nb * ty.block_bytes()];
-                    let what = format!("{ty} {set} matmul cols={cols} n={n} act {m} row {r}");
+                    let what =
+                        format!("{ty} {layout} {set} matmul cols={cols} n={n} act {m} row {r}");
                     let i = m * rows + r;
                     check(&what, y[i], ys[i], exact_dot(ty, w, &a), steps * nb);
                 }

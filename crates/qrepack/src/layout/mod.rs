@@ -45,9 +45,6 @@ pub(crate) type Kernels<L> =
 pub(crate) trait ChooseKernels: PackedLayout<Act: ChooseQuantizer> {
     /// The sets with kernels for this layout, best first, `scalar` last.
     const SETS: &'static [KernelSet];
-    /// The sets of `SETS` whose kernels run the layout only when a caller asks for it:
-    /// auto-selection does not choose the layout for them.
-    const ON_REQUEST: &'static [KernelSet];
     /// The kernels of the best set `cpu` has.
     fn kernels(cpu: &CpuFeatures) -> Kernels<Self>;
 }
@@ -65,15 +62,6 @@ impl LayoutVisitor for SetsOf {
     type Output = &'static [KernelSet];
     fn visit<L: ChooseKernels>(self) -> &'static [KernelSet] {
         L::SETS
-    }
-}
-
-/// The sets of a layout type that run it only on request ([`ChooseKernels::ON_REQUEST`]).
-struct OnRequestOf;
-impl LayoutVisitor for OnRequestOf {
-    type Output = &'static [KernelSet];
-    fn visit<L: ChooseKernels>(self) -> &'static [KernelSet] {
-        L::ON_REQUEST
     }
 }
 
@@ -279,16 +267,15 @@ impl Layout {
 
     /// How much the layout is preferred on `cpu`: the rank of the best SIMD set that has
     /// kernels for it (`None` when only the portable kernels would run, which the plain layout
-    /// does as well without repacking, or when that set's kernels run the layout only on
-    /// request). ggml's order follows: 8x8 on AVX2/AVX-512, 4x8 with i8mm, 4x4 with dotprod.
+    /// does as well without repacking). ggml's order follows: 8x8 on AVX2/AVX-512, 4x8 with
+    /// i8mm, 4x4 with dotprod.
     fn preference(self, ty: GgmlType, cpu: &CpuFeatures) -> Option<u8> {
-        let best = self
-            .visit(ty, SetsOf)
+        self.visit(ty, SetsOf)
             .iter()
             .copied()
             .filter(|s| *s != KernelSet::Scalar && cpu.has(*s))
-            .max_by_key(|s| s.rank())?;
-        (!self.visit(ty, OnRequestOf).contains(&best)).then(|| best.rank())
+            .map(KernelSet::rank)
+            .max()
     }
 
     /// The kernel sets that have kernels for this layout holding `ty`, best first, ending with

@@ -21,14 +21,14 @@
 
 use std::arch::x86_64::*;
 
-use crate::blocks::BlockQ8_0;
 use crate::blocks::{e8m0_half_to_f32, ue4m3_half_to_f32, BlockMxfp4, BlockNvfp4, BlockQ1_0};
+use crate::blocks::{BlockMxfp4x8, BlockQ8_0, BlockQ8_0x4Abs};
 use crate::kernel_api::{target_entries, Kernels, TiledGemm};
 use crate::kernels::x86::Avx2;
 use crate::quant::grids::KVALUES_FP4;
 
 use super::lanes::transpose8;
-use super::lowbit;
+use super::{lowbit, nibble};
 
 /// Rows in one tile, one per 32-bit lane.
 const ROWS: usize = 8;
@@ -191,8 +191,62 @@ unsafe fn load32<T: bytemuck::Pod>(p: &T) -> __m256i {
     unsafe { _mm256_loadu_si256((p as *const T).cast()) }
 }
 
-/// The tile's 8 rows times four activation rows (`a`: four rows of `tile.len()` Q8_0 blocks,
-/// back to back): `out[8 m + r]` for activation row `m`. `SPLIT`: a scale per 16 weights (else
+/// Four activation rows as a tile product reads them, one 32-weight chunk at a time.
+trait ActQuad {
+    /// Chunks in each row.
+    fn chunks(&self) -> usize;
+    /// Row `m`'s quants of chunk `c`, in weight order, and their scale.
+    ///
+    /// # Safety
+    /// The CPU must support AVX2 and F16C.
+    unsafe fn chunk(&self, m: usize, c: usize) -> (__m256i, f32);
+}
+
+/// Four rows of Q8_0 blocks, back to back (the plain layout's quads).
+struct RowQuad<'a>(&'a [BlockQ8_0]);
+
+impl ActQuad for RowQuad<'_> {
+    fn chunks(&self) -> usize {
+        self.0.len() / 4
+    }
+
+    #[inline(always)]
+    unsafe fn chunk(&self, m: usize, c: usize) -> (__m256i, f32) {
+        let blk = &self.0[m * self.chunks() + c];
+        // SAFETY: the caller's features. F16C, not the portable conversion: this runs once per
+        // block, quad and tile.
+        unsafe { (load32(&blk.qs), _mm_cvtss_f32(lowbit::half(blk.d))) }
+    }
+}
+
+/// Four rows interleaved in chunks of 8 bytes with `f32` scales (`mxfp4_8x8`'s quads).
+struct InterleavedQuad<'a>(&'a [BlockQ8_0x4Abs]);
+
+impl ActQuad for InterleavedQuad<'_> {
+    fn chunks(&self) -> usize {
+        self.0.len()
+    }
+
+    #[inline(always)]
+    unsafe fn chunk(&self, m: usize, c: usize) -> (__m256i, f32) {
+        let blk = &self.0[c];
+        // row m's bytes 8k..8k + 8 are the quad's chunk 4k + m
+        let word = |k: usize| {
+            let at = 8 * (4 * k + m);
+            i64::from_le_bytes(std::array::from_fn(|i| blk.qs[at + i] as u8))
+        };
+        // SAFETY: register-only intrinsics of the caller's features.
+        unsafe {
+            (
+                _mm256_setr_epi64x(word(0), word(1), word(2), word(3)),
+                blk.d[m],
+            )
+        }
+    }
+}
+
+/// The tile's 8 rows times four activation rows (`a`, `tile.len()` chunks a row): `out[8 m +
+/// r]` for activation row `m`. `SPLIT`: a scale per 16 weights (else
 /// one per chunk, in `h = 0`); `WIDEN`: the 16-bit sums are widened per 16 weights even under
 /// one scale, and the chunk's start is in `h = 0`.
 ///
@@ -201,12 +255,12 @@ unsafe fn load32<T: bytemuck::Pod>(p: &T) -> __m256i {
 #[inline(always)]
 unsafe fn rows<const SPLIT: bool, const WIDEN: bool>(
     tile: &[Chunk],
-    a: &[BlockQ8_0],
+    a: impl ActQuad,
     out: &mut [f32],
 ) {
     const M: usize = 4;
     let nch = tile.len();
-    assert!(a.len() == M * nch && out.len() == M * ROWS);
+    assert!(a.chunks() == nch && out.len() == M * ROWS);
     let mut flipped = [[[0u32; 8]; PIECE]; M];
     let mut da = [[0.0f32; PIECE]; M];
     let (groups, per_group) = if SPLIT || WIDEN { (2, 4) } else { (1, 8) };
@@ -220,12 +274,10 @@ unsafe fn rows<const SPLIT: bool, const WIDEN: bool>(
             let len = PIECE.min(nch - start);
             for m in 0..M {
                 for i in 0..len {
-                    let blk = &a[m * nch + start + i];
-                    let f = _mm256_xor_si256(load32(&blk.qs), sign);
+                    let (q, d) = a.chunk(m, start + i);
+                    let f = _mm256_xor_si256(q, sign);
                     _mm256_storeu_si256(flipped[m][i].as_mut_ptr().cast(), f);
-                    // F16C, not the portable conversion: this runs once per block, row
-                    // quad and tile
-                    da[m][i] = _mm_cvtss_f32(lowbit::half(blk.d));
+                    da[m][i] = d;
                 }
             }
             for (i, ch) in tile[start..start + len].iter().enumerate() {
@@ -292,8 +344,23 @@ fn tile_words<W: DecodeChunks>(nb: usize) -> usize {
 #[inline(always)]
 unsafe fn make_tile_body<W: DecodeChunks>(blocks: &[W], tile: &mut [u64]) {
     let nb = blocks.len() / ROWS;
+    assert!(blocks.len() == ROWS * nb);
+    // SAFETY: the caller's features.
+    unsafe { make_tile_from(nb, |r, b| blocks[r * nb + b], tile) }
+}
+
+/// Decodes 8 rows of `nb` blocks each, block `b` of row `r` from `block(r, b)`, into the tile.
+///
+/// # Safety
+/// The CPU must support AVX2, FMA and F16C.
+#[inline(always)]
+unsafe fn make_tile_from<W: DecodeChunks>(
+    nb: usize,
+    block: impl Fn(usize, usize) -> W,
+    tile: &mut [u64],
+) {
     let chunks: &mut [Chunk] = bytemuck::cast_slice_mut(tile);
-    assert!(chunks.len() == nb * W::K && blocks.len() == ROWS * nb);
+    assert!(chunks.len() == nb * W::K);
     // SAFETY: the caller's features; register-only intrinsics, and stores through references
     // into the tile.
     unsafe {
@@ -301,7 +368,7 @@ unsafe fn make_tile_body<W: DecodeChunks>(blocks: &[W], tile: &mut [u64]) {
         let mut scales = [[[0.0f32; 2]; MAX_K]; ROWS];
         for (b, block_chunks) in chunks.chunks_exact_mut(W::K).enumerate() {
             for r in 0..ROWS {
-                blocks[r * nb + b].decode(&mut values[r], &mut scales[r]);
+                block(r, b).decode(&mut values[r], &mut scales[r]);
             }
             for (c, ch) in block_chunks.iter_mut().enumerate() {
                 let rows: [__m256i; ROWS] = std::array::from_fn(|r| values[r][c]);
@@ -326,6 +393,24 @@ unsafe fn make_tile_body<W: DecodeChunks>(blocks: &[W], tile: &mut [u64]) {
     }
 }
 
+/// Decodes one `mxfp4_8x8` row group (`nb` interleaved blocks of 8 rows) into the tile.
+///
+/// # Safety
+/// The CPU must support AVX2, FMA and F16C.
+#[inline(always)]
+unsafe fn mxfp4_8x8_tile_body(blocks: &[BlockMxfp4x8], tile: &mut [u64]) {
+    // row r's code bytes 8k..8k + 8 are the block's chunk 8k + r
+    let row_block = |r: usize, b: usize| {
+        let blk = &blocks[b];
+        BlockMxfp4 {
+            e: blk.e[r],
+            qs: std::array::from_fn(|i| blk.qs[8 * (8 * (i / 8) + r) + i % 8]),
+        }
+    };
+    // SAFETY: the caller's features.
+    unsafe { make_tile_from(blocks.len(), row_block, tile) }
+}
+
 /// The tile's rows times one quad of activation rows, activation row major into `out`.
 ///
 /// # Safety
@@ -333,7 +418,7 @@ unsafe fn make_tile_body<W: DecodeChunks>(blocks: &[W], tile: &mut [u64]) {
 #[inline(always)]
 unsafe fn gemm_body<W: DecodeChunks>(_: &[W], tile: &[u64], a: &[W::Act], out: &mut [f32]) {
     let tile: &[Chunk] = bytemuck::cast_slice(tile);
-    let a: &[BlockQ8_0] = bytemuck::cast_slice(a);
+    let a = RowQuad(bytemuck::cast_slice(a));
     // SAFETY: the caller's features; `rows` asserts the lengths.
     unsafe {
         match (W::SPLIT, W::WIDEN_HALVES) {
@@ -344,9 +429,26 @@ unsafe fn gemm_body<W: DecodeChunks>(_: &[W], tile: &[u64], a: &[W::Act], out: &
     }
 }
 
+/// [`gemm_body`] of an `mxfp4_8x8` row group against its interleaved quads.
+///
+/// # Safety
+/// The CPU must support AVX2, FMA and F16C.
+#[inline(always)]
+unsafe fn mxfp4_8x8_gemm_body(
+    _: &[BlockMxfp4x8],
+    tile: &[u64],
+    a: &[BlockQ8_0x4Abs],
+    out: &mut [f32],
+) {
+    // SAFETY: the caller's features; `rows` asserts the lengths.
+    unsafe { rows::<false, true>(bytemuck::cast_slice(tile), InterleavedQuad(a), out) }
+}
+
 target_entries! { "avx2,fma,f16c";
     fn q8_0_tile<W: DecodeChunks>(blocks: &[W], tile: &mut [u64]) => make_tile_body::<W>;
     fn tiled_gemm<W: DecodeChunks>(w: &[W], tile: &[u64], a: &[W::Act], out: &mut [f32]) => gemm_body::<W>;
+    fn mxfp4_8x8_tile(blocks: &[BlockMxfp4x8], tile: &mut [u64]) => mxfp4_8x8_tile_body;
+    fn mxfp4_8x8_tiled_gemm(w: &[BlockMxfp4x8], tile: &[u64], a: &[BlockQ8_0x4Abs], out: &mut [f32]) => mxfp4_8x8_gemm_body;
 }
 
 /// The 8-row tiles of `W`, used from `min_quads` quads on. A tile holds 1.5 bytes a weight
@@ -378,6 +480,22 @@ pub(crate) fn mxfp4_tiled_rows(token: Avx2) -> Kernels<BlockMxfp4, BlockQ8_0, Bl
     Kernels {
         tiled: Some(tiles::<BlockMxfp4>(2)),
         ..lowbit::mxfp4_rows(token)
+    }
+}
+
+/// `mxfp4_8x8`'s AVX2 kernels (`nibble`: the GEMV and the one-quad GEMM on the interleaved
+/// blocks) and, from batch 8, the 8-row tiles decoded from the row groups.
+pub(crate) fn mxfp4_8x8_kernels(token: Avx2) -> Kernels<BlockMxfp4x8, BlockQ8_0, BlockQ8_0x4Abs> {
+    Kernels {
+        tiled: Some(TiledGemm {
+            groups: 1,
+            quads: 1,
+            min_quads: 2,
+            tile_words: tile_words::<BlockMxfp4>,
+            make_tile: mxfp4_8x8_tile,
+            gemm: mxfp4_8x8_tiled_gemm,
+        }),
+        ..nibble::kernels::<BlockMxfp4x8, BlockQ8_0x4Abs>(token)
     }
 }
 

@@ -2,10 +2,11 @@ use super::*;
 use crate::cpu::{CpuFeatures, KernelSet};
 use crate::kernel_api::SetToken;
 use crate::kernels::row_tests::{
-    compare_matmul_shapes, random, random_mxfp4, random_q1_0, MatmulShapes,
+    compare_matmul_layout, compare_matmul_shapes, random, random_mxfp4, random_q1_0, MatmulShapes,
 };
 use crate::kernels::x86::q8_0_tile_checks as checks;
 use crate::types::GgmlType;
+use crate::Layout;
 
 #[test]
 fn tiles_equal_portable_and_exact() {
@@ -76,4 +77,25 @@ fn matmul_with_tiles_equals_portable_and_exact() {
     );
     compare_matmul_shapes(KernelSet::Avx2, GgmlType::Q1_0, 4, random_q1_0, &long);
     compare_matmul_shapes(KernelSet::Avx2, GgmlType::MXFP4, 1, random_mxfp4, &long);
+}
+
+/// `mxfp4_8x8` capped at AVX2: its row groups decoded into the tiles from batch 8, against the
+/// portable kernels and the exact product (one, two and three row groups; 1, 3 and 70 blocks).
+#[test]
+fn mxfp4_8x8_tiles_equal_portable_and_exact() {
+    for rows in [8, 16, 24] {
+        let shapes = MatmulShapes {
+            rows,
+            nbs: &[1, 3, 70],
+            ns: &[1, 4, 7, 8, 9, 12, 17, 33],
+        };
+        compare_matmul_layout(
+            Layout::MXFP4_8x8,
+            KernelSet::Avx2,
+            GgmlType::MXFP4,
+            1,
+            random_mxfp4,
+            &shapes,
+        );
+    }
 }
