@@ -195,11 +195,11 @@ unsafe fn load32<T: bytemuck::Pod>(p: &T) -> __m256i {
 trait ActQuad {
     /// Chunks in each row.
     fn chunks(&self) -> usize;
-    /// Row `m`'s quants of chunk `c`, in weight order, and their scale.
+    /// The four rows' quants of chunk `c`, in weight order, and their scales.
     ///
     /// # Safety
     /// The CPU must support AVX2 and F16C.
-    unsafe fn chunk(&self, m: usize, c: usize) -> (__m256i, f32);
+    unsafe fn chunk(&self, c: usize) -> ([__m256i; 4], [f32; 4]);
 }
 
 /// Four rows of Q8_0 blocks, back to back (the plain layout's quads).
@@ -211,11 +211,17 @@ impl ActQuad for RowQuad<'_> {
     }
 
     #[inline(always)]
-    unsafe fn chunk(&self, m: usize, c: usize) -> (__m256i, f32) {
-        let blk = &self.0[m * self.chunks() + c];
+    unsafe fn chunk(&self, c: usize) -> ([__m256i; 4], [f32; 4]) {
+        let n = self.chunks();
+        let blk = |m: usize| &self.0[m * n + c];
         // SAFETY: the caller's features. F16C, not the portable conversion: this runs once per
         // block, quad and tile.
-        unsafe { (load32(&blk.qs), _mm_cvtss_f32(lowbit::half(blk.d))) }
+        unsafe {
+            (
+                std::array::from_fn(|m| load32(&blk(m).qs)),
+                std::array::from_fn(|m| _mm_cvtss_f32(lowbit::half(blk(m).d))),
+            )
+        }
     }
 }
 
@@ -228,18 +234,30 @@ impl ActQuad for InterleavedQuad<'_> {
     }
 
     #[inline(always)]
-    unsafe fn chunk(&self, m: usize, c: usize) -> (__m256i, f32) {
+    unsafe fn chunk(&self, c: usize) -> ([__m256i; 4], [f32; 4]) {
         let blk = &self.0[c];
-        // row m's bytes 8k..8k + 8 are the quad's chunk 4k + m
-        let word = |k: usize| {
-            let at = 8 * (4 * k + m);
-            i64::from_le_bytes(std::array::from_fn(|i| blk.qs[at + i] as u8))
-        };
-        // SAFETY: register-only intrinsics of the caller's features.
+        // SAFETY: register-only intrinsics of the caller's features; the loads read the block's
+        // 128 quant bytes.
         unsafe {
+            // vector k holds bytes 8k..8k + 8 of rows 0..4 (the quad's chunks 4k..4k + 4): a
+            // 4 x 4 transpose of 64-bit words gives each row's 32 bytes
+            let v: [__m256i; 4] = std::array::from_fn(|k| {
+                _mm256_loadu_si256(blk.qs[32 * k..32 * k + 32].as_ptr().cast())
+            });
+            let t = [
+                _mm256_unpacklo_epi64(v[0], v[1]),
+                _mm256_unpackhi_epi64(v[0], v[1]),
+                _mm256_unpacklo_epi64(v[2], v[3]),
+                _mm256_unpackhi_epi64(v[2], v[3]),
+            ];
             (
-                _mm256_setr_epi64x(word(0), word(1), word(2), word(3)),
-                blk.d[m],
+                [
+                    _mm256_permute2x128_si256::<0x20>(t[0], t[2]),
+                    _mm256_permute2x128_si256::<0x20>(t[1], t[3]),
+                    _mm256_permute2x128_si256::<0x31>(t[0], t[2]),
+                    _mm256_permute2x128_si256::<0x31>(t[1], t[3]),
+                ],
+                blk.d,
             )
         }
     }
@@ -272,12 +290,12 @@ unsafe fn rows<const SPLIT: bool, const WIDEN: bool>(
         let mut acc = [_mm256_setzero_ps(); M];
         for start in (0..nch).step_by(PIECE) {
             let len = PIECE.min(nch - start);
-            for m in 0..M {
-                for i in 0..len {
-                    let (q, d) = a.chunk(m, start + i);
-                    let f = _mm256_xor_si256(q, sign);
+            for i in 0..len {
+                let (q, d) = a.chunk(start + i);
+                for m in 0..M {
+                    let f = _mm256_xor_si256(q[m], sign);
                     _mm256_storeu_si256(flipped[m][i].as_mut_ptr().cast(), f);
-                    da[m][i] = d;
+                    da[m][i] = d[m];
                 }
             }
             for (i, ch) in tile[start..start + len].iter().enumerate() {
@@ -402,10 +420,13 @@ unsafe fn mxfp4_8x8_tile_body(blocks: &[BlockMxfp4x8], tile: &mut [u64]) {
     // row r's code bytes 8k..8k + 8 are the block's chunk 8k + r
     let row_block = |r: usize, b: usize| {
         let blk = &blocks[b];
-        BlockMxfp4 {
+        let mut row = BlockMxfp4 {
             e: blk.e[r],
-            qs: std::array::from_fn(|i| blk.qs[8 * (8 * (i / 8) + r) + i % 8]),
-        }
+            qs: [0; 16],
+        };
+        row.qs[..8].copy_from_slice(&blk.qs[8 * r..8 * r + 8]);
+        row.qs[8..].copy_from_slice(&blk.qs[8 * (8 + r)..8 * (8 + r) + 8]);
+        row
     };
     // SAFETY: the caller's features.
     unsafe { make_tile_from(blocks.len(), row_block, tile) }
