@@ -16,7 +16,7 @@ fn tiles_equal_portable_and_exact() {
     checks::tiles_equal_portable_and_exact(
         nvfp4_tiled_rows(cpu).tiled.expect("tiles"),
         q1_0_tiled_rows(cpu).tiled.expect("tiles"),
-        ROWS,
+        2 * ROWS,
         &[4],
     );
 }
@@ -37,7 +37,7 @@ fn extremes_are_exact() {
     checks::extremes_are_exact(
         nvfp4_tiled_rows(cpu).tiled.expect("tiles"),
         q1_0_tiled_rows(cpu).tiled.expect("tiles"),
-        ROWS,
+        2 * ROWS,
     );
 }
 
@@ -47,7 +47,7 @@ fn extremes_are_exact() {
 #[test]
 fn matmul_with_tiles_equals_portable_and_exact() {
     let ns = [1, 2, 3, 4, 5, 7, 8, 9, 12, 15, 16, 17, 33];
-    for rows in [1, 7, 9, 17, 21] {
+    for rows in [1, 7, 9, 17, 21, 33] {
         let shapes = MatmulShapes {
             rows,
             nbs: &[1, 2, 3],
@@ -83,7 +83,7 @@ fn matmul_with_tiles_equals_portable_and_exact() {
 /// portable kernels and the exact product (one, two and three row groups; 1, 3 and 70 blocks).
 #[test]
 fn mxfp4_8x8_tiles_equal_portable_and_exact() {
-    for rows in [8, 16, 24] {
+    for rows in [8, 16, 24, 40] {
         let shapes = MatmulShapes {
             rows,
             nbs: &[1, 3, 70],
