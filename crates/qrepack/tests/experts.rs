@@ -3,7 +3,7 @@
 mod common;
 
 use common::random_weights;
-use qrepack::cpu::{CpuFeatures, KernelSet};
+use qrepack::cpu::CpuFeatures;
 use qrepack::rng::SplitMix64;
 use qrepack::{GgmlType, Layout, QExperts, QMatrix};
 
@@ -87,14 +87,8 @@ fn matmul_id_takes_mxfp4_experts_in_ggml_layouts() {
     routed_equals_per_token(ty, Layout::MXFP4_8x8, 3, 16, 96);
     routed_equals_per_token(ty, Layout::MXFP4_4x4, 4, 12, 64);
     routed_equals_per_token(ty, Layout::Plain, 3, 6, 64);
-    let cpu = CpuFeatures::get();
-    let want = if cpu.has(KernelSet::Avx2) {
-        Layout::MXFP4_8x8
-    } else if cpu.has(KernelSet::Dotprod) {
-        Layout::MXFP4_4x4
-    } else {
-        Layout::Plain
-    };
+    // the choice itself is checked on every kernel set in `tests/layouts.rs`
+    let want = Layout::best_for(ty, 16, CpuFeatures::get());
     let w = random_weights(ty, 2 * 16, 64, 8);
     let moe = QExperts::new(ty, 2, 16, 64, &w).unwrap();
     assert_eq!(moe.layout(), want);
