@@ -409,17 +409,21 @@ kernel_table! {
     // 6.9 (22), 512 596 -> 176 (362); TQ2_0 batch 32 15.6 -> 7.6 (20.5). Ratios to ggml over
     // four sittings: NVFP4 0.15-0.24, Q1_0 0.16-0.49, TQ2_0 0.24-0.47. With AVX2, NVFP4 from
     // batch 8 and Q1_0 from 16 take 8-row tiles of the same form (`vpmaddubsw` in place of
-    // `vpdpbusd`; see `avx2::q8_0_tiles` for the timings).
+    // `vpdpbusd`; see `avx2::q8_0_tiles` for the timings). Their AVX2 GEMVs run on activations
+    // prepared once per call, four rows at a time (`avx2::prepared_rows`): 2 threads, weights
+    // from DRAM (`--cold-mb 1024`), best of 3, AMD EPYC Zen 3 (AVX2), 2026-12-07, ms, row GEMV
+    // -> prepared (ggml 1.12.2 `-march=haswell`): 4096x4096 NVFP4 0.659 -> 0.429 (0.636), Q1_0
+    // 0.489 -> 0.262 (0.331); 11008x4096 NVFP4 1.145 (1.702), Q1_0 0.640 (0.904).
     Plain<RowsNvfp4> {
         #[cfg(target_arch = "x86_64")] x86::Avx512 => avx512::q8_0_tiles::nvfp4_tiled_rows,
-        #[cfg(target_arch = "x86_64")] x86::Avx2 => avx2::q8_0_tiles::nvfp4_tiled_rows,
+        #[cfg(target_arch = "x86_64")] x86::Avx2 => avx2::prepared_rows::nvfp4_rows,
         #[cfg(target_arch = "aarch64")] aarch64::Dotprod => neon::lowbit::sdot::nvfp4_rows,
         #[cfg(target_arch = "aarch64")] aarch64::Neon => neon::lowbit::nvfp4_rows,
         ; scalar::plain_kernels::<RowsNvfp4>()
     }
     Plain<RowsQ1_0> {
         #[cfg(target_arch = "x86_64")] x86::Avx512 => avx512::q8_0_tiles::q1_0_tiled_rows,
-        #[cfg(target_arch = "x86_64")] x86::Avx2 => avx2::q8_0_tiles::q1_0_tiled_rows,
+        #[cfg(target_arch = "x86_64")] x86::Avx2 => avx2::prepared_rows::q1_0_rows,
         #[cfg(target_arch = "aarch64")] aarch64::Dotprod => neon::lowbit::sdot::q1_0_rows,
         #[cfg(target_arch = "aarch64")] aarch64::Neon => neon::lowbit::q1_0_rows,
         ; scalar::plain_kernels::<RowsQ1_0>()

@@ -140,6 +140,36 @@ pub(crate) fn compare_rows<W: Pod, A: Pod>(
     }
 }
 
+/// A GEMV over rows of `nb` blocks (make them longer than a prepared piece of activations)
+/// for 1 to 9 rows (groups of four and the rows left over), each output against the portable
+/// kernel and the exact product; `steps` as for [`compare_rows`].
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn compare_long_gemv<W: Pod, A: Pod>(
+    ty: GgmlType,
+    steps: usize,
+    nb: usize,
+    gemv: fn(&[W], &[A], &mut [f32]),
+    portable: fn(&[W], &[A]) -> f32,
+    weight: impl Fn(&mut Rng) -> W,
+    act: impl Fn(&mut Rng) -> A,
+    act_values: impl Fn(&[A]) -> Vec<f64>,
+) {
+    let mut rng = Rng::new(0x1046 ^ ty.id() as u64);
+    let a: Vec<A> = (0..nb).map(|_| act(&mut rng)).collect();
+    let values = act_values(&a);
+    for rows in 1..=9 {
+        let w: Vec<W> = (0..rows * nb).map(|_| weight(&mut rng)).collect();
+        let mut out = vec![f32::NAN; rows];
+        gemv(&w, &a, &mut out);
+        for (r, &o) in out.iter().enumerate() {
+            let row = &w[r * nb..(r + 1) * nb];
+            let what = format!("{ty} gemv of {rows} rows of {nb} blocks, row {r}");
+            let exact = exact_dot(ty, bytemuck::cast_slice(row), &values);
+            check(&what, o, portable(row, &a), exact, steps * nb);
+        }
+    }
+}
+
 /// `QMatrix::matmul` of the plain layout on the kernel set `set` (when this CPU has it) against
 /// the same matrix on the portable kernels and against the exact product of the stored integers
 /// and the quantized activations, for 1 to 9 activation rows (GEMVs, quads and quads with GEMV

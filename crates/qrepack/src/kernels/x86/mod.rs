@@ -7,6 +7,7 @@ pub(crate) mod avx2;
 pub(crate) mod avx512;
 pub(crate) mod avx512bf16;
 pub(crate) mod avxvnni;
+mod prepared_gemv;
 #[cfg(test)]
 mod q8_0_tile_checks;
 

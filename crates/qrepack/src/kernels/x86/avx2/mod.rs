@@ -10,6 +10,7 @@ pub(crate) mod lowbit;
 pub(crate) mod nibble;
 pub(crate) mod plain_rows;
 pub(crate) mod plain_tiles;
+pub(crate) mod prepared_rows;
 pub(crate) mod q2_k;
 pub(crate) mod q4_1;
 pub(crate) mod q5_0;

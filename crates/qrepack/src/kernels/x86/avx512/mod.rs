@@ -20,7 +20,6 @@ mod nibble;
 pub(crate) mod nvfp4_rows;
 pub(crate) mod plain_f16;
 pub(crate) mod plain_k_tiles;
-mod prepared_gemv;
 pub(crate) mod q1_0_rows;
 pub(crate) mod q2_k;
 mod q6_k_gemv;

@@ -24,13 +24,13 @@ use crate::kernel_api::Kernels;
 use crate::kernels::x86::avx2::lowbit;
 use crate::kernels::x86::{target_entries, Avx512};
 
-use super::prepared_gemv;
+use crate::kernels::x86::prepared_gemv;
 
 mod imp {
     use std::arch::x86_64::*;
 
-    use super::super::prepared_gemv::{nothing_ahead, PreparedGemv};
     use crate::blocks::{BlockNvfp4, BlockQ8_0};
+    use crate::kernels::x86::prepared_gemv::{nothing_ahead, PreparedGemv};
     use crate::quant::grids::KVALUES_FP4;
 
     /// Activation block pairs prepared at a time (8192 columns; 24 KiB of stack).
@@ -63,6 +63,7 @@ mod imp {
 
     impl PreparedGemv for Nvfp4 {
         type Weight = BlockNvfp4;
+        type Acc = __m512;
         type Act = [BlockQ8_0; 2];
         type Prep = Prepared;
         type Consts = Consts;

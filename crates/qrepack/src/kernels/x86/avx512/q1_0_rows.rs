@@ -20,13 +20,13 @@ use crate::kernel_api::Kernels;
 use crate::kernels::x86::avx2::lowbit;
 use crate::kernels::x86::{target_entries, Avx512};
 
-use super::prepared_gemv;
+use crate::kernels::x86::prepared_gemv;
 
 mod imp {
     use std::arch::x86_64::*;
 
-    use super::super::prepared_gemv::{nothing_ahead, PreparedGemv};
     use crate::blocks::{BlockQ1_0, BlockQ8_0};
+    use crate::kernels::x86::prepared_gemv::{nothing_ahead, PreparedGemv};
 
     /// Activation blocks (128 columns each) prepared at a time (8192 columns; 24 KiB of stack).
     pub(super) const PREP_BLOCKS: usize = 64;
@@ -45,6 +45,7 @@ mod imp {
 
     impl PreparedGemv for Q1_0 {
         type Weight = BlockQ1_0;
+        type Acc = __m512;
         type Act = [BlockQ8_0; 4];
         type Prep = [Half; 2];
         type Consts = ();

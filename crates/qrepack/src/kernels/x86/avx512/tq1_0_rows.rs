@@ -20,13 +20,14 @@ use crate::blocks::{BlockQ8K, BlockTq1_0};
 use crate::kernel_api::Kernels;
 use crate::kernels::x86::{target_entries, Avx512};
 
-use super::{grid_tiles, prepared_gemv};
+use super::grid_tiles;
+use crate::kernels::x86::prepared_gemv;
 
 mod imp {
     use std::arch::x86_64::*;
 
-    use super::super::prepared_gemv::{nothing_ahead, PreparedGemv};
     use crate::blocks::{BlockQ8K, BlockTq1_0};
+    use crate::kernels::x86::prepared_gemv::{nothing_ahead, PreparedGemv};
 
     /// Activation blocks (256 columns each) prepared at a time (8192 columns; 10 KiB of
     /// stack).
@@ -77,6 +78,7 @@ mod imp {
 
     impl PreparedGemv for Tq1_0 {
         type Weight = BlockTq1_0;
+        type Acc = __m512;
         type Act = BlockQ8K;
         type Prep = Prepared;
         type Consts = ();

@@ -18,15 +18,16 @@ use crate::blocks::{BlockIq3S, BlockQ8K};
 use crate::kernel_api::Kernels;
 use crate::kernels::x86::{target_entries, Avx512};
 
-use super::super::{grid_tiles, prepared_gemv};
+use super::super::grid_tiles;
+use crate::kernels::x86::prepared_gemv;
 
 mod imp {
     use std::arch::x86_64::*;
     use std::mem::MaybeUninit;
     use std::ptr::addr_of_mut;
 
-    use super::super::super::prepared_gemv::PreparedGemv;
     use crate::blocks::{BlockIq3S, BlockQ8K};
+    use crate::kernels::x86::prepared_gemv::PreparedGemv;
     use crate::quant::grids::IQ3S_GRID;
 
     /// Activation blocks (256 columns each) prepared at a time (8192 columns; 12 KiB of
@@ -110,6 +111,7 @@ mod imp {
 
     impl PreparedGemv for Iq3S {
         type Weight = BlockIq3S;
+        type Acc = __m512;
         type Act = BlockQ8K;
         type Prep = Prepared;
         type Consts = ();

@@ -33,14 +33,15 @@ use crate::blocks::{BlockIq1M, BlockIq2S, BlockQ8K};
 use crate::kernel_api::Kernels;
 use crate::kernels::x86::{target_entries, Avx512};
 
-use super::{grid_tiles, prepared_gemv};
+use super::grid_tiles;
+use crate::kernels::x86::prepared_gemv;
 
 mod imp {
     use std::arch::x86_64::*;
     use std::mem::MaybeUninit;
 
-    use super::super::prepared_gemv::{nothing_ahead, PreparedGemv};
     use crate::blocks::{BlockIq1M, BlockIq2S, BlockQ8K, F16Bits};
+    use crate::kernels::x86::prepared_gemv::{nothing_ahead, PreparedGemv};
     use crate::quant::grid::iq1_m_scale;
     use crate::quant::grids::{IQ1S_GRID, IQ2S_GRID};
 
@@ -239,6 +240,7 @@ mod imp {
 
     impl PreparedGemv for Iq2S {
         type Weight = BlockIq2S;
+        type Acc = __m512;
         q8_k_prepared!(64);
 
         #[inline(always)]
@@ -345,6 +347,7 @@ mod imp {
 
     impl PreparedGemv for Iq1M {
         type Weight = BlockIq1M;
+        type Acc = __m512;
         type Act = BlockQ8K;
         type Prep = PreparedIq1M;
         type Consts = Iq1MConsts;

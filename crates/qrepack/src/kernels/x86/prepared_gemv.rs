@@ -1,7 +1,7 @@
-//! The loop of the plain-row GEMVs that prepare each activation block once per call
-//! (`nvfp4_rows`, `q1_0_rows`, `tq1_0_rows`, `grid_gemv`): pieces of prepared blocks on the
-//! stack, weight rows four at a time against each piece, one 16-lane accumulator per row summed
-//! at the end.
+//! The loop of the plain-row GEMVs that prepare each activation block once per call (AVX-512:
+//! `nvfp4_rows`, `q1_0_rows`, `tq1_0_rows`, `grid_gemv`; AVX2: `avx2::prepared_rows`): pieces
+//! of prepared blocks on the stack, weight rows four at a time against each piece, one vector
+//! accumulator per row (16 or 8 lanes) summed at the end.
 
 use std::arch::x86_64::*;
 use std::mem::{size_of, MaybeUninit};
@@ -13,10 +13,60 @@ const ROWS_AT_ONCE: usize = 4;
 /// stores have left the pipeline when the kernels load them again. A load right after a
 /// 64-byte store of the same bytes waits for it (not forwarded on Zen 4), and reading them out
 /// of the register instead (`vpextrw`) costs more than the loads.
-pub(super) const AHEAD_BLOCKS: usize = 8;
+pub(in crate::kernels::x86) const AHEAD_BLOCKS: usize = 8;
+
+/// A vector of `f32` partial sums whose lanes add up to one output.
+pub(in crate::kernels::x86) trait Accumulator: Copy {
+    /// All lanes zero.
+    ///
+    /// # Safety
+    /// The CPU must support the vector's instruction set.
+    unsafe fn zero() -> Self;
+
+    /// The sum of the lanes.
+    ///
+    /// # Safety
+    /// The CPU must support the vector's instruction set.
+    unsafe fn total(self) -> f32;
+}
+
+impl Accumulator for __m512 {
+    #[inline(always)]
+    unsafe fn zero() -> Self {
+        // SAFETY: a register-only intrinsic of the caller's features (AVX-512 F).
+        unsafe { _mm512_setzero_ps() }
+    }
+
+    #[inline(always)]
+    unsafe fn total(self) -> f32 {
+        // SAFETY: register-only intrinsics of the caller's features (AVX-512 F).
+        unsafe { _mm512_reduce_add_ps(self) }
+    }
+}
+
+impl Accumulator for __m256 {
+    #[inline(always)]
+    unsafe fn zero() -> Self {
+        // SAFETY: a register-only intrinsic of the caller's features (AVX).
+        unsafe { _mm256_setzero_ps() }
+    }
+
+    #[inline(always)]
+    unsafe fn total(self) -> f32 {
+        // SAFETY: register-only intrinsics of the caller's features (AVX, SSE3).
+        unsafe {
+            let v = _mm_add_ps(
+                _mm256_castps256_ps128(self),
+                _mm256_extractf128_ps::<1>(self),
+            );
+            let s = _mm_add_ps(v, _mm_movehl_ps(v, v));
+            _mm_cvtss_f32(_mm_add_ss(s, _mm_movehdup_ps(s)))
+        }
+    }
+}
 
 /// A type whose GEMV prepares each activation block once per call.
-pub(super) trait PreparedGemv {
+pub(in crate::kernels::x86) trait PreparedGemv {
     /// The weight block.
     type Weight;
     /// The activation block (the weight type's `vec_dot_type` blocks of one weight block).
@@ -25,6 +75,8 @@ pub(super) trait PreparedGemv {
     type Prep: Copy;
     /// Constants of the block kernel, set up once per call.
     type Consts: Copy;
+    /// The per-row accumulator (`__m512` or `__m256`).
+    type Acc: Accumulator;
     /// What a weight block's kernel reads from memory rather than from registers, worked out
     /// by [`PreparedGemv::ahead`] a few blocks before the kernel runs (see [`AHEAD_BLOCKS`]).
     type Ahead: Copy;
@@ -32,7 +84,7 @@ pub(super) trait PreparedGemv {
     /// A placeholder for the slots not yet prepared.
     ///
     /// # Safety
-    /// The CPU must support AVX-512 F.
+    /// The CPU must support the kernel set's features.
     unsafe fn empty() -> Self::Prep;
 
     /// The constants.
@@ -54,7 +106,7 @@ pub(super) trait PreparedGemv {
     unsafe fn ahead(w: &Self::Weight, c: Self::Consts, out: &mut MaybeUninit<Self::Ahead>);
 
     /// `acc` plus weight block `w` (with its [`PreparedGemv::ahead`]) times the prepared block
-    /// `p`, in 16 lanes (summed at the end of the row).
+    /// `p`, in the lanes of [`PreparedGemv::Acc`] (summed at the end of the row).
     ///
     /// # Safety
     /// The CPU must support the kernel set's features.
@@ -63,8 +115,33 @@ pub(super) trait PreparedGemv {
         ahead: &Self::Ahead,
         p: &Self::Prep,
         c: Self::Consts,
-        acc: __m512,
-    ) -> __m512;
+        acc: Self::Acc,
+    ) -> Self::Acc;
+
+    /// `acc[r]` plus weight block `w[r]` times the prepared block `p` for each of `R` rows, for
+    /// the types whose [`PreparedGemv::ahead`] keeps nothing: by default `ahead` and
+    /// [`PreparedGemv::block`] row after row. A type whose prepared block fills most of the
+    /// registers takes it piece by piece for all the rows instead, so that each piece is
+    /// loaded once.
+    ///
+    /// # Safety
+    /// The CPU must support the kernel set's features.
+    #[inline(always)]
+    unsafe fn blocks<const R: usize>(
+        w: [&Self::Weight; R],
+        p: &Self::Prep,
+        c: Self::Consts,
+        acc: &mut [Self::Acc; R],
+    ) {
+        for (block, acc) in w.into_iter().zip(acc) {
+            let mut ahead = MaybeUninit::uninit();
+            // SAFETY: the caller's features; `ahead` fills the slot `block` reads.
+            unsafe {
+                Self::ahead(block, c, &mut ahead);
+                *acc = Self::block(block, ahead.assume_init_ref(), p, c, *acc);
+            }
+        }
+    }
 }
 
 /// The [`PreparedGemv`] items of a type whose kernel reads nothing back
@@ -77,7 +154,7 @@ macro_rules! nothing_ahead {
         unsafe fn ahead(_: &Self::Weight, _: Self::Consts, _: &mut std::mem::MaybeUninit<()>) {}
     };
 }
-pub(super) use nothing_ahead;
+pub(in crate::kernels::x86) use nothing_ahead;
 
 /// `R` rows of `w` (`nb` blocks each) against the prepared blocks from block `first` on,
 /// stored in (the first piece) or added to `out[..R]`.
@@ -95,19 +172,18 @@ unsafe fn rows<T: PreparedGemv, const R: usize>(
     // SAFETY: the caller's features; blocks are read through bounds-checked indexing.
     unsafe {
         let c = T::consts();
-        let mut acc = [_mm512_setzero_ps(); R];
+        let mut acc = [T::Acc::zero(); R];
         if size_of::<T::Ahead>() == 0 {
             // Nothing to keep (`()`): each block's `ahead` right before its product, in one
             // pass (the chunks below measured 3 % slower for IQ2_S).
+            let row_blocks: [&[T::Weight]; R] =
+                std::array::from_fn(|r| &w[r * nb + first..r * nb + first + prep.len()]);
             for (k, p) in prep.iter().enumerate() {
-                for (r, acc) in acc.iter_mut().enumerate() {
-                    let block = &w[r * nb + first + k];
+                let blocks: [&T::Weight; R] = std::array::from_fn(|r| &row_blocks[r][k]);
+                for block in blocks {
                     crate::kernel_api::prefetch_l2(block, crate::kernel_api::GEMV_PREFETCH_BYTES);
-                    let mut ahead = MaybeUninit::uninit();
-                    T::ahead(block, c, &mut ahead);
-                    // Written by `ahead` just above.
-                    *acc = T::block(block, ahead.assume_init_ref(), p, c, *acc);
                 }
+                T::blocks(blocks, p, c, &mut acc);
             }
         } else {
             // Not zeroed: each slot is written before it is read.
@@ -133,7 +209,7 @@ unsafe fn rows<T: PreparedGemv, const R: usize>(
             }
         }
         for (o, acc) in out.iter_mut().zip(acc) {
-            let sum = _mm512_reduce_add_ps(acc);
+            let sum = acc.total();
             *o = if store { sum } else { *o + sum };
         }
     }
@@ -146,7 +222,7 @@ unsafe fn rows<T: PreparedGemv, const R: usize>(
 /// # Safety
 /// The CPU must support the kernel set's features.
 #[inline(always)]
-pub(super) unsafe fn gemv_body<T: PreparedGemv, const PIECE: usize>(
+pub(in crate::kernels::x86) unsafe fn gemv_body<T: PreparedGemv, const PIECE: usize>(
     w: &[T::Weight],
     a: &[T::Act],
     out: &mut [f32],
