@@ -378,10 +378,14 @@ kernel_table! {
     // With AVX2 alone the ternary types take 8-row tiles (`avx2::ternary_tiles`; TQ1_0 from
     // batch 8, TQ2_0 from 16): 4096x4096, 2 threads, Zen 4 capped at AVX2, 2026-12-06, ms, row
     // GEMM -> tiles (ggml `-march=haswell`): TQ1_0 batch 32 6.2 -> 3.6 (9.0), 512 88 -> 39-47
-    // (148); TQ2_0 batch 32 4.0 -> 3.2 (4.0), 512 49 -> 41-45 (59).
+    // (148); TQ2_0 batch 32 4.0 -> 3.2 (4.0), 512 49 -> 41-45 (59). TQ1_0's AVX2 GEMV sums its
+    // digits through differences of `⌊3^m b / 256⌋` against activations prepared once per call
+    // (`avx2::prepared_rows`): 2 threads, weights from DRAM, best of 3, AMD EPYC Zen 3 (AVX2),
+    // 2026-12-07, ms, row GEMV -> prepared (ggml 1.12.2 `-march=haswell`): 4096x4096 0.454 ->
+    // 0.330 (0.357), 11008x4096 1.218 -> 0.846 (0.952).
     Plain<RowsTq1_0> {
         #[cfg(target_arch = "x86_64")] x86::Avx512 => avx512::tq1_0_rows::tq1_0_rows,
-        #[cfg(target_arch = "x86_64")] x86::Avx2 => avx2::ternary_tiles::tq1_0_tiled_rows,
+        #[cfg(target_arch = "x86_64")] x86::Avx2 => avx2::prepared_rows::tq1_0_rows,
         #[cfg(target_arch = "aarch64")] aarch64::Dotprod => neon::lowbit::sdot::tq1_0_rows,
         #[cfg(target_arch = "aarch64")] aarch64::Neon => neon::lowbit::tq1_0_rows,
         ; scalar::plain_kernels::<RowsTq1_0>()

@@ -12,10 +12,17 @@
 //!   (byte `i`'s low nibble is weight `16(i/8) + i%8`, its high one that plus 8), the
 //!   activations prepared in both orders; both halves' products share the `i16` lanes of their
 //!   16-weight group, so that the `i32` lanes after `madd` come in group pairs.
+//! * **TQ1_0**: digit `n` of a byte `b` is `t_n = ⌊3 h_n / 256⌋` for `h_n = 3^n b mod 256`,
+//!   which is `F_{n+1} - 3 F_n` for `F_m = ⌊3^m b / 256⌋` (with `3^n b = 256 F_n + h_n`). So a
+//!   byte's digits against activations `a_n` sum to `Σ_m F_m (a_{m-1} - 3 a_m)` (`F_0 = 0`,
+//!   `a` past the last digit 0): the factors `a_{m-1} - 3 a_m` are prepared once per call as
+//!   `i16`, and each `F_m` is one `vpmulhuw` of the zero-extended bytes by `3^m · 256`
+//!   (`3^5 · 256 < 2^16`). Two multiplies per 16 weights and digit, against ten instructions
+//!   per 32 digits to extract them one by one (ggml's vec_dot and the row GEMV here).
 //!
 //! Against the row GEMVs (`lowbit`), which redo the activation work for every row, this
-//! takes NVFP4 from 1.04x to 0.67x ggml's time at batch 1 and Q1_0 from 1.47x to 0.71-0.79x
-//! (weights from DRAM; the select table has the figures).
+//! takes NVFP4 from 1.04x to 0.67x ggml's time at batch 1, Q1_0 from 1.47x to 0.71-0.79x and
+//! TQ1_0 from 1.27x to 0.89-0.92x (weights from DRAM; the select table has the figures).
 //!
 //! # Exactness
 //!
@@ -24,17 +31,17 @@
 //! `4·12·128`). The integer sums of each Q8_0 block or 16-weight group are exact; only the
 //! order of the `f32` products and sums differs from the portable kernels.
 
-use crate::blocks::{BlockNvfp4, BlockQ1_0, BlockQ8_0};
+use crate::blocks::{BlockNvfp4, BlockQ1_0, BlockQ8K, BlockQ8_0, BlockTq1_0};
 use crate::kernel_api::{target_entries, Kernels};
-use crate::kernels::x86::avx2::q8_0_tiles;
+use crate::kernels::x86::avx2::{q8_0_tiles, ternary_tiles};
 use crate::kernels::x86::{prepared_gemv, Avx2};
 
 mod imp {
     use std::arch::x86_64::*;
 
-    use crate::blocks::{BlockNvfp4, BlockQ1_0, BlockQ8_0};
+    use crate::blocks::{BlockNvfp4, BlockQ1_0, BlockQ8K, BlockQ8_0, BlockTq1_0};
     use crate::kernels::x86::avx2::lowbit::half;
-    use crate::kernels::x86::avx2::plain_rows::{load16, load32};
+    use crate::kernels::x86::avx2::plain_rows::{load16, load32, sub};
     use crate::kernels::x86::prepared_gemv::{nothing_ahead, PreparedGemv};
     use crate::quant::grids::KVALUES_FP4;
 
@@ -273,6 +280,176 @@ mod imp {
         }
     }
 
+    /// TQ1_0 blocks (256 columns) prepared at a time: 4096 columns, 9 KiB of stack.
+    pub(super) const TQ1_0_PREP_BLOCKS: usize = 16;
+
+    /// A Q8_K block as the factors `a_{m-1} - 3 a_m` of the TQ1_0 digits (module docs), `i16`
+    /// in the lanes of the zero-extended weight bytes: `qs[..16]` and `qs[16..32]` for `m` 1 to
+    /// 5, `qs[32..]` for `m` 1 to 5, and `qh` (four bytes in each of four lane groups, group
+    /// `m - 1`); `-Σ a` (the weights are the digits less 1) in lane 0, and the scale.
+    #[derive(Clone, Copy)]
+    pub(super) struct Tq1_0Prep {
+        head: [[__m256i; 5]; 2],
+        mid: [__m256i; 5],
+        tail: __m256i,
+        neg_sum: __m256i,
+        d: f32,
+    }
+
+    /// The multipliers `3^m · 256` of `vpmulhuw`, and `qh`'s lane groups' ones.
+    #[derive(Clone, Copy)]
+    pub(super) struct Tq1_0Consts {
+        pow3: [__m256i; 5],
+        tail_pow3: __m256i,
+    }
+
+    /// The TQ1_0 GEMV's blocks.
+    pub(super) struct Tq1_0;
+
+    /// `a_{m-1} - 3 a_m` for the digits of one byte run: `a(n)` is digit `n`'s activation
+    /// (`n < digits`), `m` from 1.
+    fn digit_factor(a: impl Fn(usize) -> i8, m: usize, digits: usize) -> i16 {
+        let next = if m < digits { i16::from(a(m)) } else { 0 };
+        i16::from(a(m - 1)) - 3 * next
+    }
+
+    impl PreparedGemv for Tq1_0 {
+        type Weight = BlockTq1_0;
+        type Act = BlockQ8K;
+        type Acc = __m256;
+        type Prep = Tq1_0Prep;
+        type Consts = Tq1_0Consts;
+        nothing_ahead!();
+
+        #[inline(always)]
+        unsafe fn empty() -> Tq1_0Prep {
+            // SAFETY: register-only intrinsics of the caller's features.
+            let zero = unsafe { _mm256_setzero_si256() };
+            Tq1_0Prep {
+                head: [[zero; 5]; 2],
+                mid: [zero; 5],
+                tail: zero,
+                neg_sum: zero,
+                d: 0.0,
+            }
+        }
+
+        #[inline(always)]
+        unsafe fn consts() -> Tq1_0Consts {
+            // SAFETY: register-only intrinsics of the caller's features.
+            unsafe {
+                let pow3 = [3, 9, 27, 81, 243].map(|p: i32| _mm256_set1_epi16((p * 256) as i16));
+                let tail_pow3 = _mm256_setr_epi16(
+                    3 * 256,
+                    3 * 256,
+                    3 * 256,
+                    3 * 256,
+                    9 * 256,
+                    9 * 256,
+                    9 * 256,
+                    9 * 256,
+                    27 * 256,
+                    27 * 256,
+                    27 * 256,
+                    27 * 256,
+                    (81 * 256) as i16,
+                    (81 * 256) as i16,
+                    (81 * 256) as i16,
+                    (81 * 256) as i16,
+                );
+                Tq1_0Consts { pow3, tail_pow3 }
+            }
+        }
+
+        #[inline(always)]
+        unsafe fn prepare(a: &BlockQ8K) -> Tq1_0Prep {
+            let q = &a.qs;
+            let load = |f: [i16; 16]| {
+                // SAFETY: the caller's features; the load reads the 32 bytes of `f`.
+                unsafe { _mm256_loadu_si256(f.as_ptr().cast()) }
+            };
+            // Digit n of qs[j] (j < 32) is weight 32 n + j; of qs[32 + j] 160 + 16 n + j; of
+            // qh[j] 240 + 4 n + j.
+            let head = [0, 16].map(|h| {
+                std::array::from_fn(|k| {
+                    load(std::array::from_fn(|i| {
+                        digit_factor(|n| q[32 * n + h + i], k + 1, 5)
+                    }))
+                })
+            });
+            let mid = std::array::from_fn(|k| {
+                load(std::array::from_fn(|i| {
+                    digit_factor(|n| q[160 + 16 * n + i], k + 1, 5)
+                }))
+            });
+            let tail = load(std::array::from_fn(|lane| {
+                digit_factor(|n| q[240 + 4 * n + lane % 4], lane / 4 + 1, 4)
+            }));
+            let sum: i32 = q.iter().map(|&v| i32::from(v)).sum();
+            // SAFETY: register-only intrinsics of the caller's features.
+            let neg_sum = unsafe { _mm256_setr_epi32(-sum, 0, 0, 0, 0, 0, 0, 0) };
+            Tq1_0Prep {
+                head,
+                mid,
+                tail,
+                neg_sum,
+                d: a.d,
+            }
+        }
+
+        #[inline(always)]
+        unsafe fn block(
+            w: &BlockTq1_0,
+            _: &(),
+            p: &Tq1_0Prep,
+            c: Tq1_0Consts,
+            acc: __m256,
+        ) -> __m256 {
+            // SAFETY: register-only intrinsics of the caller's features; the loads read 16
+            // bytes of `qs` each.
+            unsafe {
+                let mut isum = p.neg_sum;
+                // `vpmulhuw` for every `F_m`, though it shares a pipe with `vpmaddwd` on Zen 3:
+                // tripling in 16 bits (two adds and a shift per `F_m`) for some or all of them
+                // measured 3-15 % slower.
+                let mut run = |bytes: __m256i, factors: &[__m256i; 5]| {
+                    for (&pow3, &f) in c.pow3.iter().zip(factors) {
+                        let floor = _mm256_mulhi_epu16(bytes, pow3);
+                        isum = _mm256_add_epi32(isum, _mm256_madd_epi16(floor, f));
+                    }
+                };
+                run(
+                    _mm256_cvtepu8_epi16(load16(sub::<u8, 16>(&w.qs, 0))),
+                    &p.head[0],
+                );
+                run(
+                    _mm256_cvtepu8_epi16(load16(sub::<u8, 16>(&w.qs, 16))),
+                    &p.head[1],
+                );
+                run(
+                    _mm256_cvtepu8_epi16(load16(sub::<u8, 16>(&w.qs, 32))),
+                    &p.mid,
+                );
+                let qh = _mm256_cvtepu8_epi16(_mm_set1_epi32(i32::from_le_bytes(w.qh)));
+                let floor = _mm256_mulhi_epu16(qh, c.tail_pow3);
+                isum = _mm256_add_epi32(isum, _mm256_madd_epi16(floor, p.tail));
+                // The lanes are not partial sums of the products (a byte's terms `F_m (a_{m-1}
+                // - 3 a_m)` are spread over lanes and larger than its products): summed as
+                // integers, the block's exact sum is rounded once.
+                let s = _mm_add_epi32(
+                    _mm256_castsi256_si128(isum),
+                    _mm256_extracti128_si256::<1>(isum),
+                );
+                let s = _mm_add_epi32(s, _mm_unpackhi_epi64(s, s));
+                let s = _mm_add_epi32(s, _mm_shuffle_epi32::<0b01>(s));
+                let d = _mm_mul_ss(half(w.d), _mm_set_ss(p.d));
+                let v = _mm_mul_ss(_mm_cvtepi32_ps(s), d);
+                let v = _mm_move_ss(_mm_setzero_ps(), v);
+                _mm256_add_ps(acc, _mm256_zextps128_ps256(v))
+            }
+        }
+    }
+
     /// Half the values of four UE4M3 scales, each in two adjacent lanes (`ue4m3_half_to_f32`:
     /// the low 7 bits as an f32's exponent and mantissa times `2^119`; `0x7f` is zero).
     ///
@@ -300,6 +477,7 @@ mod imp {
 target_entries! { "avx2,fma,f16c";
     fn q1_0_prepared_gemv(w: &[BlockQ1_0], a: &[[BlockQ8_0; 4]], out: &mut [f32]) => prepared_gemv::gemv_body::<imp::Q1_0, { imp::Q1_0_PREP_BLOCKS }>;
     fn nvfp4_prepared_gemv(w: &[BlockNvfp4], a: &[[BlockQ8_0; 2]], out: &mut [f32]) => prepared_gemv::gemv_body::<imp::Nvfp4, { imp::NVFP4_PREP_BLOCKS }>;
+    fn tq1_0_prepared_gemv(w: &[BlockTq1_0], a: &[BlockQ8K], out: &mut [f32]) => prepared_gemv::gemv_body::<imp::Tq1_0, { imp::TQ1_0_PREP_BLOCKS }>;
 }
 
 /// Plain Q1_0 rows with AVX2: this GEMV, the one-quad row GEMM and the 8-row tiles
@@ -317,6 +495,15 @@ pub(crate) fn nvfp4_rows(token: Avx2) -> Kernels<BlockNvfp4, [BlockQ8_0; 2], [Bl
     Kernels {
         gemv: nvfp4_prepared_gemv,
         ..q8_0_tiles::nvfp4_tiled_rows(token)
+    }
+}
+
+/// Plain TQ1_0 rows with AVX2: this GEMV, the one-quad row GEMM and the 8-row tiles
+/// (`ternary_tiles`).
+pub(crate) fn tq1_0_rows(token: Avx2) -> Kernels<BlockTq1_0, BlockQ8K, BlockQ8K> {
+    Kernels {
+        gemv: tq1_0_prepared_gemv,
+        ..ternary_tiles::tq1_0_tiled_rows(token)
     }
 }
 

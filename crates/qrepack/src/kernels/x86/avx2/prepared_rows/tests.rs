@@ -3,8 +3,8 @@ use crate::blocks::F16Bits;
 use crate::cpu::{CpuFeatures, KernelSet};
 use crate::kernel_api::SetToken;
 use crate::kernels::row_tests::{
-    compare_long_gemv, compare_matmul_on, compare_rows, q8_0s_values, random, random_q1_0,
-    random_q8_0s,
+    compare_long_gemv, compare_matmul_on, compare_rows, q8_0s_values, q8_k_extreme_activations,
+    q8_k_long_rows, q8_k_values, random, random_q1_0, random_q8_0s, random_q8_k, random_tq1_0,
 };
 use crate::types::GgmlType;
 use crate::vecdot;
@@ -104,4 +104,27 @@ fn nvfp4_long_rows_and_odd_row_counts() {
         random_q8_0s::<2>,
         q8_0s_values::<2>,
     );
+}
+
+/// Random blocks (every byte value, beyond the 243 that ggml's quantizer writes), rows longer
+/// than a prepared piece, and every byte value in every position against `-128` and `127`
+/// activations.
+#[test]
+fn tq1_0_equals_portable_and_exact() {
+    let Some(cpu) = Avx2::new(CpuFeatures::get()) else {
+        return;
+    };
+    let ty = GgmlType::TQ1_0;
+    let (rows, dot) = (tq1_0_rows(cpu), vecdot::vec_dot_tq1_0_q8_k);
+    compare_rows(ty, 1, rows, dot, random_tq1_0, random_q8_k, q8_k_values);
+    compare_matmul_on(KernelSet::Avx2, ty, 1, random_tq1_0);
+    q8_k_long_rows(ty, rows.gemv, dot, random_tq1_0);
+    let w: Vec<BlockTq1_0> = (0..=255u8)
+        .map(|b| BlockTq1_0 {
+            qs: [b; 48],
+            qh: [b; 4],
+            d: F16Bits::from_f32(0.75),
+        })
+        .collect();
+    q8_k_extreme_activations(ty, rows.gemv, dot, &w);
 }
