@@ -14,7 +14,9 @@
 
 use std::arch::x86_64::*;
 
-use crate::blocks::{BlockQ4_0x8, BlockQ8_0, BlockQ8_0x4, BlockQ8_0x4Sums, F16Bits};
+use crate::blocks::{
+    BlockMxfp4x8, BlockQ4_0x8, BlockQ8_0, BlockQ8_0x4, BlockQ8_0x4Abs, BlockQ8_0x4Sums, F16Bits,
+};
 use crate::cpu::KernelSet;
 use crate::kernel_api::Kernels;
 use crate::kernels::x86::Avx2;
@@ -209,6 +211,7 @@ nibble8x8!(
 );
 
 pub(in crate::kernels::x86) mod imp;
+mod mxfp4;
 
 /// The AVX2 GEMV/GEMM of an 8x8 nibble (or byte) layout: signed bytes through the table.
 pub(crate) fn kernels<P: Nibble8x8, Q: Q8Quad>(_: Avx2) -> Kernels<P, BlockQ8_0, Q> {
@@ -219,6 +222,20 @@ pub(crate) fn kernels<P: Nibble8x8, Q: Q8Quad>(_: Avx2) -> Kernels<P, BlockQ8_0,
 /// accumulation; the activations carry the offset, `Q8_0SumsInterleaved<8>`).
 pub(crate) fn q4_0_kernels(_: Avx2) -> Kernels<BlockQ4_0x8, BlockQ8_0, BlockQ8_0x4Sums> {
     Kernels::pair(KernelSet::Avx2, gemv_unsigned, gemm_unsigned)
+}
+
+/// `mxfp4_8x8`'s AVX2 kernels: the GEMV through the table, the GEMM on unsigned weights
+/// (`mxfp4`).
+pub(crate) fn mxfp4_kernels(token: Avx2) -> Kernels<BlockMxfp4x8, BlockQ8_0, BlockQ8_0x4Abs> {
+    Kernels {
+        gemm: mxfp4_gemm,
+        ..kernels::<BlockMxfp4x8, BlockQ8_0x4Abs>(token)
+    }
+}
+
+fn mxfp4_gemm(w: &[BlockMxfp4x8], a: &[BlockQ8_0x4Abs], out: &mut [f32]) {
+    // SAFETY: only handed out by `mxfp4_kernels`, in exchange for an `Avx2` token.
+    unsafe { mxfp4::gemm(w, a, out) }
 }
 
 fn gemv_unsigned(w: &[BlockQ4_0x8], a: &[BlockQ8_0], out: &mut [f32]) {

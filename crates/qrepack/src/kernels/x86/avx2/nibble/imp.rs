@@ -502,6 +502,16 @@ pub(super) unsafe fn gemv_unsigned(w: &[BlockQ4_0x8], a: &[BlockQ8_0], out: &mut
 /// per pair of packed vectors (rows 0-3 and 4-7 of one 8-byte chunk) do it.
 #[inline(always)]
 unsafe fn decode_unsigned_rows(qs: &[u8; 128]) -> [[__m256i; 2]; 4] {
+    // SAFETY: the caller's contract.
+    unsafe { nibble_rows::<true>(qs) }
+}
+
+/// The nibbles of a packed 8-row block regrouped as [`decode_unsigned_rows`] does, xor 8
+/// first where `FLIP` (Q4_0's stored nibbles), as they are otherwise (MXFP4's table indices).
+#[inline(always)]
+pub(in crate::kernels::x86::avx2) unsafe fn nibble_rows<const FLIP: bool>(
+    qs: &[u8; 128],
+) -> [[__m256i; 2]; 4] {
     // SAFETY: callers meet this function's contract: the CPU has the features of the
     // kernel set that calls it, and the slices are as long as the body reads.
     unsafe {
@@ -509,7 +519,8 @@ unsafe fn decode_unsigned_rows(qs: &[u8; 128]) -> [[__m256i; 2]; 4] {
         let flip = _mm256_set1_epi8(0x88u8 as i8);
         let mut x = [_mm256_setzero_si256(); 4];
         for (v, xv) in x.iter_mut().enumerate() {
-            *xv = _mm256_xor_si256(load32(&qs[v * 32..v * 32 + 32]), flip);
+            let q = load32(&qs[v * 32..v * 32 + 32]);
+            *xv = if FLIP { _mm256_xor_si256(q, flip) } else { q };
         }
         // No closures here: they would not inherit the caller's target features.
         macro_rules! pick {
@@ -532,6 +543,34 @@ unsafe fn decode_unsigned_rows(qs: &[u8; 128]) -> [[__m256i; 2]; 4] {
             *o = [
                 _mm256_and_si256(v, m4),
                 _mm256_and_si256(_mm256_srli_epi16(v, 4), m4),
+            ];
+        }
+        out
+    }
+}
+
+/// Half `H` of [`nibble_rows::<false>`] (its vectors `2H` and `2H + 1`), each byte looked up
+/// in `table`: the stored vectors `2H` and `2H + 1` are all it reads.
+#[inline(always)]
+pub(in crate::kernels::x86::avx2) unsafe fn nibble_rows_half<const H: usize>(
+    qs: &[u8; 128],
+    table: __m256i,
+) -> [[__m256i; 2]; 2] {
+    // SAFETY: callers meet this function's contract: the CPU has the features of the
+    // kernel set that calls it; the loads read 64 of the 128 bytes.
+    unsafe {
+        let m4 = _mm256_set1_epi8(0x0f);
+        let x0 = _mm256_castsi256_ps(load32(&qs[64 * H..64 * H + 32]));
+        let x1 = _mm256_castsi256_ps(load32(&qs[64 * H + 32..64 * H + 64]));
+        let t = [
+            _mm256_castps_si256(_mm256_shuffle_ps::<0x88>(x0, x1)),
+            _mm256_castps_si256(_mm256_shuffle_ps::<0xdd>(x0, x1)),
+        ];
+        let mut out = [[_mm256_setzero_si256(); 2]; 2];
+        for (o, v) in out.iter_mut().zip(t) {
+            *o = [
+                _mm256_shuffle_epi8(table, _mm256_and_si256(v, m4)),
+                _mm256_shuffle_epi8(table, _mm256_and_si256(_mm256_srli_epi16(v, 4), m4)),
             ];
         }
         out
