@@ -143,6 +143,7 @@ pub(crate) fn compare_rows<W: Pod, A: Pod>(
 /// A GEMV over rows of `nb` blocks (make them longer than a prepared piece of activations)
 /// for 1 to 9 rows (groups of four and the rows left over), each output against the portable
 /// kernel and the exact product; `steps` as for [`compare_rows`].
+#[cfg(target_arch = "x86_64")]
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn compare_long_gemv<W: Pod, A: Pod>(
     ty: GgmlType,
