@@ -235,16 +235,32 @@ mod imp {
         // fixed-size references.
         unsafe {
             let prep = b.prepare();
-            let mut isum = [_mm256_setzero_si256(); N];
-            for g in 0..8 {
-                let (w, sc) = b.group(&prep, g);
-                for r in 0..N {
-                    let av = load32(sub::<i8, 32>(&a[r].qs, 32 * g));
-                    let p = _mm256_madd_epi16(mul_signed_pairs(w, av), sc);
-                    isum[r] = _mm256_add_epi32(isum[r], p);
-                }
+            // Two sums a row, the groups taken in pairs, unrolled: one loop over the eight
+            // groups kept a single chain and its counter.
+            let mut isum = [[_mm256_setzero_si256(); N]; 2];
+            macro_rules! group {
+                ($g:literal) => {
+                    let (w, sc) = b.group(&prep, $g);
+                    for r in 0..N {
+                        let av = load32(sub::<i8, 32>(&a[r].qs, 32 * $g));
+                        let p = _mm256_madd_epi16(mul_signed_pairs(w, av), sc);
+                        isum[$g % 2][r] = _mm256_add_epi32(isum[$g % 2][r], p);
+                    }
+                };
             }
-            scale_rows(b.scale(), a, isum, acc);
+            group!(0);
+            group!(1);
+            group!(2);
+            group!(3);
+            group!(4);
+            group!(5);
+            group!(6);
+            group!(7);
+            let [mut total, odd] = isum;
+            for (t, o) in total.iter_mut().zip(odd) {
+                *t = _mm256_add_epi32(*t, o);
+            }
+            scale_rows(b.scale(), a, total, acc);
         }
     }
 
