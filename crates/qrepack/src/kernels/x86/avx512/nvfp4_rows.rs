@@ -185,7 +185,7 @@ mod tests {
     use crate::cpu::CpuFeatures;
     use crate::kernel_api::SetToken;
     use crate::kernels::row_tests::{
-        check, compare_matmul_on, compare_rows, exact_dot, q8_0s_values, random, random_q8_0s,
+        compare_long_gemv, compare_matmul_on, compare_rows, q8_0s_values, random, random_q8_0s,
     };
     use crate::types::GgmlType;
     use crate::vecdot;
@@ -214,21 +214,15 @@ mod tests {
         let Some(cpu) = Avx512::new(CpuFeatures::get()) else {
             return;
         };
-        let kernels = nvfp4_rows(cpu);
-        let mut rng = crate::rng::SplitMix64::new(7);
-        let nb = 130;
-        let a: Vec<[BlockQ8_0; 2]> = (0..nb).map(|_| random_q8_0s::<2>(&mut rng)).collect();
-        let act = q8_0s_values::<2>(&a);
-        for rows in 1..=9 {
-            let w: Vec<BlockNvfp4> = (0..rows * nb).map(|_| random(&mut rng)).collect();
-            let mut out = vec![f32::NAN; rows];
-            (kernels.gemv)(&w, &a, &mut out);
-            for (r, &o) in out.iter().enumerate() {
-                let row = &w[r * nb..(r + 1) * nb];
-                let what = format!("nvfp4 gemv of {rows} rows, row {r}");
-                let exact = exact_dot(GgmlType::NVFP4, bytemuck::cast_slice(row), &act);
-                check(&what, o, vecdot::vec_dot_nvfp4_q8_0(row, &a), exact, 4 * nb);
-            }
-        }
+        compare_long_gemv(
+            GgmlType::NVFP4,
+            4,
+            130,
+            nvfp4_rows(cpu).gemv,
+            vecdot::vec_dot_nvfp4_q8_0,
+            random::<BlockNvfp4>,
+            random_q8_0s::<2>,
+            q8_0s_values::<2>,
+        );
     }
 }

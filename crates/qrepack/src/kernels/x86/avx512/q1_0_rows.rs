@@ -128,9 +128,8 @@ mod tests {
     use crate::cpu::CpuFeatures;
     use crate::kernel_api::SetToken;
     use crate::kernels::row_tests::{
-        check, compare_matmul_on, compare_rows, exact_dot, q8_0s_values, random_q1_0, random_q8_0s,
+        compare_long_gemv, compare_matmul_on, compare_rows, q8_0s_values, random_q1_0, random_q8_0s,
     };
-    use crate::rng::SplitMix64 as Rng;
     use crate::types::GgmlType;
     use crate::vecdot;
 
@@ -158,21 +157,15 @@ mod tests {
         let Some(cpu) = Avx512::new(CpuFeatures::get()) else {
             return;
         };
-        let kernels = q1_0_rows(cpu);
-        let mut rng = Rng::new(11);
-        let nb = 70;
-        let a: Vec<[BlockQ8_0; 4]> = (0..nb).map(|_| random_q8_0s::<4>(&mut rng)).collect();
-        let act = q8_0s_values::<4>(&a);
-        for rows in 1..=9 {
-            let w: Vec<BlockQ1_0> = (0..rows * nb).map(|_| random_q1_0(&mut rng)).collect();
-            let mut out = vec![f32::NAN; rows];
-            (kernels.gemv)(&w, &a, &mut out);
-            for (r, &o) in out.iter().enumerate() {
-                let row = &w[r * nb..(r + 1) * nb];
-                let what = format!("q1_0 gemv of {rows} rows, row {r}");
-                let exact = exact_dot(GgmlType::Q1_0, bytemuck::cast_slice(row), &act);
-                check(&what, o, vecdot::vec_dot_q1_0_q8_0(row, &a), exact, 4 * nb);
-            }
-        }
+        compare_long_gemv(
+            GgmlType::Q1_0,
+            4,
+            70,
+            q1_0_rows(cpu).gemv,
+            vecdot::vec_dot_q1_0_q8_0,
+            random_q1_0,
+            random_q8_0s::<4>,
+            q8_0s_values::<4>,
+        );
     }
 }
