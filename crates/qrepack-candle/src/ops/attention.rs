@@ -8,9 +8,9 @@
 //! rows. The products are the `gemm` crate's (candle's own CPU GEMM, with its AVX2 / NEON
 //! kernels chosen at run time); on AVX-512 a tiled kernel (`attention_tile`) replaces both
 //! products and the softmax, with the query vectors in the lanes. Prompts are split over the
-//! thread pool by blocks of query rows. A single row (a decode step) on AVX-512 reads the cache in place with its own kernel
-//! (`attention_row`), its positions cut into chunks over the threads and merged; elsewhere it is
-//! split by key/value head. Calls too small to be worth waking the pool run on the calling
+//! thread pool by blocks of query rows. A single row (a decode step) on AVX-512 or AVX2 reads
+//! the cache in place with its own kernel (`attention_row`), its positions cut into chunks over
+//! the threads and merged; elsewhere it is split by key/value head. Calls too small to be worth waking the pool run on the calling
 //! thread.
 
 use multiversion::multiversion;
@@ -182,8 +182,8 @@ impl Attention<'_> {
     fn run_on<E: Elem>(&self, pages: &[Page<E>], out: &mut [f32], kernels: Kernels) {
         let h = self.heads;
         #[cfg(target_arch = "x86_64")]
-        if self.seq == 1 && kernels.row {
-            self.one_row(pages, out);
+        if let (1, Some(w)) = (self.seq, kernels.row) {
+            self.one_row(pages, out, w);
             return;
         }
         let width = h.n_head * h.head_dim;
@@ -218,12 +218,12 @@ impl Attention<'_> {
         }
     }
 
-    /// A single query row with the 512-bit kernel, reading the cache in place: the positions
+    /// A single query row with the kernel of vectors `w`, reading the cache in place: the positions
     /// of each key/value head (and each part of at most `MAX_GROUP` of its query heads) are
     /// cut into chunks, enough to keep every thread streaming, each chunk's softmax left open;
     /// the chunks of a head are then merged.
     #[cfg(target_arch = "x86_64")]
-    fn one_row<E: Elem>(&self, pages: &[Page<E>], out: &mut [f32]) {
+    fn one_row<E: Elem>(&self, pages: &[Page<E>], out: &mut [f32], w: super::wide::Width) {
         use super::attention_row::{RowGroup, MAX_GROUP};
         let h = self.heads;
         let (d, group) = (h.head_dim, h.group());
@@ -264,7 +264,7 @@ impl Attention<'_> {
                 runs: &runs,
                 scale: self.scale,
             }
-            .run(scores, o, st);
+            .run(w, scores, o, st);
         };
         if tasks == 1 {
             task(0, &mut partial, &mut stats, &mut Vec::new());
@@ -560,9 +560,9 @@ struct Scratch {
 /// Which of this CPU's kernels an attention call may use (the portable path otherwise).
 #[derive(Clone, Copy, Debug)]
 struct Kernels {
-    /// The one-row kernel for a decode step.
+    /// The one-row kernel for a decode step, and its vector width.
     #[cfg(target_arch = "x86_64")]
-    row: bool,
+    row: Option<super::wide::Width>,
     /// The tiled kernel for several rows.
     #[cfg(target_arch = "x86_64")]
     tile: bool,
@@ -573,7 +573,7 @@ impl Kernels {
     fn for_cpu(head_dim: usize) -> Kernels {
         Kernels {
             #[cfg(target_arch = "x86_64")]
-            row: super::attention_row::supported(head_dim),
+            row: super::attention_row::best(head_dim),
             #[cfg(target_arch = "x86_64")]
             tile: super::attention_tile::supported(head_dim),
         }
@@ -584,10 +584,28 @@ impl Kernels {
     fn portable() -> Kernels {
         Kernels {
             #[cfg(target_arch = "x86_64")]
-            row: false,
+            row: None,
             #[cfg(target_arch = "x86_64")]
             tile: false,
         }
+    }
+
+    /// Every set of kernels this CPU runs for heads of width `head_dim` (each vector width of
+    /// the one-row kernel), and the portable path.
+    #[cfg(test)]
+    fn all_for_cpu(head_dim: usize) -> Vec<Kernels> {
+        let mut all = vec![Kernels::for_cpu(head_dim)];
+        #[cfg(target_arch = "x86_64")]
+        for w in super::wide::Width::available() {
+            if super::attention_row::supports(w, head_dim) && all[0].row != Some(w) {
+                all.push(Kernels {
+                    row: Some(w),
+                    ..all[0]
+                });
+            }
+        }
+        all.push(Kernels::portable());
+        all
     }
 }
 
@@ -604,7 +622,7 @@ struct Gathered<'a> {
     "x86_64+avx2+fma",
     "aarch64+neon"
 ))]
-fn exp_from_max(s: &mut [f32]) -> (f32, f32) {
+pub(super) fn exp_from_max(s: &mut [f32]) -> (f32, f32) {
     const LANES: usize = 16;
     let mut lane_max = [f32::NEG_INFINITY; LANES];
     let mut chunks = s.chunks_exact(LANES);

@@ -1,10 +1,10 @@
 //! One query row's attention for the few query heads that share a key/value head (a decode
-//! step), with 512-bit vectors, reading the cache's keys and values in place (f32, or f16
+//! step), with 512-bit or 256-bit vectors ([`Wide`]), reading the cache's keys and values in place (f32, or f16
 //! widened as they load): a general matrix product spends more on its set-up than on
 //! `group x positions x head_dim` multiply-adds this small.
 //!
 //! Scores: per position, the key row is loaded once for every query vector of the group and
-//! each dot product is summed across the lanes. Weighted values: per group of 16 output
+//! each dot product is summed across the lanes. Weighted values: per block of output
 //! lanes, one accumulator per query vector stays in a register over a run of positions.
 //! The softmax is left open (its maximum and sum returned, the values not yet divided by the
 //! sum), so that the positions of one head can be split over several threads and merged.
@@ -14,6 +14,7 @@ use std::arch::x86_64::*;
 use half::f16;
 
 use super::kv_cache::KvElem;
+use super::wide::{Wide, Width};
 
 /// Rows ahead whose key row is asked for. A decode step usually finds the cache in memory (the
 /// layers' weights pushed it out since the last step); 16 rows (with the value rows prefetched
@@ -25,28 +26,28 @@ const PREFETCH_ROWS: usize = 16;
 /// Largest group of query heads this kernel takes at once.
 pub(super) const MAX_GROUP: usize = 8;
 
-/// A cache element loaded as 16 f32 lanes.
+/// A cache element loaded into f32 lanes.
 pub(super) trait Lanes: KvElem {
-    /// The 16 values at `p` as f32.
+    /// The [`Wide::LANES`] values at `p` as f32.
     ///
     /// # Safety
-    /// AVX-512 F; 16 values readable at `p`.
-    unsafe fn load16(p: *const Self) -> __m512;
+    /// The vector's instruction set (see [`Wide`]); `W::LANES` values readable at `p`.
+    unsafe fn lanes<W: Wide>(p: *const Self) -> W;
 }
 
 impl Lanes for f32 {
     #[inline(always)]
-    unsafe fn load16(p: *const f32) -> __m512 {
+    unsafe fn lanes<W: Wide>(p: *const f32) -> W {
         // SAFETY: the caller's contract.
-        unsafe { _mm512_loadu_ps(p) }
+        unsafe { W::load(p) }
     }
 }
 
 impl Lanes for f16 {
     #[inline(always)]
-    unsafe fn load16(p: *const f16) -> __m512 {
-        // SAFETY: the caller's contract: 16 halves (32 bytes) at `p`.
-        unsafe { _mm512_cvtph_ps(_mm256_loadu_si256(p.cast())) }
+    unsafe fn lanes<W: Wide>(p: *const f16) -> W {
+        // SAFETY: the caller's contract.
+        unsafe { W::load_f16(p) }
     }
 }
 
@@ -56,29 +57,34 @@ pub(super) struct RowGroup<'a, E> {
     pub queries: &'a [f32],
     /// Query vectors (1..=[`MAX_GROUP`]).
     pub m: usize,
-    /// Head width, a multiple of 16.
+    /// Head width, a multiple of the width's lanes.
     pub d: usize,
     /// Runs of consecutive positions: keys and values, `d` per position.
     pub runs: &'a [(&'a [E], &'a [E])],
     pub scale: f32,
 }
 
-/// Whether the kernel takes heads of width `d` on this CPU.
-pub(super) fn supported(d: usize) -> bool {
-    d > 0 && d.is_multiple_of(16) && std::is_x86_feature_detected!("avx512f")
+/// The widest vectors the kernel takes heads of width `d` with on this CPU.
+pub(super) fn best(d: usize) -> Option<Width> {
+    Width::available().find(|w| supports(*w, d))
+}
+
+/// Whether the kernel takes heads of width `d` with vectors `w` on this CPU.
+pub(super) fn supports(w: Width, d: usize) -> bool {
+    d > 0 && d.is_multiple_of(w.lanes()) && Width::available().any(|a| a == w)
 }
 
 impl<E: Lanes> RowGroup<'_, E> {
     /// Scores into `scores` (`m` rows of the positions), turned into
     /// `exp(score - max)` (returning the row's maximum and sum into `stats`), then the sums of
     /// the values weighted by them into `out` (`m` vectors of `d`): divided by the sum, that
-    /// is the attention of the positions.
-    pub fn run(&self, scores: &mut Vec<f32>, out: &mut [f32], stats: &mut [(f32, f32)]) {
+    /// is the attention of the positions. Runs with vectors `w`.
+    pub fn run(&self, w: Width, scores: &mut Vec<f32>, out: &mut [f32], stats: &mut [(f32, f32)]) {
         let (m, d) = (self.m, self.d);
         let span: usize = self.runs.iter().map(|(k, _)| k.len() / d).sum();
         assert!(
             (1..=MAX_GROUP).contains(&m)
-                && supported(d)
+                && supports(w, d)
                 && self.queries.len() >= m * d
                 && out.len() >= m * d
                 && stats.len() >= m
@@ -91,51 +97,112 @@ impl<E: Lanes> RowGroup<'_, E> {
         );
         scores.clear();
         scores.resize(m * span, 0.0);
-        // SAFETY: AVX-512 F is present and the operands' lengths were asserted.
+        // SAFETY: the CPU runs `w` (`supports`) and the operands' lengths were asserted.
         unsafe {
-            match m {
-                1 => self.scores::<1>(scores, span),
-                2 => self.scores::<2>(scores, span),
-                3 => self.scores::<3>(scores, span),
-                4 => self.scores::<4>(scores, span),
-                5 => self.scores::<5>(scores, span),
-                6 => self.scores::<6>(scores, span),
-                7 => self.scores::<7>(scores, span),
-                _ => self.scores::<8>(scores, span),
+            match w {
+                Width::W512 => self.run_512(scores, span, out, stats),
+                Width::W256 => self.run_256(scores, span, out, stats),
             }
         }
-        for (row, st) in scores.chunks_exact_mut(span).zip(stats.iter_mut()) {
-            // SAFETY: AVX-512 F is present (asserted above).
-            *st = unsafe { exp_from_max(row) };
-        }
-        // SAFETY: as above.
+    }
+
+    /// # Safety
+    /// AVX-512 F; the operands as asserted in [`RowGroup::run`].
+    #[target_feature(enable = "avx512f")]
+    unsafe fn run_512(
+        &self,
+        scores: &mut [f32],
+        span: usize,
+        out: &mut [f32],
+        st: &mut [(f32, f32)],
+    ) {
+        // SAFETY: the caller's contract.
         unsafe {
-            match m {
-                1 => self.weighted::<1>(scores, span, out),
-                2 => self.weighted::<2>(scores, span, out),
-                3 => self.weighted::<3>(scores, span, out),
-                4 => self.weighted::<4>(scores, span, out),
-                5 => self.weighted::<5>(scores, span, out),
-                6 => self.weighted::<6>(scores, span, out),
-                7 => self.weighted::<7>(scores, span, out),
-                _ => self.weighted::<8>(scores, span, out),
+            self.scores_of::<__m512>(scores, span);
+            for (row, st) in scores.chunks_exact_mut(span).zip(st.iter_mut()) {
+                *st = exp_from_max(row);
+            }
+            self.weighted_of::<__m512>(scores, span, out);
+        }
+    }
+
+    /// # Safety
+    /// AVX2, FMA and F16C; the operands as asserted in [`RowGroup::run`].
+    #[target_feature(enable = "avx2,fma,f16c")]
+    unsafe fn run_256(
+        &self,
+        scores: &mut [f32],
+        span: usize,
+        out: &mut [f32],
+        st: &mut [(f32, f32)],
+    ) {
+        // SAFETY: the caller's contract.
+        unsafe {
+            self.scores_of::<__m256>(scores, span);
+            for (row, st) in scores.chunks_exact_mut(span).zip(st.iter_mut()) {
+                *st = super::attention::exp_from_max(row);
+            }
+            self.weighted_of::<__m256>(scores, span, out);
+        }
+    }
+
+    /// [`RowGroup::scores`] for `self.m` query vectors.
+    ///
+    /// # Safety
+    /// As [`RowGroup::scores`].
+    #[inline(always)]
+    unsafe fn scores_of<W: Wide>(&self, scores: &mut [f32], span: usize) {
+        // SAFETY: the caller's contract.
+        unsafe {
+            match self.m {
+                1 => self.scores::<W, 1>(scores, span),
+                2 => self.scores::<W, 2>(scores, span),
+                3 => self.scores::<W, 3>(scores, span),
+                4 => self.scores::<W, 4>(scores, span),
+                5 => self.scores::<W, 5>(scores, span),
+                6 => self.scores::<W, 6>(scores, span),
+                7 => self.scores::<W, 7>(scores, span),
+                _ => self.scores::<W, 8>(scores, span),
+            }
+        }
+    }
+
+    /// [`RowGroup::weighted`] for `self.m` query vectors.
+    ///
+    /// # Safety
+    /// As [`RowGroup::weighted`].
+    #[inline(always)]
+    unsafe fn weighted_of<W: Wide>(&self, weights: &[f32], span: usize, out: &mut [f32]) {
+        // SAFETY: the caller's contract.
+        unsafe {
+            match self.m {
+                1 => self.weighted::<W, 1>(weights, span, out),
+                2 => self.weighted::<W, 2>(weights, span, out),
+                3 => self.weighted::<W, 3>(weights, span, out),
+                4 => self.weighted::<W, 4>(weights, span, out),
+                5 => self.weighted::<W, 5>(weights, span, out),
+                6 => self.weighted::<W, 6>(weights, span, out),
+                7 => self.weighted::<W, 7>(weights, span, out),
+                _ => self.weighted::<W, 8>(weights, span, out),
             }
         }
     }
 
     /// `scores[j * span + p] = scale * q_j . k_p`, each key row loaded once for the `M` query
-    /// vectors, whose sums are independent chains.
+    /// vectors, whose sums are independent chains. Four positions at a time while their
+    /// `4 M` accumulators leave registers for the loads.
     ///
     /// # Safety
-    /// AVX-512 F; the operands as asserted in [`RowGroup::run`], `M == self.m`, `scores`
-    /// holding `M * span` values.
-    #[target_feature(enable = "avx512f")]
-    unsafe fn scores<const M: usize>(&self, scores: &mut [f32], span: usize) {
+    /// `W`'s instruction set; the operands as asserted in [`RowGroup::run`], `M == self.m`,
+    /// `scores` holding `M * span` values.
+    #[inline(always)]
+    unsafe fn scores<W: Wide, const M: usize>(&self, scores: &mut [f32], span: usize) {
         let d = self.d;
         let q = self.queries.as_ptr();
         let s = scores.as_mut_ptr();
         let mut at = 0;
         let row_bytes = d * size_of::<E>();
+        let four_at_once = M <= 4 && 4 * M + 2 <= W::REGISTERS;
         for (i, (keys, values)) in self.runs.iter().enumerate() {
             let n = keys.len() / d;
             let base = keys.as_ptr();
@@ -147,7 +214,7 @@ impl<E: Lanes> RowGroup<'_, E> {
                 prefetch::<_MM_HINT_T0>(next.as_ptr().cast(), bytes);
             }
             let mut p = 0;
-            if M <= 4 {
+            if four_at_once {
                 while p + 4 <= n {
                     // SAFETY: rows p..p + 4 < n of the run; as below; prefetches do not fault
                     // but stay inside the run.
@@ -158,7 +225,7 @@ impl<E: Lanes> RowGroup<'_, E> {
                         }
                         // the values of these positions, read once the scores are done
                         prefetch::<_MM_HINT_T1>(value_base.add(p * row_bytes), 4 * row_bytes);
-                        self.scores4::<M>(base.add(p * d), s.add(at + p), span)
+                        self.scores4::<W, M>(base.add(p * d), s.add(at + p), span)
                     };
                     p += 4;
                 }
@@ -173,17 +240,17 @@ impl<E: Lanes> RowGroup<'_, E> {
                     }
                     prefetch::<_MM_HINT_T1>(value_base.add(p * row_bytes), row_bytes);
                     let k = base.add(p * d);
-                    let mut acc = [_mm512_setzero_ps(); M];
+                    let mut acc = [W::zero(); M];
                     let mut c = 0;
                     while c < d {
-                        let kv = E::load16(k.add(c));
+                        let kv = E::lanes::<W>(k.add(c));
                         for (j, a) in acc.iter_mut().enumerate() {
-                            *a = _mm512_fmadd_ps(_mm512_loadu_ps(q.add(j * d + c)), kv, *a);
+                            *a = W::load(q.add(j * d + c)).mul_add(kv, *a);
                         }
-                        c += 16;
+                        c += W::LANES;
                     }
                     for (j, a) in acc.iter().enumerate() {
-                        *s.add(j * span + at + p) = _mm512_reduce_add_ps(*a) * self.scale;
+                        *s.add(j * span + at + p) = a.total() * self.scale;
                     }
                 }
             }
@@ -196,69 +263,80 @@ impl<E: Lanes> RowGroup<'_, E> {
     /// are reduced together, a quarter of the shuffles of four separate reductions.
     ///
     /// # Safety
-    /// AVX-512 F; four rows of `d` keys at `keys` (and the rows [`PREFETCH_ROWS`] on are
-    /// only prefetched); `M` query vectors in `queries`; four values writable at each
-    /// `out + j * span`.
-    #[target_feature(enable = "avx512f")]
-    #[inline]
-    unsafe fn scores4<const M: usize>(&self, keys: *const E, out: *mut f32, span: usize) {
+    /// `W`'s instruction set; four rows of `d` keys at `keys` (and the rows
+    /// [`PREFETCH_ROWS`] on are only prefetched); `M` query vectors in `queries`; four values
+    /// writable at each `out + j * span`.
+    #[inline(always)]
+    unsafe fn scores4<W: Wide, const M: usize>(&self, keys: *const E, out: *mut f32, span: usize) {
         let d = self.d;
         let q = self.queries.as_ptr();
-        let mut acc = [[_mm512_setzero_ps(); 4]; M];
         // SAFETY: the caller's contract.
         unsafe {
+            let mut acc = [[W::zero(); 4]; M];
             let mut c = 0;
             while c < d {
                 for p in 0..4 {
-                    let k = E::load16(keys.add(p * d + c));
+                    let k = E::lanes::<W>(keys.add(p * d + c));
                     for (j, a) in acc.iter_mut().enumerate() {
-                        a[p] = _mm512_fmadd_ps(_mm512_loadu_ps(q.add(j * d + c)), k, a[p]);
+                        a[p] = W::load(q.add(j * d + c)).mul_add(k, a[p]);
                     }
                 }
-                c += 16;
+                c += W::LANES;
             }
             let scale = _mm_set1_ps(self.scale);
             for (j, a) in acc.iter().enumerate() {
-                _mm_storeu_ps(out.add(j * span), _mm_mul_ps(sum4(a), scale));
+                _mm_storeu_ps(out.add(j * span), _mm_mul_ps(W::totals4(a), scale));
             }
         }
     }
 
-    /// `out_j = sum_p w[j * span + p] v_p`, 16 lanes at a time with `M` accumulators over
-    /// each run.
+    /// `out_j = sum_p w[j * span + p] v_p`, a few vectors of lanes at a time with `M`
+    /// accumulators each over each run.
     ///
     /// # Safety
     /// As [`RowGroup::scores`], `out` holding `M * d` values.
-    #[target_feature(enable = "avx512f")]
-    unsafe fn weighted<const M: usize>(&self, weights: &[f32], span: usize, out: &mut [f32]) {
+    #[inline(always)]
+    unsafe fn weighted<W: Wide, const M: usize>(
+        &self,
+        weights: &[f32],
+        span: usize,
+        out: &mut [f32],
+    ) {
         let d = self.d;
         let w = weights.as_ptr();
         let o = out.as_mut_ptr();
-        // SAFETY: j * d + c + 16 <= M * d <= out.len().
+        // SAFETY: j * d + c + LANES <= M * d <= out.len().
         unsafe {
             for j in 0..M {
                 let mut c = 0;
                 while c < d {
-                    _mm512_storeu_ps(o.add(j * d + c), _mm512_setzero_ps());
-                    c += 16;
+                    W::zero().store(o.add(j * d + c));
+                    c += W::LANES;
                 }
             }
         }
+        // the widest block of columns whose `M x C` accumulators, `C` value vectors and a
+        // broadcast weight fit in the registers
+        let fits = |c: usize| (M + 1) * c < W::REGISTERS;
         let mut at = 0;
         for (_, values) in self.runs {
             let n = values.len() / d;
             let base = values.as_ptr();
             let mut c = 0;
             while c < d {
-                // SAFETY: as above; rows p < n of the run, lanes c..c + 16 C <= d; weights
+                // SAFETY: as above; rows p < n of the run, lanes c..c + C LANES <= d; weights
                 // j * span + at + p < M * span.
                 unsafe {
-                    if M <= 6 && c + 64 <= d {
-                        weighted_columns::<E, M, 4>(base.add(c), d, n, w.add(at), span, o.add(c));
-                        c += 64;
+                    let (v, w, o) = (base.add(c), w.add(at), o.add(c));
+                    if fits(4) && c + 4 * W::LANES <= d {
+                        weighted_columns::<E, W, M, 4>(v, d, n, w, span, o);
+                        c += 4 * W::LANES;
+                    } else if fits(2) && c + 2 * W::LANES <= d {
+                        weighted_columns::<E, W, M, 2>(v, d, n, w, span, o);
+                        c += 2 * W::LANES;
                     } else {
-                        weighted_columns::<E, M, 1>(base.add(c), d, n, w.add(at), span, o.add(c));
-                        c += 16;
+                        weighted_columns::<E, W, M, 1>(v, d, n, w, span, o);
+                        c += W::LANES;
                     }
                 }
             }
@@ -267,43 +345,15 @@ impl<E: Lanes> RowGroup<'_, E> {
     }
 }
 
-/// The sums of the lanes of four vectors, in order.
-#[target_feature(enable = "avx512f")]
-#[inline]
-fn sum4(v: &[__m512; 4]) -> __m128 {
-    // per 128-bit block: pairs of lanes of a, b, then of c, d, then all four vectors
-    let ab = _mm512_add_ps(
-        _mm512_unpacklo_ps(v[0], v[1]),
-        _mm512_unpackhi_ps(v[0], v[1]),
-    );
-    let cd = _mm512_add_ps(
-        _mm512_unpacklo_ps(v[2], v[3]),
-        _mm512_unpackhi_ps(v[2], v[3]),
-    );
-    let blocks = _mm512_add_ps(
-        _mm512_shuffle_ps::<0x44>(ab, cd),
-        _mm512_shuffle_ps::<0xee>(ab, cd),
-    );
-    let half = _mm256_add_ps(
-        _mm512_castps512_ps256(blocks),
-        _mm256_castpd_ps(_mm512_extractf64x4_pd::<1>(_mm512_castps_pd(blocks))),
-    );
-    _mm_add_ps(
-        _mm256_castps256_ps128(half),
-        _mm256_extractf128_ps::<1>(half),
-    )
-}
-
-/// `out[j * d + c..][..16 C] += sum_p w[j * span + p] values[p * d + c..][..16 C]` for the
-/// `M` query vectors over `n` positions: `M x C` accumulators, so each value row is read in
+/// `out[j * d + c..][..C LANES] += sum_p w[j * span + p] values[p * d + c..][..C LANES]` for
+/// the `M` query vectors over `n` positions: `M x C` accumulators, so each value row is read in
 /// one pass and the sums are `M C` independent chains.
 ///
 /// # Safety
-/// AVX-512 F; `n` rows `d` apart at `values`, each with `16 C` readable; weights at
-/// `w + j * span + p` for `j < M`, `p < n`; `16 C` values at each `out + j * d`.
-#[target_feature(enable = "avx512f")]
-#[inline]
-unsafe fn weighted_columns<E: Lanes, const M: usize, const C: usize>(
+/// `W`'s instruction set; `n` rows `d` apart at `values`, each with `C LANES` readable; weights
+/// at `w + j * span + p` for `j < M`, `p < n`; `C LANES` values at each `out + j * d`.
+#[inline(always)]
+unsafe fn weighted_columns<E: Lanes, W: Wide, const M: usize, const C: usize>(
     values: *const E,
     d: usize,
     n: usize,
@@ -313,27 +363,27 @@ unsafe fn weighted_columns<E: Lanes, const M: usize, const C: usize>(
 ) {
     // SAFETY: the caller's contract.
     unsafe {
-        let mut acc = [[_mm512_setzero_ps(); C]; M];
+        let mut acc = [[W::zero(); C]; M];
         for (j, a) in acc.iter_mut().enumerate() {
             for (k, a) in a.iter_mut().enumerate() {
-                *a = _mm512_loadu_ps(out.add(j * d + 16 * k));
+                *a = W::load(out.add(j * d + W::LANES * k));
             }
         }
         for p in 0..n {
-            let mut v = [_mm512_setzero_ps(); C];
+            let mut v = [W::zero(); C];
             for (k, v) in v.iter_mut().enumerate() {
-                *v = E::load16(values.add(p * d + 16 * k));
+                *v = E::lanes::<W>(values.add(p * d + W::LANES * k));
             }
             for (j, a) in acc.iter_mut().enumerate() {
-                let wt = _mm512_set1_ps(*w.add(j * span + p));
+                let wt = W::splat(*w.add(j * span + p));
                 for (a, v) in a.iter_mut().zip(&v) {
-                    *a = _mm512_fmadd_ps(wt, *v, *a);
+                    *a = wt.mul_add(*v, *a);
                 }
             }
         }
         for (j, a) in acc.iter().enumerate() {
             for (k, a) in a.iter().enumerate() {
-                _mm512_storeu_ps(out.add(j * d + 16 * k), *a);
+                a.store(out.add(j * d + W::LANES * k));
             }
         }
     }

@@ -12,6 +12,8 @@ mod attention_tile;
 mod elementwise;
 mod kv_cache;
 mod math;
+#[cfg(target_arch = "x86_64")]
+mod wide;
 
 pub use attention::{Attention, Heads, Rows};
 pub use elementwise::{

@@ -106,8 +106,8 @@ fn check_sinks(
             .build()
             .unwrap();
         let want = reference(&a, &keys, &vals);
-        // this CPU's kernels, and the portable path every CPU has
-        for kernels in [Kernels::for_cpu(heads.head_dim), Kernels::portable()] {
+        // this CPU's kernels at each vector width, and the portable path every CPU has
+        for kernels in Kernels::all_for_cpu(heads.head_dim) {
             let mut out = vec![f32::NAN; seq * width];
             pool.install(|| a.run_with(&mut out, kernels)).unwrap();
             for (i, (got, want)) in out.iter().zip(&want).enumerate() {
@@ -125,7 +125,17 @@ fn check_sinks(
 fn matches_f64_on_awkward_shapes() {
     for head_dim in [64, 80, 128, 256] {
         // (16, 1): a group wider than the one-row kernel takes at once
-        for (n_head, n_kv_head) in [(4, 4), (6, 2), (8, 2), (8, 1), (16, 1), (24, 8)] {
+        for (n_head, n_kv_head) in [
+            (4, 4),
+            (6, 2),
+            (8, 2),
+            (8, 1),
+            (16, 1),
+            (24, 8),
+            (10, 5),
+            (12, 2),
+            (14, 2),
+        ] {
             let heads = Heads {
                 n_head,
                 n_kv_head,

@@ -1,0 +1,210 @@
+//! The f32 vectors the attention kernels are written over: one kernel body, instantiated for
+//! 512-bit (AVX-512 F) and 256-bit (AVX2 + FMA + F16C) registers.
+//!
+//! Every method is `#[inline(always)]` and uses only the instructions of its own vector's
+//! set, so it takes the target features of the `#[target_feature]` function it is inlined
+//! into; callers promise those features by calling the methods only from such a function.
+
+use std::arch::x86_64::*;
+
+use half::f16;
+
+/// Which vector width a kernel runs with.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Width {
+    /// 16 lanes, AVX-512 F.
+    W512,
+    /// 8 lanes, AVX2 + FMA + F16C.
+    W256,
+}
+
+impl Width {
+    /// The widths this CPU runs, widest first.
+    pub fn available() -> impl Iterator<Item = Width> {
+        let w512 = std::is_x86_feature_detected!("avx512f");
+        let w256 = std::is_x86_feature_detected!("avx2")
+            && std::is_x86_feature_detected!("fma")
+            && std::is_x86_feature_detected!("f16c");
+        [(Width::W512, w512), (Width::W256, w256)]
+            .into_iter()
+            .filter_map(|(w, ok)| ok.then_some(w))
+    }
+
+    /// f32 lanes of one register.
+    pub fn lanes(self) -> usize {
+        match self {
+            Width::W512 => 16,
+            Width::W256 => 8,
+        }
+    }
+}
+
+/// A register of f32 lanes and the operations the kernels need.
+///
+/// # Safety (every method)
+/// The CPU must support the vector's instruction set (AVX-512 F for `__m512`; AVX2, FMA and
+/// F16C for `__m256`), and pointers must have [`Wide::LANES`] values readable or writable.
+pub(super) trait Wide: Copy {
+    /// f32 lanes.
+    const LANES: usize;
+    /// Vector registers of the instruction set, which bound how many accumulators a kernel
+    /// keeps.
+    const REGISTERS: usize;
+
+    unsafe fn zero() -> Self;
+    unsafe fn splat(x: f32) -> Self;
+    unsafe fn load(p: *const f32) -> Self;
+    /// [`Wide::LANES`] halves widened to f32.
+    unsafe fn load_f16(p: *const f16) -> Self;
+    unsafe fn store(self, p: *mut f32);
+    /// `self * b + c`, one rounding.
+    unsafe fn mul_add(self, b: Self, c: Self) -> Self;
+    /// The sums of the lanes of four vectors, in order.
+    unsafe fn totals4(v: &[Self; 4]) -> __m128;
+    /// The sum of the lanes.
+    unsafe fn total(self) -> f32;
+}
+
+impl Wide for __m512 {
+    const LANES: usize = 16;
+    const REGISTERS: usize = 32;
+
+    #[inline(always)]
+    unsafe fn zero() -> Self {
+        // SAFETY: the trait's contract (AVX-512 F).
+        unsafe { _mm512_setzero_ps() }
+    }
+
+    #[inline(always)]
+    unsafe fn splat(x: f32) -> Self {
+        // SAFETY: the trait's contract.
+        unsafe { _mm512_set1_ps(x) }
+    }
+
+    #[inline(always)]
+    unsafe fn load(p: *const f32) -> Self {
+        // SAFETY: the trait's contract: 16 values at `p`.
+        unsafe { _mm512_loadu_ps(p) }
+    }
+
+    #[inline(always)]
+    unsafe fn load_f16(p: *const f16) -> Self {
+        // SAFETY: the trait's contract: 16 halves (32 bytes) at `p`.
+        unsafe { _mm512_cvtph_ps(_mm256_loadu_si256(p.cast())) }
+    }
+
+    #[inline(always)]
+    unsafe fn store(self, p: *mut f32) {
+        // SAFETY: the trait's contract: 16 values writable at `p`.
+        unsafe { _mm512_storeu_ps(p, self) }
+    }
+
+    #[inline(always)]
+    unsafe fn mul_add(self, b: Self, c: Self) -> Self {
+        // SAFETY: the trait's contract.
+        unsafe { _mm512_fmadd_ps(self, b, c) }
+    }
+
+    #[inline(always)]
+    unsafe fn totals4(v: &[Self; 4]) -> __m128 {
+        // SAFETY: the trait's contract; register-only intrinsics.
+        unsafe {
+            // per 128-bit block: pairs of lanes of a, b, then of c, d, then all four vectors
+            let ab = _mm512_add_ps(
+                _mm512_unpacklo_ps(v[0], v[1]),
+                _mm512_unpackhi_ps(v[0], v[1]),
+            );
+            let cd = _mm512_add_ps(
+                _mm512_unpacklo_ps(v[2], v[3]),
+                _mm512_unpackhi_ps(v[2], v[3]),
+            );
+            let blocks = _mm512_add_ps(
+                _mm512_shuffle_ps::<0x44>(ab, cd),
+                _mm512_shuffle_ps::<0xee>(ab, cd),
+            );
+            let half = _mm256_add_ps(
+                _mm512_castps512_ps256(blocks),
+                _mm256_castpd_ps(_mm512_extractf64x4_pd::<1>(_mm512_castps_pd(blocks))),
+            );
+            _mm_add_ps(
+                _mm256_castps256_ps128(half),
+                _mm256_extractf128_ps::<1>(half),
+            )
+        }
+    }
+
+    #[inline(always)]
+    unsafe fn total(self) -> f32 {
+        // SAFETY: the trait's contract.
+        unsafe { _mm512_reduce_add_ps(self) }
+    }
+}
+
+impl Wide for __m256 {
+    const LANES: usize = 8;
+    const REGISTERS: usize = 16;
+
+    #[inline(always)]
+    unsafe fn zero() -> Self {
+        // SAFETY: the trait's contract (AVX).
+        unsafe { _mm256_setzero_ps() }
+    }
+
+    #[inline(always)]
+    unsafe fn splat(x: f32) -> Self {
+        // SAFETY: the trait's contract.
+        unsafe { _mm256_set1_ps(x) }
+    }
+
+    #[inline(always)]
+    unsafe fn load(p: *const f32) -> Self {
+        // SAFETY: the trait's contract: 8 values at `p`.
+        unsafe { _mm256_loadu_ps(p) }
+    }
+
+    #[inline(always)]
+    unsafe fn load_f16(p: *const f16) -> Self {
+        // SAFETY: the trait's contract (F16C): 8 halves (16 bytes) at `p`.
+        unsafe { _mm256_cvtph_ps(_mm_loadu_si128(p.cast())) }
+    }
+
+    #[inline(always)]
+    unsafe fn store(self, p: *mut f32) {
+        // SAFETY: the trait's contract: 8 values writable at `p`.
+        unsafe { _mm256_storeu_ps(p, self) }
+    }
+
+    #[inline(always)]
+    unsafe fn mul_add(self, b: Self, c: Self) -> Self {
+        // SAFETY: the trait's contract (FMA).
+        unsafe { _mm256_fmadd_ps(self, b, c) }
+    }
+
+    #[inline(always)]
+    unsafe fn totals4(v: &[Self; 4]) -> __m128 {
+        // SAFETY: the trait's contract; register-only intrinsics.
+        unsafe {
+            // pairs of lanes of a, b and of c, d; then the four vectors per 128-bit half
+            let ab = _mm256_hadd_ps(v[0], v[1]);
+            let cd = _mm256_hadd_ps(v[2], v[3]);
+            let halves = _mm256_hadd_ps(ab, cd);
+            _mm_add_ps(
+                _mm256_castps256_ps128(halves),
+                _mm256_extractf128_ps::<1>(halves),
+            )
+        }
+    }
+
+    #[inline(always)]
+    unsafe fn total(self) -> f32 {
+        // SAFETY: the trait's contract; register-only intrinsics.
+        unsafe {
+            let v = _mm_add_ps(
+                _mm256_castps256_ps128(self),
+                _mm256_extractf128_ps::<1>(self),
+            );
+            let v = _mm_add_ps(v, _mm_movehl_ps(v, v));
+            _mm_cvtss_f32(_mm_add_ss(v, _mm_movehdup_ps(v)))
+        }
+    }
+}
