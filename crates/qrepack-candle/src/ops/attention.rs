@@ -342,8 +342,8 @@ impl Attention<'_> {
             &mut scratch.values,
         );
         #[cfg(target_arch = "x86_64")]
-        if kernels.tile {
-            self.attend_tiled(r0, rows, g, (group_col, width), lo, out, scratch);
+        if let Some(w) = kernels.tile {
+            self.attend_tiled(w, r0, rows, g, (group_col, width), lo, out, scratch);
             return;
         }
         let _ = kernels;
@@ -382,12 +382,13 @@ impl Attention<'_> {
 
     /// The tiled kernel on the rows `r0..r0 + rows` and the query heads of key/value head `g`,
     /// their keys and values gathered in `scratch` from position `first`: the (row, head)
-    /// pairs go [`LANES`](super::attention_tile::LANES) to a pass, head by head; the output of
+    /// pairs go [`lanes`](super::attention_tile::lanes)`(w)` to a pass, head by head; the output of
     /// row `r`, head `j` of the group lands at `out[r * cols.1 + cols.0 + j * d..]`.
     #[cfg(target_arch = "x86_64")]
     #[allow(clippy::too_many_arguments)]
     fn attend_tiled(
         &self,
+        w: super::wide::Width,
         r0: usize,
         rows: usize,
         g: usize,
@@ -396,21 +397,22 @@ impl Attention<'_> {
         out: &mut [f32],
         scratch: &mut Scratch,
     ) {
-        use super::attention_tile::{transpose_in, transpose_out, Pass, LANES};
+        use super::attention_tile::{lanes as lanes_of, transpose_in, transpose_out, Pass, LANES};
         let h = self.heads;
         let (d, group) = (h.head_dim, h.group());
         let pairs = rows * group;
-        let lanes = sized(&mut scratch.lanes, d * LANES);
-        let lanes_out = sized(&mut scratch.lanes_out, d * LANES);
-        let mut q_starts = Vec::with_capacity(LANES);
-        let mut out_starts = Vec::with_capacity(LANES);
-        for start in (0..pairs).step_by(LANES) {
-            let count = LANES.min(pairs - start);
+        let n_lanes = lanes_of(w);
+        let lanes = sized(&mut scratch.lanes, d * n_lanes);
+        let lanes_out = sized(&mut scratch.lanes_out, d * n_lanes);
+        let mut q_starts = Vec::with_capacity(n_lanes);
+        let mut out_starts = Vec::with_capacity(n_lanes);
+        for start in (0..pairs).step_by(n_lanes) {
+            let count = n_lanes.min(pairs - start);
             let (mut lo, mut hi) = ([0i32; LANES], [0i32; LANES]);
             let mut sinks = [f32::NEG_INFINITY; LANES];
             q_starts.clear();
             out_starts.clear();
-            for lane in 0..LANES {
+            for lane in 0..n_lanes {
                 // lanes past the pairs repeat the first one's limits and are not stored
                 let pair = start + if lane < count { lane } else { 0 };
                 let (j, r) = (pair / rows, pair % rows);
@@ -426,8 +428,9 @@ impl Attention<'_> {
                 q_starts.push((r0 + r) * self.queries.stride + self.queries.offset + head * d);
                 out_starts.push(r * cols.1 + cols.0 + j * d);
             }
-            transpose_in(self.queries.data, &q_starts, d, self.scale, lanes);
+            transpose_in(w, self.queries.data, &q_starts, d, self.scale, lanes);
             Pass {
+                w,
                 d,
                 queries: lanes,
                 lo: &lo,
@@ -438,7 +441,7 @@ impl Attention<'_> {
                 first,
             }
             .run(lanes_out, &mut scratch.tile);
-            transpose_out(lanes_out, &out_starts, d, out);
+            transpose_out(w, lanes_out, &out_starts, d, out);
         }
     }
 
@@ -563,9 +566,9 @@ struct Kernels {
     /// The one-row kernel for a decode step, and its vector width.
     #[cfg(target_arch = "x86_64")]
     row: Option<super::wide::Width>,
-    /// The tiled kernel for several rows.
+    /// The tiled kernel for several rows, and its vector width.
     #[cfg(target_arch = "x86_64")]
-    tile: bool,
+    tile: Option<super::wide::Width>,
 }
 
 impl Kernels {
@@ -575,7 +578,7 @@ impl Kernels {
             #[cfg(target_arch = "x86_64")]
             row: super::attention_row::best(head_dim),
             #[cfg(target_arch = "x86_64")]
-            tile: super::attention_tile::supported(head_dim),
+            tile: super::attention_tile::best(head_dim),
         }
     }
 
@@ -586,22 +589,24 @@ impl Kernels {
             #[cfg(target_arch = "x86_64")]
             row: None,
             #[cfg(target_arch = "x86_64")]
-            tile: false,
+            tile: None,
         }
     }
 
     /// Every set of kernels this CPU runs for heads of width `head_dim` (each vector width of
-    /// the one-row kernel), and the portable path.
+    /// the one-row and the tiled kernel), and the portable path.
     #[cfg(test)]
     fn all_for_cpu(head_dim: usize) -> Vec<Kernels> {
-        let mut all = vec![Kernels::for_cpu(head_dim)];
+        let best = Kernels::for_cpu(head_dim);
+        let mut all = vec![best];
         #[cfg(target_arch = "x86_64")]
         for w in super::wide::Width::available() {
-            if super::attention_row::supports(w, head_dim) && all[0].row != Some(w) {
-                all.push(Kernels {
-                    row: Some(w),
-                    ..all[0]
-                });
+            let at = Kernels {
+                row: super::attention_row::supports(w, head_dim).then_some(w),
+                tile: super::attention_tile::supports(w, head_dim).then_some(w),
+            };
+            if (at.row, at.tile) != (best.row, best.tile) {
+                all.push(at);
             }
         }
         all.push(Kernels::portable());

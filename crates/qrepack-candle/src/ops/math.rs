@@ -124,27 +124,65 @@ pub(crate) mod x86 {
         _mm512_mask_blend_ps(high, y, _mm512_set1_ps(f32::INFINITY))
     }
 
+    /// [`exp16`] on 8 lanes with AVX2 + FMA: `2^n` (`|n| <= 128`) applied as two powers of
+    /// two built in the exponent bits, each in the normal range.
+    #[target_feature(enable = "avx2,fma")]
+    #[inline]
+    pub(crate) fn exp8(x: __m256) -> __m256 {
+        const LN2_HI: f32 = 0.693_145_75;
+        const LN2_LO: f32 = 1.428_606_8e-6;
+        let low = _mm256_cmp_ps::<_CMP_LT_OQ>(x, _mm256_set1_ps(-87.336_54));
+        let high = _mm256_cmp_ps::<_CMP_GT_OQ>(x, _mm256_set1_ps(88.722_83));
+        let clamped = _mm256_min_ps(
+            _mm256_max_ps(x, _mm256_set1_ps(-87.336_54)),
+            _mm256_set1_ps(88.722_83),
+        );
+        let n = _mm256_round_ps::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(
+            _mm256_mul_ps(clamped, _mm256_set1_ps(std::f32::consts::LOG2_E)),
+        );
+        let r = _mm256_fnmadd_ps(n, _mm256_set1_ps(LN2_HI), clamped);
+        let r = _mm256_fnmadd_ps(n, _mm256_set1_ps(LN2_LO), r);
+        let mut p = _mm256_set1_ps(1.0 / 720.0);
+        for c in [1.0 / 120.0, 1.0 / 24.0, 1.0 / 6.0, 0.5, 1.0, 1.0] {
+            p = _mm256_fmadd_ps(r, p, _mm256_set1_ps(c));
+        }
+        // 2^n = 2^h 2^(n - h) with h = n / 2 rounded down: both in -63..=64
+        let n = _mm256_cvtps_epi32(n);
+        let h = _mm256_srai_epi32::<1>(n);
+        let y = _mm256_mul_ps(
+            _mm256_mul_ps(p, power_of_two(h)),
+            power_of_two(_mm256_sub_epi32(n, h)),
+        );
+        let y = _mm256_blendv_ps(y, _mm256_setzero_ps(), low);
+        // above the clamp: +inf, as f32::exp
+        _mm256_blendv_ps(y, _mm256_set1_ps(f32::INFINITY), high)
+    }
+
+    /// `2^e` per lane for `-126 <= e <= 127`, from the exponent bits.
+    #[target_feature(enable = "avx2")]
+    #[inline]
+    fn power_of_two(e: __m256i) -> __m256 {
+        _mm256_castsi256_ps(_mm256_slli_epi32::<23>(_mm256_add_epi32(
+            e,
+            _mm256_set1_epi32(127),
+        )))
+    }
+
     #[cfg(test)]
     mod tests {
         use super::*;
 
-        #[test]
-        fn exp16_matches_f64() {
-            if !std::is_x86_feature_detected!("avx512f") {
-                return;
-            }
+        /// `exp` on every lane against f64 over the whole f32 range and its edges.
+        fn check_exp(lanes: usize, exp: impl Fn(&[f32], &mut [f32])) {
             let mut xs: Vec<f32> = (0..4000).map(|i| -90.0 + i as f32 * 0.0451).collect();
             xs.extend([f32::NEG_INFINITY, 0.0, -0.0, 88.0, 89.0, -87.0, -88.0]);
-            while !xs.len().is_multiple_of(16) {
+            xs.extend([88.38, 88.5, 88.7, -87.3, f32::INFINITY]);
+            while !xs.len().is_multiple_of(lanes) {
                 xs.push(1.0);
             }
-            for chunk in xs.chunks_exact(16) {
-                let mut got = [0.0f32; 16];
-                // SAFETY: AVX-512 F checked above; 16 values in and out.
-                unsafe {
-                    let y = exp16(_mm512_loadu_ps(chunk.as_ptr()));
-                    _mm512_storeu_ps(got.as_mut_ptr(), y);
-                }
+            for chunk in xs.chunks_exact(lanes) {
+                let mut got = vec![0.0f32; lanes];
+                exp(chunk, &mut got);
                 for (x, y) in chunk.iter().zip(got) {
                     let want = (*x as f64).exp();
                     if *x < -87.336_54 {
@@ -157,6 +195,28 @@ pub(crate) mod x86 {
                     }
                 }
             }
+        }
+
+        #[test]
+        fn exp16_matches_f64() {
+            if !std::is_x86_feature_detected!("avx512f") {
+                return;
+            }
+            check_exp(16, |x, y| {
+                // SAFETY: AVX-512 F checked above; 16 values in and out.
+                unsafe { _mm512_storeu_ps(y.as_mut_ptr(), exp16(_mm512_loadu_ps(x.as_ptr()))) }
+            });
+        }
+
+        #[test]
+        fn exp8_matches_f64() {
+            if !(std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma")) {
+                return;
+            }
+            check_exp(8, |x, y| {
+                // SAFETY: AVX2 and FMA checked above; 8 values in and out.
+                unsafe { _mm256_storeu_ps(y.as_mut_ptr(), exp8(_mm256_loadu_ps(x.as_ptr()))) }
+            });
         }
     }
 }

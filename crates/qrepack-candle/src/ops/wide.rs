@@ -9,6 +9,8 @@ use std::arch::x86_64::*;
 
 use half::f16;
 
+use super::math::x86::{exp16, exp8};
+
 /// Which vector width a kernel runs with.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum Width {
@@ -63,6 +65,23 @@ pub(super) trait Wide: Copy {
     unsafe fn totals4(v: &[Self; 4]) -> __m128;
     /// The sum of the lanes.
     unsafe fn total(self) -> f32;
+    unsafe fn add(self, b: Self) -> Self;
+    unsafe fn sub(self, b: Self) -> Self;
+    unsafe fn mul(self, b: Self) -> Self;
+    unsafe fn max(self, b: Self) -> Self;
+    /// `e^x` per lane (relative error below 3e-7): 0 below -87.3 and for `-inf`, `+inf`
+    /// above 88.7.
+    unsafe fn exp(self) -> Self;
+    /// `self`, with `-inf` in the lanes where `at` lies outside `lo..hi` (a lane's first
+    /// position and the one after its last, as f32).
+    unsafe fn seen_between(self, at: f32, lo: Self, hi: Self) -> Self;
+    /// `self`, with `-inf` lanes (nothing seen yet) as 0, so that `exp(x - that)` is 0, never
+    /// NaN.
+    unsafe fn finite_or_zero(self) -> Self;
+    /// Whether any lane is not 1.
+    unsafe fn any_not_one(self) -> bool;
+    /// `self / b` in the lanes where `b > 0`, 0 elsewhere.
+    unsafe fn div_where_positive(self, b: Self) -> Self;
 }
 
 impl Wide for __m512 {
@@ -138,6 +157,70 @@ impl Wide for __m512 {
         // SAFETY: the trait's contract.
         unsafe { _mm512_reduce_add_ps(self) }
     }
+    #[inline(always)]
+    unsafe fn add(self, b: Self) -> Self {
+        // SAFETY: the trait's contract.
+        unsafe { _mm512_add_ps(self, b) }
+    }
+
+    #[inline(always)]
+    unsafe fn sub(self, b: Self) -> Self {
+        // SAFETY: the trait's contract.
+        unsafe { _mm512_sub_ps(self, b) }
+    }
+
+    #[inline(always)]
+    unsafe fn mul(self, b: Self) -> Self {
+        // SAFETY: the trait's contract.
+        unsafe { _mm512_mul_ps(self, b) }
+    }
+
+    #[inline(always)]
+    unsafe fn max(self, b: Self) -> Self {
+        // SAFETY: the trait's contract.
+        unsafe { _mm512_max_ps(self, b) }
+    }
+
+    #[inline(always)]
+    unsafe fn exp(self) -> Self {
+        // SAFETY: the trait's contract (AVX-512 F).
+        unsafe { exp16(self) }
+    }
+
+    #[inline(always)]
+    unsafe fn seen_between(self, at: f32, lo: Self, hi: Self) -> Self {
+        // SAFETY: the trait's contract; register-only intrinsics.
+        unsafe {
+            let at = _mm512_set1_ps(at);
+            let seen =
+                _mm512_cmp_ps_mask::<_CMP_GE_OQ>(at, lo) & _mm512_cmp_ps_mask::<_CMP_LT_OQ>(at, hi);
+            _mm512_mask_blend_ps(seen, _mm512_set1_ps(f32::NEG_INFINITY), self)
+        }
+    }
+
+    #[inline(always)]
+    unsafe fn finite_or_zero(self) -> Self {
+        // SAFETY: the trait's contract; register-only intrinsics.
+        unsafe {
+            let none = _mm512_cmp_ps_mask::<_CMP_EQ_OQ>(self, _mm512_set1_ps(f32::NEG_INFINITY));
+            _mm512_mask_blend_ps(none, self, _mm512_setzero_ps())
+        }
+    }
+
+    #[inline(always)]
+    unsafe fn any_not_one(self) -> bool {
+        // SAFETY: the trait's contract.
+        unsafe { _mm512_cmp_ps_mask::<_CMP_NEQ_UQ>(self, _mm512_set1_ps(1.0)) != 0 }
+    }
+
+    #[inline(always)]
+    unsafe fn div_where_positive(self, b: Self) -> Self {
+        // SAFETY: the trait's contract; register-only intrinsics.
+        unsafe {
+            let positive = _mm512_cmp_ps_mask::<_CMP_GT_OQ>(b, _mm512_setzero_ps());
+            _mm512_maskz_div_ps(positive, self, b)
+        }
+    }
 }
 
 impl Wide for __m256 {
@@ -205,6 +288,76 @@ impl Wide for __m256 {
             );
             let v = _mm_add_ps(v, _mm_movehl_ps(v, v));
             _mm_cvtss_f32(_mm_add_ss(v, _mm_movehdup_ps(v)))
+        }
+    }
+
+    #[inline(always)]
+    unsafe fn add(self, b: Self) -> Self {
+        // SAFETY: the trait's contract.
+        unsafe { _mm256_add_ps(self, b) }
+    }
+
+    #[inline(always)]
+    unsafe fn sub(self, b: Self) -> Self {
+        // SAFETY: the trait's contract.
+        unsafe { _mm256_sub_ps(self, b) }
+    }
+
+    #[inline(always)]
+    unsafe fn mul(self, b: Self) -> Self {
+        // SAFETY: the trait's contract.
+        unsafe { _mm256_mul_ps(self, b) }
+    }
+
+    #[inline(always)]
+    unsafe fn max(self, b: Self) -> Self {
+        // SAFETY: the trait's contract.
+        unsafe { _mm256_max_ps(self, b) }
+    }
+
+    #[inline(always)]
+    unsafe fn exp(self) -> Self {
+        // SAFETY: the trait's contract (AVX2, FMA).
+        unsafe { exp8(self) }
+    }
+
+    #[inline(always)]
+    unsafe fn seen_between(self, at: f32, lo: Self, hi: Self) -> Self {
+        // SAFETY: the trait's contract; register-only intrinsics.
+        unsafe {
+            let at = _mm256_set1_ps(at);
+            let seen = _mm256_and_ps(
+                _mm256_cmp_ps::<_CMP_GE_OQ>(at, lo),
+                _mm256_cmp_ps::<_CMP_LT_OQ>(at, hi),
+            );
+            _mm256_blendv_ps(_mm256_set1_ps(f32::NEG_INFINITY), self, seen)
+        }
+    }
+
+    #[inline(always)]
+    unsafe fn finite_or_zero(self) -> Self {
+        // SAFETY: the trait's contract; register-only intrinsics.
+        unsafe {
+            let none = _mm256_cmp_ps::<_CMP_EQ_OQ>(self, _mm256_set1_ps(f32::NEG_INFINITY));
+            _mm256_andnot_ps(none, self)
+        }
+    }
+
+    #[inline(always)]
+    unsafe fn any_not_one(self) -> bool {
+        // SAFETY: the trait's contract.
+        unsafe {
+            let differs = _mm256_cmp_ps::<_CMP_NEQ_UQ>(self, _mm256_set1_ps(1.0));
+            _mm256_movemask_ps(differs) != 0
+        }
+    }
+
+    #[inline(always)]
+    unsafe fn div_where_positive(self, b: Self) -> Self {
+        // SAFETY: the trait's contract; register-only intrinsics.
+        unsafe {
+            let positive = _mm256_cmp_ps::<_CMP_GT_OQ>(b, _mm256_setzero_ps());
+            _mm256_and_ps(positive, _mm256_div_ps(self, b))
         }
     }
 }
