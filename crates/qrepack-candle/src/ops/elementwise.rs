@@ -366,79 +366,84 @@ pub fn gated_split(gate: Gate, g: &[f32], u: &[f32], out: &mut [f32], width: usi
     });
 }
 
-/// [`gated_row`], with 512-bit vectors where the CPU has them: the compiler does not
-/// vectorize the portable loops' exponential (4 ns a value on AVX-512 Zen 4, a tenth of a
+/// [`gated_row`], with 512- or 256-bit vectors where the CPU has them: the compiler does not
+/// vectorize the portable loops' exponential well (4 ns a value on AVX-512 Zen 4, a tenth of a
 /// 135M model's prompt pass).
 fn gated_row_best(gate: Gate, g: &[f32], u: &[f32], out: &mut [f32]) {
     #[cfg(target_arch = "x86_64")]
-    if std::is_x86_feature_detected!("avx512f") {
+    {
+        use super::wide::Width;
         assert!(
             g.len() >= out.len() && u.len() >= out.len(),
             "gated row too short"
         );
-        // SAFETY: AVX-512 F is present; `g` and `u` hold `out.len()` values.
-        unsafe { gated_row_avx512(gate, g, u, out) };
-        return;
+        match Width::available().next() {
+            // SAFETY: AVX-512 F is present; `g` and `u` hold `out.len()` values.
+            Some(Width::W512) => return unsafe { gated_row_512(gate, g, u, out) },
+            // SAFETY: AVX2, FMA and F16C are present; as above.
+            Some(Width::W256) => return unsafe { gated_row_256(gate, g, u, out) },
+            None => {}
+        }
     }
     gated_row(gate, g, u, out)
 }
 
-/// `out[i] = act(g[i]) * u[i]` 16 values at a time, each activation as `x / (1 + e^-y)`.
-///
 /// # Safety
-/// AVX-512 F; `g` and `u` at least as long as `out`.
+/// AVX-512 F; as [`gated_row_wide`].
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f")]
-unsafe fn gated_row_avx512(gate: Gate, g: &[f32], u: &[f32], out: &mut [f32]) {
-    use super::math::x86::exp16;
-    use std::arch::x86_64::*;
+unsafe fn gated_row_512(gate: Gate, g: &[f32], u: &[f32], out: &mut [f32]) {
+    // SAFETY: the caller's contract.
+    unsafe { gated_row_wide::<std::arch::x86_64::__m512>(gate, g, u, out) }
+}
+
+/// # Safety
+/// AVX2, FMA and F16C; as [`gated_row_wide`].
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn gated_row_256(gate: Gate, g: &[f32], u: &[f32], out: &mut [f32]) {
+    // SAFETY: the caller's contract.
+    unsafe { gated_row_wide::<std::arch::x86_64::__m256>(gate, g, u, out) }
+}
+
+/// `out[i] = act(g[i]) * u[i]` a vector at a time, each activation as `x / (1 + e^-y)`; the
+/// values past the last full vector through [`gated_row`].
+///
+/// # Safety
+/// `W`'s instruction set; `g` and `u` at least as long as `out`.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+unsafe fn gated_row_wide<W: super::wide::Wide>(gate: Gate, g: &[f32], u: &[f32], out: &mut [f32]) {
     let n = out.len();
-    let one = _mm512_set1_ps(1.0);
-    // the gated value of 16 lanes: `x / (1 + e^-y) * v` for the gate's x, y and factor v
-    let lanes = |g: __m512, u: __m512| -> __m512 {
-        let (x, y, v) = match gate {
-            Gate::SwiGlu => (g, g, u),
-            Gate::GeGlu => {
-                // 2 sqrt(2 / pi) (x + 0.044715 x^3)
-                let cube = _mm512_mul_ps(_mm512_mul_ps(g, g), _mm512_set1_ps(0.044_715));
-                let t = _mm512_fmadd_ps(cube, g, g);
-                (g, _mm512_mul_ps(t, _mm512_set1_ps(2.0 * 0.797_884_6)), u)
-            }
-            Gate::SwiGluOai => {
-                let x = _mm512_min_ps(g, _mm512_set1_ps(OAI_LIMIT));
-                let v = _mm512_max_ps(
-                    _mm512_min_ps(u, _mm512_set1_ps(OAI_LIMIT)),
-                    _mm512_set1_ps(-OAI_LIMIT),
-                );
-                (
-                    x,
-                    _mm512_mul_ps(x, _mm512_set1_ps(OAI_ALPHA)),
-                    _mm512_add_ps(v, one),
-                )
-            }
-        };
-        let denominator = _mm512_add_ps(one, exp16(_mm512_sub_ps(_mm512_setzero_ps(), y)));
-        _mm512_mul_ps(_mm512_div_ps(x, denominator), v)
-    };
+    let full = n - n % W::LANES;
     let (gp, up, op) = (g.as_ptr(), u.as_ptr(), out.as_mut_ptr());
-    let mut i = 0;
-    // SAFETY: `i + 16 <= n` for the full vectors, the tail masked to `n - i` lanes; the
-    // inputs hold at least `n` values.
+    // SAFETY: `i + LANES <= full <= n` for every vector; the inputs hold at least `n` values.
     unsafe {
-        while i + 16 <= n {
-            let y = lanes(_mm512_loadu_ps(gp.add(i)), _mm512_loadu_ps(up.add(i)));
-            _mm512_storeu_ps(op.add(i), y);
-            i += 16;
-        }
-        if i < n {
-            let tail: __mmask16 = ((1u32 << (n - i)) - 1) as __mmask16;
-            let y = lanes(
-                _mm512_maskz_loadu_ps(tail, gp.add(i)),
-                _mm512_maskz_loadu_ps(tail, up.add(i)),
-            );
-            _mm512_mask_storeu_ps(op.add(i), tail, y);
+        let one = W::splat(1.0);
+        let mut i = 0;
+        while i < full {
+            let (g, u) = (W::load(gp.add(i)), W::load(up.add(i)));
+            // `x / (1 + e^-y) * v` for the gate's x, y and factor v
+            let (x, y, v) = match gate {
+                Gate::SwiGlu => (g, g, u),
+                Gate::GeGlu => {
+                    // 2 sqrt(2 / pi) (x + 0.044715 x^3)
+                    let cube = g.mul(g).mul(W::splat(0.044_715));
+                    let t = cube.mul_add(g, g);
+                    (g, t.mul(W::splat(2.0 * 0.797_884_6)), u)
+                }
+                Gate::SwiGluOai => {
+                    let x = g.min(W::splat(OAI_LIMIT));
+                    let v = u.min(W::splat(OAI_LIMIT)).max(W::splat(-OAI_LIMIT));
+                    (x, x.mul(W::splat(OAI_ALPHA)), v.add(one))
+                }
+            };
+            let denominator = one.add(W::zero().sub(y).exp());
+            x.div(denominator).mul(v).store(op.add(i));
+            i += W::LANES;
         }
     }
+    gated_row(gate, &g[full..n], &u[full..n], &mut out[full..])
 }
 
 #[multiversion(targets(
@@ -655,6 +660,9 @@ mod tests {
         }
     }
 
+    /// A kernel of one row of a gated activation: gate, up, out.
+    type RowKernel<'a> = &'a dyn Fn(&[f32], &[f32], &mut [f32]);
+
     #[test]
     fn gated_activations_match_f64() {
         // widths with a tail past the last 16 lanes; values to +-12, past gpt-oss's clamps
@@ -666,11 +674,36 @@ mod tests {
             for gate in [Gate::SwiGlu, Gate::GeGlu, Gate::SwiGluOai] {
                 let mut best = vec![0.0; rows * ff];
                 gated(gate, &src, 2 * ff, (0, ff), &mut best, ff);
-                // the portable kernel every CPU has, beside this CPU's
-                let mut portable = vec![0.0; rows * ff];
-                for (r, o) in portable.chunks_exact_mut(ff).enumerate() {
-                    let row = &src[r * 2 * ff..];
-                    gated_row(gate, &row[..ff], &row[ff..2 * ff], o);
+                // the portable kernel every CPU has, and each vector width of this CPU's
+                let row_by_row = |kernel: RowKernel<'_>| {
+                    let mut out = vec![0.0; rows * ff];
+                    for (r, o) in out.chunks_exact_mut(ff).enumerate() {
+                        let row = &src[r * 2 * ff..];
+                        kernel(&row[..ff], &row[ff..2 * ff], o);
+                    }
+                    out
+                };
+                #[cfg_attr(not(target_arch = "x86_64"), allow(unused_mut))]
+                let mut paths = vec![
+                    ("best", best),
+                    ("portable", row_by_row(&|g, u, o| gated_row(gate, g, u, o))),
+                ];
+                #[cfg(target_arch = "x86_64")]
+                for w in crate::ops::wide::Width::available() {
+                    let kernel = |g: &[f32], u: &[f32], o: &mut [f32]| match w {
+                        // SAFETY: the CPU has the width's features; `g`, `u` as long as `o`.
+                        crate::ops::wide::Width::W512 => unsafe { gated_row_512(gate, g, u, o) },
+                        // SAFETY: as above.
+                        crate::ops::wide::Width::W256 => unsafe { gated_row_256(gate, g, u, o) },
+                    };
+                    paths.push((
+                        if w.lanes() == 16 {
+                            "512-bit"
+                        } else {
+                            "256-bit"
+                        },
+                        row_by_row(&kernel),
+                    ));
                 }
                 for r in 0..rows {
                     for i in 0..ff {
@@ -689,7 +722,7 @@ mod tests {
                                 g / (1.0 + (-1.702 * g).exp()) * (u + 1.0)
                             }
                         };
-                        for (path, got) in [("best", &best), ("portable", &portable)] {
+                        for (path, got) in &paths {
                             let got = got[r * ff + i] as f64;
                             assert!(
                                 (got - want).abs() <= 1e-5 * want.abs().max(1.0),

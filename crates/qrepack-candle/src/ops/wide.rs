@@ -69,6 +69,8 @@ pub(super) trait Wide: Copy {
     unsafe fn sub(self, b: Self) -> Self;
     unsafe fn mul(self, b: Self) -> Self;
     unsafe fn max(self, b: Self) -> Self;
+    unsafe fn min(self, b: Self) -> Self;
+    unsafe fn div(self, b: Self) -> Self;
     /// `e^x` per lane (relative error below 3e-7): 0 below -87.3 and for `-inf`, `+inf`
     /// above 88.7.
     unsafe fn exp(self) -> Self;
@@ -179,6 +181,18 @@ impl Wide for __m512 {
     unsafe fn max(self, b: Self) -> Self {
         // SAFETY: the trait's contract.
         unsafe { _mm512_max_ps(self, b) }
+    }
+
+    #[inline(always)]
+    unsafe fn min(self, b: Self) -> Self {
+        // SAFETY: the trait's contract.
+        unsafe { _mm512_min_ps(self, b) }
+    }
+
+    #[inline(always)]
+    unsafe fn div(self, b: Self) -> Self {
+        // SAFETY: the trait's contract.
+        unsafe { _mm512_div_ps(self, b) }
     }
 
     #[inline(always)]
@@ -313,6 +327,18 @@ impl Wide for __m256 {
     unsafe fn max(self, b: Self) -> Self {
         // SAFETY: the trait's contract.
         unsafe { _mm256_max_ps(self, b) }
+    }
+
+    #[inline(always)]
+    unsafe fn min(self, b: Self) -> Self {
+        // SAFETY: the trait's contract.
+        unsafe { _mm256_min_ps(self, b) }
+    }
+
+    #[inline(always)]
+    unsafe fn div(self, b: Self) -> Self {
+        // SAFETY: the trait's contract.
+        unsafe { _mm256_div_ps(self, b) }
     }
 
     #[inline(always)]
