@@ -627,7 +627,7 @@ struct Gathered<'a> {
     "x86_64+avx2+fma",
     "aarch64+neon"
 ))]
-pub(super) fn exp_from_max(s: &mut [f32]) -> (f32, f32) {
+fn exp_from_max(s: &mut [f32]) -> (f32, f32) {
     const LANES: usize = 16;
     let mut lane_max = [f32::NEG_INFINITY; LANES];
     let mut chunks = s.chunks_exact(LANES);

@@ -14,6 +14,7 @@ use std::arch::x86_64::*;
 use half::f16;
 
 use super::kv_cache::KvElem;
+use super::math::exp;
 use super::wide::{Wide, Width};
 
 /// Rows ahead whose key row is asked for. A decode step usually finds the cache in memory (the
@@ -107,7 +108,7 @@ impl<E: Lanes> RowGroup<'_, E> {
     }
 
     /// # Safety
-    /// AVX-512 F; the operands as asserted in [`RowGroup::run`].
+    /// AVX-512 F; as [`RowGroup::run_with`].
     #[target_feature(enable = "avx512f")]
     unsafe fn run_512(
         &self,
@@ -117,17 +118,11 @@ impl<E: Lanes> RowGroup<'_, E> {
         st: &mut [(f32, f32)],
     ) {
         // SAFETY: the caller's contract.
-        unsafe {
-            self.scores_of::<__m512>(scores, span);
-            for (row, st) in scores.chunks_exact_mut(span).zip(st.iter_mut()) {
-                *st = exp_from_max(row);
-            }
-            self.weighted_of::<__m512>(scores, span, out);
-        }
+        unsafe { self.run_with::<__m512>(scores, span, out, st) }
     }
 
     /// # Safety
-    /// AVX2, FMA and F16C; the operands as asserted in [`RowGroup::run`].
+    /// AVX2, FMA and F16C; as [`RowGroup::run_with`].
     #[target_feature(enable = "avx2,fma,f16c")]
     unsafe fn run_256(
         &self,
@@ -137,12 +132,28 @@ impl<E: Lanes> RowGroup<'_, E> {
         st: &mut [(f32, f32)],
     ) {
         // SAFETY: the caller's contract.
+        unsafe { self.run_with::<__m256>(scores, span, out, st) }
+    }
+
+    /// The kernel with vectors `W`.
+    ///
+    /// # Safety
+    /// `W`'s instruction set; the operands as asserted in [`RowGroup::run`].
+    #[inline(always)]
+    unsafe fn run_with<W: Wide>(
+        &self,
+        scores: &mut [f32],
+        span: usize,
+        out: &mut [f32],
+        stats: &mut [(f32, f32)],
+    ) {
+        // SAFETY: the caller's contract.
         unsafe {
-            self.scores_of::<__m256>(scores, span);
-            for (row, st) in scores.chunks_exact_mut(span).zip(st.iter_mut()) {
-                *st = super::attention::exp_from_max(row);
+            self.scores_of::<W>(scores, span);
+            for (row, st) in scores.chunks_exact_mut(span).zip(stats.iter_mut()) {
+                *st = exp_from_max::<W>(row);
             }
-            self.weighted_of::<__m256>(scores, span, out);
+            self.weighted_of::<W>(scores, span, out);
         }
     }
 
@@ -389,41 +400,42 @@ unsafe fn weighted_columns<E: Lanes, W: Wide, const M: usize, const C: usize>(
     }
 }
 
-/// `s = exp(s - max(s))`; returns `(max(s), sum of the new s)`, 16 lanes at a time.
+/// `s = exp(s - max(s))`; returns `(max(s), sum of the new s)`, a vector at a time (the values
+/// past the last full vector one by one).
 ///
 /// # Safety
-/// AVX-512 F.
-#[target_feature(enable = "avx512f")]
-unsafe fn exp_from_max(s: &mut [f32]) -> (f32, f32) {
-    use super::math::x86::exp16;
+/// `W`'s instruction set.
+#[inline(always)]
+unsafe fn exp_from_max<W: Wide>(s: &mut [f32]) -> (f32, f32) {
     let n = s.len();
-    let tail: __mmask16 = ((1u32 << (n % 16)) - 1) as __mmask16;
+    let full = n - n % W::LANES;
     let p = s.as_mut_ptr();
-    // SAFETY: full vectors at i + 16 <= n, the tail masked to the values left.
-    unsafe {
-        let mut max = _mm512_set1_ps(f32::NEG_INFINITY);
+    // SAFETY: full vectors at `i + LANES <= full <= n`.
+    let (max, sum) = unsafe {
+        let mut lanes = W::splat(f32::NEG_INFINITY);
         let mut i = 0;
-        while i + 16 <= n {
-            max = _mm512_max_ps(max, _mm512_loadu_ps(p.add(i)));
-            i += 16;
+        while i < full {
+            lanes = lanes.max(W::load(p.add(i)));
+            i += W::LANES;
         }
-        let rest = _mm512_mask_loadu_ps(_mm512_set1_ps(f32::NEG_INFINITY), tail, p.add(i));
-        let max = _mm512_reduce_max_ps(_mm512_max_ps(max, rest));
-        let shift = _mm512_set1_ps(max);
-        let mut sum = _mm512_setzero_ps();
+        let max = (full..n).fold(lanes.max_total(), |m, i| m.max(*p.add(i)));
+        let shift = W::splat(max);
+        let mut sum = W::zero();
         let mut i = 0;
-        while i + 16 <= n {
-            let e = exp16(_mm512_sub_ps(_mm512_loadu_ps(p.add(i)), shift));
-            _mm512_storeu_ps(p.add(i), e);
-            sum = _mm512_add_ps(sum, e);
-            i += 16;
+        while i < full {
+            let e = W::load(p.add(i)).sub(shift).exp();
+            e.store(p.add(i));
+            sum = sum.add(e);
+            i += W::LANES;
         }
-        let e = exp16(_mm512_sub_ps(_mm512_maskz_loadu_ps(tail, p.add(i)), shift));
-        let e = _mm512_maskz_mov_ps(tail, e);
-        _mm512_mask_storeu_ps(p.add(i), tail, e);
-        sum = _mm512_add_ps(sum, e);
-        (max, _mm512_reduce_add_ps(sum))
+        (max, sum.total())
+    };
+    let mut tail = 0.0;
+    for x in &mut s[full..] {
+        *x = exp(*x - max);
+        tail += *x;
     }
+    (max, sum + tail)
 }
 
 /// Asks for the cache lines of `bytes` bytes from `at` (hint `HINT`).

@@ -65,6 +65,8 @@ pub(super) trait Wide: Copy {
     unsafe fn totals4(v: &[Self; 4]) -> __m128;
     /// The sum of the lanes.
     unsafe fn total(self) -> f32;
+    /// The largest lane.
+    unsafe fn max_total(self) -> f32;
     unsafe fn add(self, b: Self) -> Self;
     unsafe fn sub(self, b: Self) -> Self;
     unsafe fn mul(self, b: Self) -> Self;
@@ -158,6 +160,12 @@ impl Wide for __m512 {
     unsafe fn total(self) -> f32 {
         // SAFETY: the trait's contract.
         unsafe { _mm512_reduce_add_ps(self) }
+    }
+
+    #[inline(always)]
+    unsafe fn max_total(self) -> f32 {
+        // SAFETY: the trait's contract.
+        unsafe { _mm512_reduce_max_ps(self) }
     }
     #[inline(always)]
     unsafe fn add(self, b: Self) -> Self {
@@ -302,6 +310,19 @@ impl Wide for __m256 {
             );
             let v = _mm_add_ps(v, _mm_movehl_ps(v, v));
             _mm_cvtss_f32(_mm_add_ss(v, _mm_movehdup_ps(v)))
+        }
+    }
+
+    #[inline(always)]
+    unsafe fn max_total(self) -> f32 {
+        // SAFETY: the trait's contract; register-only intrinsics.
+        unsafe {
+            let v = _mm_max_ps(
+                _mm256_castps256_ps128(self),
+                _mm256_extractf128_ps::<1>(self),
+            );
+            let v = _mm_max_ps(v, _mm_movehl_ps(v, v));
+            _mm_cvtss_f32(_mm_max_ss(v, _mm_movehdup_ps(v)))
         }
     }
 
