@@ -6,7 +6,7 @@
 //! matrix product (`Q K^T`), each row's softmax runs over its own positions (causal mask,
 //! sliding window), and the output is a second product (`P V`) written straight into the output
 //! rows. The products are the `gemm` crate's (candle's own CPU GEMM, with its AVX2 / NEON
-//! kernels chosen at run time); on AVX-512 a tiled kernel (`attention_tile`) replaces both
+//! kernels chosen at run time); on AVX-512 and AVX2 a tiled kernel (`attention_tile`) replaces both
 //! products and the softmax, with the query vectors in the lanes. Prompts are split over the
 //! thread pool by blocks of query rows. A single row (a decode step) on AVX-512 or AVX2 reads
 //! the cache in place with its own kernel (`attention_row`), its positions cut into chunks over
