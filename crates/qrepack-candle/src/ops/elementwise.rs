@@ -348,9 +348,10 @@ pub fn gated(
     out: &mut [f32],
     width: usize,
 ) {
+    let kernel = gated_row_kernel();
     rows_mut(out, width, |r, o| {
         let row = &src[r * stride..];
-        gated_row_best(gate, &row[gate_off..][..width], &row[up_off..][..width], o)
+        kernel(gate, &row[gate_off..][..width], &row[up_off..][..width], o)
     });
 }
 
@@ -361,31 +362,45 @@ pub fn gated_split(gate: Gate, g: &[f32], u: &[f32], out: &mut [f32], width: usi
         g.len() >= out.len() && u.len() >= out.len(),
         "gated_split: gate or up shorter than the output"
     );
+    let kernel = gated_row_kernel();
     rows_mut(out, width, |r, o| {
-        gated_row_best(gate, &g[r * width..][..width], &u[r * width..][..width], o)
+        kernel(gate, &g[r * width..][..width], &u[r * width..][..width], o)
     });
 }
 
-/// [`gated_row`], with 512- or 256-bit vectors where the CPU has them: the compiler does not
-/// vectorize the portable loops' exponential well (4 ns a value on AVX-512 Zen 4, a tenth of a
-/// 135M model's prompt pass).
-fn gated_row_best(gate: Gate, g: &[f32], u: &[f32], out: &mut [f32]) {
+/// A gated activation's row kernel: gate values, up values, output.
+type GatedRow = fn(Gate, &[f32], &[f32], &mut [f32]);
+
+/// [`gated_row`], or the same with 512- or 256-bit vectors where the CPU has them (chosen once
+/// per call): the compiler does not vectorize the portable loops' exponential well (4 ns a
+/// value on AVX-512 Zen 4, a tenth of a 135M model's prompt pass).
+fn gated_row_kernel() -> GatedRow {
     #[cfg(target_arch = "x86_64")]
-    {
-        use super::wide::Width;
-        assert!(
-            g.len() >= out.len() && u.len() >= out.len(),
-            "gated row too short"
-        );
-        match Width::available().next() {
-            // SAFETY: AVX-512 F is present; `g` and `u` hold `out.len()` values.
-            Some(Width::W512) => return unsafe { gated_row_512(gate, g, u, out) },
-            // SAFETY: AVX2, FMA and F16C are present; as above.
-            Some(Width::W256) => return unsafe { gated_row_256(gate, g, u, out) },
-            None => {}
+    match super::wide::Width::available().next() {
+        Some(super::wide::Width::W512) => {
+            return |gate, g, u, out| {
+                assert!(
+                    g.len() >= out.len() && u.len() >= out.len(),
+                    "gated row too short"
+                );
+                // SAFETY: AVX-512 F is present (the width was available); `g` and `u` hold
+                // `out.len()` values.
+                unsafe { gated_row_512(gate, g, u, out) }
+            };
         }
+        Some(super::wide::Width::W256) => {
+            return |gate, g, u, out| {
+                assert!(
+                    g.len() >= out.len() && u.len() >= out.len(),
+                    "gated row too short"
+                );
+                // SAFETY: AVX2, FMA and F16C are present; as above.
+                unsafe { gated_row_256(gate, g, u, out) }
+            };
+        }
+        None => {}
     }
-    gated_row(gate, g, u, out)
+    gated_row
 }
 
 /// # Safety
