@@ -51,7 +51,12 @@ fn main() {
             queries: Rows {
                 data: &q,
                 stride: q_w,
-                offset: 0,
+                // the prompt's own rows; a decode step reuses the first
+                offset: if first_pos + seq <= prompt {
+                    first_pos * q_w
+                } else {
+                    0
+                },
             },
             seq,
             first_pos,
@@ -81,6 +86,17 @@ fn main() {
         time(&format!("prompt of {prompt} rows"), 5, &mut || {
             run(prompt, 0, &mut out)
         });
+        // as the decoder runs a prompt: consecutive calls of a part of the rows each
+        for part in [256, 128, 64] {
+            if part < prompt {
+                time(&format!("  in parts of {part} rows"), 5, &mut || {
+                    for first in (0..prompt).step_by(part) {
+                        let rows = part.min(prompt - first);
+                        run(rows, first, &mut out[first * q_w..(first + rows) * q_w]);
+                    }
+                });
+            }
+        }
         time(&format!("one row at position {prompt}"), 200, &mut || {
             run(1, prompt, &mut out[..q_w])
         });

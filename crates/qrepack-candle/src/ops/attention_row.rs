@@ -423,7 +423,7 @@ unsafe fn exp_from_max<W: Wide>(s: &mut [f32]) -> (f32, f32) {
         let mut sum = W::zero();
         let mut i = 0;
         while i < full {
-            let e = W::load(p.add(i)).sub(shift).exp();
+            let e = W::load(p.add(i)).sub(shift).exp_nonpositive();
             e.store(p.add(i));
             sum = sum.add(e);
             i += W::LANES;

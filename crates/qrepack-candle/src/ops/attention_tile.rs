@@ -187,12 +187,12 @@ impl Pass<'_> {
                     }
                     let new_max = max[v].max(tile_max);
                     let shift = new_max.finite_or_zero();
-                    let factor = max[v].sub(shift).exp();
+                    let factor = max[v].sub(shift).exp_nonpositive();
                     max[v] = new_max;
                     let mut tile_sum = W::zero();
                     for p in 0..n {
                         let sp = s.add(p * n_lanes + v_lanes * v);
-                        let e = W::load(sp).sub(shift).exp();
+                        let e = W::load(sp).sub(shift).exp_nonpositive();
                         e.store(sp);
                         tile_sum = tile_sum.add(e);
                     }
@@ -218,8 +218,8 @@ impl Pass<'_> {
                 let sink = W::load(self.sinks.as_ptr().add(v_lanes * v));
                 let top = max[v].max(sink);
                 let shift = top.finite_or_zero();
-                let factor = max[v].sub(shift).exp();
-                let total = sum[v].mul_add(factor, sink.sub(shift).exp());
+                let factor = max[v].sub(shift).exp_nonpositive();
+                let total = sum[v].mul_add(factor, sink.sub(shift).exp_nonpositive());
                 let scale = factor.div_where_positive(total);
                 for c in 0..d {
                     let op = o.add(c * n_lanes + v_lanes * v);

@@ -158,6 +158,33 @@ pub(crate) mod x86 {
         _mm256_blendv_ps(y, _mm256_set1_ps(f32::INFINITY), high)
     }
 
+    /// [`exp8`] of arguments at most 0 (a softmax's scores less their maximum), equal to it
+    /// there bit for bit: with no overflow side, `2^n` (`-126 <= n <= 0`) is one power of two
+    /// and the upper clamp goes; positive lanes count as 0, NaN as -87.3 (as in [`exp8`]).
+    /// About a third fewer instructions, which the prompt attention's softmax runs once per
+    /// position and query vector.
+    #[target_feature(enable = "avx2,fma")]
+    #[inline]
+    pub(crate) fn exp8_nonpositive(x: __m256) -> __m256 {
+        const LN2_HI: f32 = 0.693_145_75;
+        const LN2_LO: f32 = 1.428_606_8e-6;
+        let floor = _mm256_set1_ps(-87.336_54);
+        let low = _mm256_cmp_ps::<_CMP_LT_OQ>(x, floor);
+        // `max` returns its second operand for NaN
+        let clamped = _mm256_min_ps(_mm256_max_ps(x, floor), _mm256_setzero_ps());
+        let n = _mm256_round_ps::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(
+            _mm256_mul_ps(clamped, _mm256_set1_ps(std::f32::consts::LOG2_E)),
+        );
+        let r = _mm256_fnmadd_ps(n, _mm256_set1_ps(LN2_HI), clamped);
+        let r = _mm256_fnmadd_ps(n, _mm256_set1_ps(LN2_LO), r);
+        let mut p = _mm256_set1_ps(1.0 / 720.0);
+        for c in [1.0 / 120.0, 1.0 / 24.0, 1.0 / 6.0, 0.5, 1.0, 1.0] {
+            p = _mm256_fmadd_ps(r, p, _mm256_set1_ps(c));
+        }
+        let y = _mm256_mul_ps(p, power_of_two(_mm256_cvtps_epi32(n)));
+        _mm256_andnot_ps(low, y)
+    }
+
     /// `2^e` per lane for `-126 <= e <= 127`, from the exponent bits.
     #[target_feature(enable = "avx2")]
     #[inline]
@@ -206,6 +233,54 @@ pub(crate) mod x86 {
                 // SAFETY: AVX-512 F checked above; 16 values in and out.
                 unsafe { _mm512_storeu_ps(y.as_mut_ptr(), exp16(_mm512_loadu_ps(x.as_ptr()))) }
             });
+        }
+
+        /// On the arguments a softmax gives it (at most 0, `-inf`), `exp8_nonpositive` is
+        /// `exp8` bit for bit; a positive lane counts as 0.
+        #[test]
+        fn exp8_nonpositive_is_exp8_below_zero() {
+            if !(std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma")) {
+                return;
+            }
+            let mut xs: Vec<f32> = (0..20_000).map(|i| -95.0 + i as f32 * 0.004_75).collect();
+            xs.extend([
+                f32::NEG_INFINITY,
+                0.0,
+                -0.0,
+                -87.336_54,
+                -87.336_55,
+                -87.3,
+                -1e-30,
+            ]);
+            xs.extend([
+                f32::MIN,
+                -f32::MIN_POSITIVE,
+                -1e-45,
+                -0.346_57,
+                -0.346_58,
+                -86.9,
+            ]);
+            xs.retain(|x| *x <= 0.0);
+            while !xs.len().is_multiple_of(8) {
+                xs.push(-1.0);
+            }
+            let run = |f: unsafe fn(__m256) -> __m256, x: &[f32]| {
+                let mut y = [0.0f32; 8];
+                // SAFETY: AVX2 and FMA checked above; 8 values in and out.
+                unsafe { _mm256_storeu_ps(y.as_mut_ptr(), f(_mm256_loadu_ps(x.as_ptr()))) };
+                y
+            };
+            for x in xs.chunks_exact(8) {
+                let (got, want) = (run(exp8_nonpositive, x), run(exp8, x));
+                for ((x, g), w) in x.iter().zip(got).zip(want) {
+                    assert_eq!(g.to_bits(), w.to_bits(), "exp({x}) = {g}, exp8 {w}");
+                }
+            }
+            let got = run(
+                exp8_nonpositive,
+                &[0.5, 3.0, 100.0, f32::INFINITY, 0.0, -0.0, 1e-30, 7.0],
+            );
+            assert!(got.iter().all(|&y| y == 1.0), "{got:?}");
         }
 
         #[test]

@@ -9,7 +9,7 @@ use std::arch::x86_64::*;
 
 use half::f16;
 
-use super::math::x86::{exp16, exp8};
+use super::math::x86::{exp16, exp8, exp8_nonpositive};
 
 /// Which vector width a kernel runs with.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -76,6 +76,9 @@ pub(super) trait Wide: Copy {
     /// `e^x` per lane (relative error below 3e-7): 0 below -87.3 and for `-inf`, `+inf`
     /// above 88.7.
     unsafe fn exp(self) -> Self;
+    /// [`Wide::exp`] of lanes at most 0 (the same values; other lanes unspecified): what a
+    /// softmax takes after subtracting the maximum, where it can be cheaper.
+    unsafe fn exp_nonpositive(self) -> Self;
     /// `self`, with `-inf` in the lanes where `at` lies outside `lo..hi` (a lane's first
     /// position and the one after its last, as f32).
     unsafe fn seen_between(self, at: f32, lo: Self, hi: Self) -> Self;
@@ -206,6 +209,13 @@ impl Wide for __m512 {
     #[inline(always)]
     unsafe fn exp(self) -> Self {
         // SAFETY: the trait's contract (AVX-512 F).
+        unsafe { exp16(self) }
+    }
+
+    #[inline(always)]
+    unsafe fn exp_nonpositive(self) -> Self {
+        // SAFETY: the trait's contract (AVX-512 F). `vscalefps` already applies any `2^n` in
+        // one instruction: little to save here.
         unsafe { exp16(self) }
     }
 
@@ -366,6 +376,12 @@ impl Wide for __m256 {
     unsafe fn exp(self) -> Self {
         // SAFETY: the trait's contract (AVX2, FMA).
         unsafe { exp8(self) }
+    }
+
+    #[inline(always)]
+    unsafe fn exp_nonpositive(self) -> Self {
+        // SAFETY: the trait's contract (AVX2, FMA).
+        unsafe { exp8_nonpositive(self) }
     }
 
     #[inline(always)]
