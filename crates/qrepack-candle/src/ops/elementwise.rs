@@ -24,7 +24,7 @@ fn rows_mut(data: &mut [f32], width: usize, f: impl Fn(usize, &mut [f32]) + Sync
             .enumerate()
             .for_each(|(i, r)| f(i, r));
     } else {
-        let rows_per_task = (PARALLEL_VALUES / width).max(1);
+        let rows_per_task = rows_per_task(data.len() / width, width);
         data.par_chunks_mut(rows_per_task * width)
             .enumerate()
             .for_each(|(t, rows)| {
@@ -33,6 +33,18 @@ fn rows_mut(data: &mut [f32], width: usize, f: impl Fn(usize, &mut [f32]) + Sync
                 }
             });
     }
+}
+
+/// Rows per task when `rows` rows of `width` values are split over the pool: tasks of about
+/// [`PARALLEL_VALUES`] values, as many on every thread. Tasks of a fixed size left one thread
+/// with a task more than the other (64 rows of a 1536-wide activation: 21, 21, 21 and 1 rows),
+/// and the call waited for it.
+fn rows_per_task(rows: usize, width: usize) -> usize {
+    let threads = rayon::current_num_threads().max(1);
+    let tasks = (rows * width)
+        .div_ceil(PARALLEL_VALUES)
+        .next_multiple_of(threads);
+    rows.div_ceil(tasks).max(1)
 }
 
 /// `out[r] = x[r] / sqrt(mean(x[r]^2) + eps) * weight` for every row of `x` (rows as wide as
@@ -503,8 +515,10 @@ pub fn add_in_place(x: &mut [f32], y: &[f32]) {
     if x.len() < 2 * PARALLEL_VALUES {
         x.iter_mut().zip(y).for_each(|(a, b)| *a += b);
     } else {
-        x.par_chunks_mut(PARALLEL_VALUES)
-            .zip(y.par_chunks(PARALLEL_VALUES))
+        // as many tasks on every thread, each a multiple of 16 values
+        let per_task = 16 * rows_per_task(x.len().div_ceil(16), 16);
+        x.par_chunks_mut(per_task)
+            .zip(y.par_chunks(per_task))
             .for_each(|(a, b)| a.iter_mut().zip(b).for_each(|(a, b)| *a += b));
     }
 }
@@ -525,6 +539,38 @@ mod tests {
         let mut v = qrepack::rng::SplitMix64::new(seed).pm1_vec(n);
         v.iter_mut().for_each(|x| *x *= 2.0);
         v
+    }
+
+    /// Every thread gets as many tasks, each at most about [`PARALLEL_VALUES`] values: the
+    /// rows of a thread's share never exceed an even split by more than one task.
+    #[test]
+    fn row_tasks_are_even_over_the_threads() {
+        for threads in [1, 2, 3, 8] {
+            let pool = rayon::ThreadPoolBuilder::new()
+                .num_threads(threads)
+                .build()
+                .expect("a pool");
+            pool.install(|| {
+                assert_eq!(rayon::current_num_threads(), threads);
+                for (rows, width) in [(64, 1536), (128, 576), (512, 2048), (7, 100_000), (3, 5)] {
+                    let per = rows_per_task(rows, width);
+                    let tasks = rows.div_ceil(per);
+                    let busiest = tasks.div_ceil(threads) * per;
+                    assert!(
+                        busiest <= rows.div_ceil(threads) + per,
+                        "{rows}x{width} on {threads}: {per} rows a task"
+                    );
+                    assert!(
+                        per == 1 || per * width <= 2 * PARALLEL_VALUES,
+                        "{rows}x{width}"
+                    );
+                }
+                if threads == 2 {
+                    // 64 rows of 1536: four tasks of 16, where tasks of 21 rows made 21+21 / 21+1
+                    assert_eq!(rows_per_task(64, 1536), 16);
+                }
+            });
+        }
     }
 
     #[test]
