@@ -201,7 +201,9 @@ impl<E: Lanes> RowGroup<'_, E> {
 
     /// `scores[j * span + p] = scale * q_j . k_p`, each key row loaded once for the `M` query
     /// vectors, whose sums are independent chains. Four positions at a time while their
-    /// `4 M` accumulators leave registers for the loads.
+    /// `4 M` accumulators leave registers for the loads, else two (each query load then serves
+    /// two positions: Llama 3's groups of 4 heads on AVX2, whose 8B decode step spent 77 us a
+    /// layer in this kernel with the cache in L3, one position at a time).
     ///
     /// # Safety
     /// `W`'s instruction set; the operands as asserted in [`RowGroup::run`], `M == self.m`,
@@ -213,7 +215,13 @@ impl<E: Lanes> RowGroup<'_, E> {
         let s = scores.as_mut_ptr();
         let mut at = 0;
         let row_bytes = d * size_of::<E>();
-        let four_at_once = M <= 4 && 4 * M + 2 <= W::REGISTERS;
+        let block = if M <= 4 && 4 * M + 2 <= W::REGISTERS {
+            4
+        } else if 2 * M + 2 <= W::REGISTERS {
+            2
+        } else {
+            1
+        };
         for (i, (keys, values)) in self.runs.iter().enumerate() {
             let n = keys.len() / d;
             let base = keys.as_ptr();
@@ -225,20 +233,25 @@ impl<E: Lanes> RowGroup<'_, E> {
                 prefetch::<_MM_HINT_T0>(next.as_ptr().cast(), bytes);
             }
             let mut p = 0;
-            if four_at_once {
-                while p + 4 <= n {
-                    // SAFETY: rows p..p + 4 < n of the run; as below; prefetches do not fault
-                    // but stay inside the run.
+            if block > 1 {
+                while p + block <= n {
+                    // SAFETY: rows p..p + block <= n of the run; as below; prefetches do not
+                    // fault but stay inside the run.
                     unsafe {
-                        if p + PREFETCH_ROWS + 4 <= n {
+                        if p + PREFETCH_ROWS + block <= n {
                             let ahead = base.add((p + PREFETCH_ROWS) * d).cast::<i8>();
-                            prefetch::<_MM_HINT_T0>(ahead, 4 * row_bytes);
+                            prefetch::<_MM_HINT_T0>(ahead, block * row_bytes);
                         }
                         // the values of these positions, read once the scores are done
-                        prefetch::<_MM_HINT_T1>(value_base.add(p * row_bytes), 4 * row_bytes);
-                        self.scores4::<W, M>(base.add(p * d), s.add(at + p), span)
+                        prefetch::<_MM_HINT_T1>(value_base.add(p * row_bytes), block * row_bytes);
+                        let (k, out) = (base.add(p * d), s.add(at + p));
+                        if block == 4 {
+                            self.scores_block::<W, M, 4>(k, out, span)
+                        } else {
+                            self.scores_block::<W, M, 2>(k, out, span)
+                        }
                     };
-                    p += 4;
+                    p += block;
                 }
             }
             for p in p..n {
@@ -269,24 +282,29 @@ impl<E: Lanes> RowGroup<'_, E> {
         }
     }
 
-    /// The scores of four consecutive positions (key rows at `keys`) for the `M` query
-    /// vectors, stored at `out + j * span` for vector `j`: the sums of the four positions
-    /// are reduced together, a quarter of the shuffles of four separate reductions.
+    /// The scores of `P` consecutive positions (key rows at `keys`) for the `M` query
+    /// vectors, stored at `out + j * span` for vector `j`: the `M P` sums are reduced four at
+    /// a time, a quarter of the shuffles of separate reductions.
     ///
     /// # Safety
-    /// `W`'s instruction set; four rows of `d` keys at `keys` (and the rows
-    /// [`PREFETCH_ROWS`] on are only prefetched); `M` query vectors in `queries`; four values
+    /// `W`'s instruction set; `P` rows of `d` keys at `keys` (and the rows
+    /// [`PREFETCH_ROWS`] on are only prefetched); `M` query vectors in `queries`; `P` values
     /// writable at each `out + j * span`.
     #[inline(always)]
-    unsafe fn scores4<W: Wide, const M: usize>(&self, keys: *const E, out: *mut f32, span: usize) {
+    unsafe fn scores_block<W: Wide, const M: usize, const P: usize>(
+        &self,
+        keys: *const E,
+        out: *mut f32,
+        span: usize,
+    ) {
         let d = self.d;
         let q = self.queries.as_ptr();
         // SAFETY: the caller's contract.
         unsafe {
-            let mut acc = [[W::zero(); 4]; M];
+            let mut acc = [[W::zero(); P]; M];
             let mut c = 0;
             while c < d {
-                for p in 0..4 {
+                for p in 0..P {
                     let k = E::lanes::<W>(keys.add(p * d + c));
                     for (j, a) in acc.iter_mut().enumerate() {
                         a[p] = W::load(q.add(j * d + c)).mul_add(k, a[p]);
@@ -295,8 +313,29 @@ impl<E: Lanes> RowGroup<'_, E> {
                 c += W::LANES;
             }
             let scale = _mm_set1_ps(self.scale);
-            for (j, a) in acc.iter().enumerate() {
-                _mm_storeu_ps(out.add(j * span), _mm_mul_ps(W::totals4(a), scale));
+            // the sums in (vector, position) order, four to a reduction
+            let mut i = 0;
+            while i < M * P {
+                let four: [W; 4] = std::array::from_fn(|t| {
+                    let at = i + t;
+                    if at < M * P {
+                        acc[at / P][at % P]
+                    } else {
+                        W::zero()
+                    }
+                });
+                let totals = _mm_mul_ps(W::totals4(&four), scale);
+                if P == 4 {
+                    _mm_storeu_ps(out.add(i / 4 * span), totals);
+                } else {
+                    let mut lanes = [0.0f32; 4];
+                    _mm_storeu_ps(lanes.as_mut_ptr(), totals);
+                    for (t, v) in lanes.iter().enumerate().take(M * P - i) {
+                        let at = i + t;
+                        *out.add(at / P * span + at % P) = *v;
+                    }
+                }
+                i += 4;
             }
         }
     }
