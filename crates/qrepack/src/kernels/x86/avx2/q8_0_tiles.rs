@@ -21,14 +21,14 @@
 
 use std::arch::x86_64::*;
 
+use crate::blocks::BlockQ8_0;
 use crate::blocks::{e8m0_half_to_f32, ue4m3_half_to_f32, BlockMxfp4, BlockNvfp4, BlockQ1_0};
-use crate::blocks::{BlockMxfp4x8, BlockQ8_0, BlockQ8_0x4Abs};
 use crate::kernel_api::{target_entries, Kernels, TiledGemm};
 use crate::kernels::x86::Avx2;
 use crate::quant::grids::KVALUES_FP4;
 
 use super::lanes::transpose8;
-use super::{lowbit, nibble};
+use super::lowbit;
 
 /// Rows in one sub-tile, one per 32-bit lane.
 const ROWS: usize = 8;
@@ -235,44 +235,6 @@ impl ActQuad for RowQuad<'_> {
     }
 }
 
-/// Four rows interleaved in chunks of 8 bytes with `f32` scales (`mxfp4_8x8`'s quads).
-struct InterleavedQuad<'a>(&'a [BlockQ8_0x4Abs]);
-
-impl ActQuad for InterleavedQuad<'_> {
-    fn chunks(&self) -> usize {
-        self.0.len()
-    }
-
-    #[inline(always)]
-    unsafe fn chunk(&self, c: usize) -> ([__m256i; 4], [f32; 4]) {
-        let blk = &self.0[c];
-        // SAFETY: register-only intrinsics of the caller's features; the loads read the block's
-        // 128 quant bytes.
-        unsafe {
-            // vector k holds bytes 8k..8k + 8 of rows 0..4 (the quad's chunks 4k..4k + 4): a
-            // 4 x 4 transpose of 64-bit words gives each row's 32 bytes
-            let v: [__m256i; 4] = std::array::from_fn(|k| {
-                _mm256_loadu_si256(blk.qs[32 * k..32 * k + 32].as_ptr().cast())
-            });
-            let t = [
-                _mm256_unpacklo_epi64(v[0], v[1]),
-                _mm256_unpackhi_epi64(v[0], v[1]),
-                _mm256_unpacklo_epi64(v[2], v[3]),
-                _mm256_unpackhi_epi64(v[2], v[3]),
-            ];
-            (
-                [
-                    _mm256_permute2x128_si256::<0x20>(t[0], t[2]),
-                    _mm256_permute2x128_si256::<0x20>(t[1], t[3]),
-                    _mm256_permute2x128_si256::<0x31>(t[0], t[2]),
-                    _mm256_permute2x128_si256::<0x31>(t[1], t[3]),
-                ],
-                blk.d,
-            )
-        }
-    }
-}
-
 /// The tile's 8 rows times four activation rows (`a`, `tile.len()` chunks a row): `out[8 m +
 /// r]` for activation row `m`. `SPLIT`: a scale per 16 weights (else
 /// one per chunk, in `h = 0`); `WIDEN`: the 16-bit sums are widened per 16 weights even under
@@ -432,31 +394,6 @@ unsafe fn make_tile_from<W: DecodeChunks>(
     }
 }
 
-/// Decodes `BlockMxfp4::SUBS` `mxfp4_8x8` row groups (`nb` interleaved blocks of 8 rows each,
-/// group after group) into the tile.
-///
-/// # Safety
-/// The CPU must support AVX2, FMA and F16C.
-#[inline(always)]
-unsafe fn mxfp4_8x8_tile_body(blocks: &[BlockMxfp4x8], tile: &mut [u64]) {
-    // row r's code bytes 8k..8k + 8 are the block's chunk 8k + r
-    const SUBS: usize = <BlockMxfp4 as DecodeChunks>::SUBS;
-    let nb = blocks.len() / SUBS;
-    assert!(blocks.len() == SUBS * nb);
-    let row_block = |row: usize, b: usize| {
-        let (blk, r) = (&blocks[(row / ROWS) * nb + b], row % ROWS);
-        let mut row = BlockMxfp4 {
-            e: blk.e[r],
-            qs: [0; 16],
-        };
-        row.qs[..8].copy_from_slice(&blk.qs[8 * r..8 * r + 8]);
-        row.qs[8..].copy_from_slice(&blk.qs[8 * (8 + r)..8 * (8 + r) + 8]);
-        row
-    };
-    // SAFETY: the caller's features.
-    unsafe { make_tile_from(nb, row_block, tile) }
-}
-
 /// The tile's rows times one quad of activation rows, activation row major into `out`.
 ///
 /// # Safety
@@ -475,26 +412,9 @@ unsafe fn gemm_body<W: DecodeChunks>(_: &[W], tile: &[u64], a: &[W::Act], out: &
     }
 }
 
-/// [`gemm_body`] of an `mxfp4_8x8` row group against its interleaved quads.
-///
-/// # Safety
-/// The CPU must support AVX2, FMA and F16C.
-#[inline(always)]
-unsafe fn mxfp4_8x8_gemm_body(
-    _: &[BlockMxfp4x8],
-    tile: &[u64],
-    a: &[BlockQ8_0x4Abs],
-    out: &mut [f32],
-) {
-    // SAFETY: the caller's features; `rows` asserts the lengths.
-    unsafe { rows::<false, true, 1>(bytemuck::cast_slice(tile), InterleavedQuad(a), out) }
-}
-
 target_entries! { "avx2,fma,f16c";
     fn q8_0_tile<W: DecodeChunks>(blocks: &[W], tile: &mut [u64]) => make_tile_body::<W>;
     fn tiled_gemm<W: DecodeChunks>(w: &[W], tile: &[u64], a: &[W::Act], out: &mut [f32]) => gemm_body::<W>;
-    fn mxfp4_8x8_tile(blocks: &[BlockMxfp4x8], tile: &mut [u64]) => mxfp4_8x8_tile_body;
-    fn mxfp4_8x8_tiled_gemm(w: &[BlockMxfp4x8], tile: &[u64], a: &[BlockQ8_0x4Abs], out: &mut [f32]) => mxfp4_8x8_gemm_body;
 }
 
 /// The 8-row tiles of `W`, used from `min_quads` quads on. A tile holds 1.5 bytes a weight
@@ -526,25 +446,6 @@ pub(crate) fn mxfp4_tiled_rows(token: Avx2) -> Kernels<BlockMxfp4, BlockQ8_0, Bl
     Kernels {
         tiled: Some(tiles::<BlockMxfp4>(2)),
         ..lowbit::mxfp4_rows(token)
-    }
-}
-
-/// `mxfp4_8x8`'s AVX2 kernels (`nibble`: the GEMV on the interleaved blocks, the one-quad GEMM
-/// on unsigned weights) and, from batch 32, the 8-row tiles decoded from the row groups. 4096x4096,
-/// 2 threads, weights hot, median of 3 alternating, AMD EPYC Zen 3 (AVX2), 2026-12-07, ms, tiles
-/// from batch 8 -> this: batch 4 0.91-1.09 -> 0.75-0.81, 8 1.78-2.2 -> 1.45-1.69, 16 3.2-3.8 ->
-/// 2.8-3.5; at 32 (5.5-6.5 against 6.0-6.5) and above the tiles stay ahead.
-pub(crate) fn mxfp4_8x8_kernels(token: Avx2) -> Kernels<BlockMxfp4x8, BlockQ8_0, BlockQ8_0x4Abs> {
-    Kernels {
-        tiled: Some(TiledGemm {
-            groups: <BlockMxfp4 as DecodeChunks>::SUBS,
-            quads: 1,
-            min_quads: 8,
-            tile_words: tile_words::<BlockMxfp4>,
-            make_tile: mxfp4_8x8_tile,
-            gemm: mxfp4_8x8_tiled_gemm,
-        }),
-        ..nibble::mxfp4_kernels(token)
     }
 }
 

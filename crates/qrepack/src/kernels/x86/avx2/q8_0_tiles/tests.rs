@@ -79,10 +79,11 @@ fn matmul_with_tiles_equals_portable_and_exact() {
     compare_matmul_shapes(KernelSet::Avx2, GgmlType::MXFP4, 1, random_mxfp4, &long);
 }
 
-/// `mxfp4_8x8` capped at AVX2: its row groups decoded into the tiles from batch 8, against the
-/// portable kernels and the exact product (one, two and three row groups; 1, 3 and 70 blocks).
+/// `mxfp4_8x8` capped at AVX2 (the GEMV, and the GEMM on unsigned weights at every batch)
+/// against the portable kernels and the exact product (one, two, three and five row groups; 1,
+/// 3 and 70 blocks).
 #[test]
-fn mxfp4_8x8_tiles_equal_portable_and_exact() {
+fn mxfp4_8x8_equals_portable_and_exact() {
     for rows in [8, 16, 24, 40] {
         let shapes = MatmulShapes {
             rows,
