@@ -129,25 +129,14 @@ pub(crate) mod x86 {
     #[target_feature(enable = "avx2,fma")]
     #[inline]
     pub(crate) fn exp8(x: __m256) -> __m256 {
-        const LN2_HI: f32 = 0.693_145_75;
-        const LN2_LO: f32 = 1.428_606_8e-6;
         let low = _mm256_cmp_ps::<_CMP_LT_OQ>(x, _mm256_set1_ps(-87.336_54));
         let high = _mm256_cmp_ps::<_CMP_GT_OQ>(x, _mm256_set1_ps(88.722_83));
         let clamped = _mm256_min_ps(
             _mm256_max_ps(x, _mm256_set1_ps(-87.336_54)),
             _mm256_set1_ps(88.722_83),
         );
-        let n = _mm256_round_ps::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(
-            _mm256_mul_ps(clamped, _mm256_set1_ps(std::f32::consts::LOG2_E)),
-        );
-        let r = _mm256_fnmadd_ps(n, _mm256_set1_ps(LN2_HI), clamped);
-        let r = _mm256_fnmadd_ps(n, _mm256_set1_ps(LN2_LO), r);
-        let mut p = _mm256_set1_ps(1.0 / 720.0);
-        for c in [1.0 / 120.0, 1.0 / 24.0, 1.0 / 6.0, 0.5, 1.0, 1.0] {
-            p = _mm256_fmadd_ps(r, p, _mm256_set1_ps(c));
-        }
+        let (n, p) = exponent_and_mantissa(clamped);
         // 2^n = 2^h 2^(n - h) with h = n / 2 rounded down: both in -63..=64
-        let n = _mm256_cvtps_epi32(n);
         let h = _mm256_srai_epi32::<1>(n);
         let y = _mm256_mul_ps(
             _mm256_mul_ps(p, power_of_two(h)),
@@ -166,12 +155,22 @@ pub(crate) mod x86 {
     #[target_feature(enable = "avx2,fma")]
     #[inline]
     pub(crate) fn exp8_nonpositive(x: __m256) -> __m256 {
-        const LN2_HI: f32 = 0.693_145_75;
-        const LN2_LO: f32 = 1.428_606_8e-6;
         let floor = _mm256_set1_ps(-87.336_54);
         let low = _mm256_cmp_ps::<_CMP_LT_OQ>(x, floor);
         // `max` returns its second operand for NaN
         let clamped = _mm256_min_ps(_mm256_max_ps(x, floor), _mm256_setzero_ps());
+        let (n, p) = exponent_and_mantissa(clamped);
+        _mm256_andnot_ps(low, _mm256_mul_ps(p, power_of_two(n)))
+    }
+
+    /// `x = n ln 2 + r` (`|r| <= ln 2 / 2`) of clamped arguments: `n` as integers and `e^r`
+    /// from the degree-6 polynomial of [`super::exp`], so that `e^x = e^r 2^n`.
+    #[target_feature(enable = "avx2,fma")]
+    #[inline]
+    fn exponent_and_mantissa(clamped: __m256) -> (__m256i, __m256) {
+        // ln 2 split in two so that n * LN2_HI is exact for |n| < 2^9
+        const LN2_HI: f32 = 0.693_145_75;
+        const LN2_LO: f32 = 1.428_606_8e-6;
         let n = _mm256_round_ps::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(
             _mm256_mul_ps(clamped, _mm256_set1_ps(std::f32::consts::LOG2_E)),
         );
@@ -181,8 +180,7 @@ pub(crate) mod x86 {
         for c in [1.0 / 120.0, 1.0 / 24.0, 1.0 / 6.0, 0.5, 1.0, 1.0] {
             p = _mm256_fmadd_ps(r, p, _mm256_set1_ps(c));
         }
-        let y = _mm256_mul_ps(p, power_of_two(_mm256_cvtps_epi32(n)));
-        _mm256_andnot_ps(low, y)
+        (_mm256_cvtps_epi32(n), p)
     }
 
     /// `2^e` per lane for `-126 <= e <= 127`, from the exponent bits.
