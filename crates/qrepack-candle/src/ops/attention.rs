@@ -89,6 +89,20 @@ pub struct Attention<'a> {
 /// run as matrix products, few enough that a 512-token prompt gives each thread several tasks
 /// (the causal rows grow in cost, and work stealing evens them out).
 const ROW_BLOCK: usize = 32;
+/// The items in the order first, last, second, second to last, ...: under a causal mask a
+/// block of later rows sees more positions, and rayon first hands each thread a half of the
+/// list, so in order one half carried most of the work (a prompt's first part of 128 rows, four
+/// blocks over two threads: 16 + 48 against 80 + 112 positions a row).
+fn light_and_heavy<T>(items: impl Iterator<Item = T>) -> Vec<T> {
+    let mut rest: std::collections::VecDeque<T> = items.collect();
+    let mut order = Vec::with_capacity(rest.len());
+    while let Some(first) = rest.pop_front() {
+        order.push(first);
+        order.extend(rest.pop_back());
+    }
+    order
+}
+
 /// Multiply-adds below which a call runs on the calling thread: waking the pool costs more.
 const SERIAL_WORK: usize = 1 << 20;
 /// The same for a single query row, whose work is bound by reading the cache from memory.
@@ -207,9 +221,9 @@ impl Attention<'_> {
                 });
         } else {
             let block = ROW_BLOCK.min(self.seq.div_ceil(2 * threads)).max(1);
-            out.par_chunks_mut(block * width)
+            light_and_heavy(out.chunks_mut(block * width).enumerate())
+                .into_par_iter()
                 .with_max_len(1)
-                .enumerate()
                 .for_each_init(Scratch::default, |scratch, (b, rows)| {
                     for g in 0..h.n_kv_head {
                         self.attend_block(pages, b * block, g, rows, scratch, kernels);

@@ -242,3 +242,22 @@ fn shape_errors() {
         .unwrap_err()
         .contains("positions of keys"));
 }
+
+/// Blocks alternate light and heavy, so that the two halves rayon first splits the list into
+/// carry the same work when a block's cost grows linearly with its index (a causal prompt) and
+/// their count is a multiple of four.
+#[test]
+fn prompt_blocks_alternate_light_and_heavy() {
+    assert_eq!(light_and_heavy(0..5), [0, 4, 1, 3, 2]);
+    assert_eq!(light_and_heavy(0..1), [0]);
+    assert!(light_and_heavy(0..0).is_empty());
+    for n in [4usize, 8, 12, 16] {
+        let order = light_and_heavy(0..n);
+        let cost = |half: &[usize]| half.iter().map(|b| 2 * b + 1).sum::<usize>();
+        let (a, b) = order.split_at(n / 2);
+        assert_eq!(cost(a), cost(b), "{order:?}");
+        let mut sorted = order.clone();
+        sorted.sort();
+        assert_eq!(sorted, (0..n).collect::<Vec<_>>());
+    }
+}
