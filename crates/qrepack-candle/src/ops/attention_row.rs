@@ -215,9 +215,15 @@ impl<E: Lanes> RowGroup<'_, E> {
         let s = scores.as_mut_ptr();
         let mut at = 0;
         let row_bytes = d * size_of::<E>();
-        let block = if M <= 4 && 4 * M + 2 <= W::REGISTERS {
+        // `M P` sums, `M` query vectors and the key vector in registers, with one to spare:
+        // with none (three query heads and four positions on AVX2) a sum went to the stack
+        // and back on every step.
+        let fits = |p: usize| M * p + M + 1 < W::REGISTERS;
+        let block = if M <= 4 && fits(4) {
             4
-        } else if 2 * M + 2 <= W::REGISTERS {
+        } else if fits(3) {
+            3
+        } else if fits(2) {
             2
         } else {
             1
@@ -245,10 +251,10 @@ impl<E: Lanes> RowGroup<'_, E> {
                         // the values of these positions, read once the scores are done
                         prefetch::<_MM_HINT_T1>(value_base.add(p * row_bytes), block * row_bytes);
                         let (k, out) = (base.add(p * d), s.add(at + p));
-                        if block == 4 {
-                            self.scores_block::<W, M, 4>(k, out, span)
-                        } else {
-                            self.scores_block::<W, M, 2>(k, out, span)
+                        match block {
+                            4 => self.scores_block::<W, M, 4>(k, out, span),
+                            3 => self.scores_block::<W, M, 3>(k, out, span),
+                            _ => self.scores_block::<W, M, 2>(k, out, span),
                         }
                     };
                     p += block;
@@ -366,8 +372,8 @@ impl<E: Lanes> RowGroup<'_, E> {
             }
         }
         // the widest block of columns whose `M x C` accumulators, `C` value vectors and a
-        // broadcast weight fit in the registers
-        let fits = |c: usize| (M + 1) * c < W::REGISTERS;
+        // broadcast weight fit in the registers with one to spare (as the scores above)
+        let fits = |c: usize| (M + 1) * c + 1 < W::REGISTERS;
         let mut at = 0;
         for (_, values) in self.runs {
             let n = values.len() / d;
@@ -381,6 +387,9 @@ impl<E: Lanes> RowGroup<'_, E> {
                     if fits(4) && c + 4 * W::LANES <= d {
                         weighted_columns::<E, W, M, 4>(v, d, n, w, span, o);
                         c += 4 * W::LANES;
+                    } else if fits(3) && c + 3 * W::LANES <= d {
+                        weighted_columns::<E, W, M, 3>(v, d, n, w, span, o);
+                        c += 3 * W::LANES;
                     } else if fits(2) && c + 2 * W::LANES <= d {
                         weighted_columns::<E, W, M, 2>(v, d, n, w, span, o);
                         c += 2 * W::LANES;

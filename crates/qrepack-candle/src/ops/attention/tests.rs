@@ -135,6 +135,7 @@ fn matches_f64_on_awkward_shapes() {
             (10, 5),
             (12, 2),
             (14, 2),
+            (15, 3),
         ] {
             let heads = Heads {
                 n_head,
