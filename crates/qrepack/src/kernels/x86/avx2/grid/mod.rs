@@ -103,6 +103,34 @@ mod imp {
         }
     }
 
+    /// The odd scales `2 (w >> 28) + 1` of eight scale words (one per group) as `i16` pairs,
+    /// each one group's `madd` operand once broadcast.
+    ///
+    /// # Safety
+    /// The CPU must support AVX2.
+    #[inline(always)]
+    unsafe fn top_scale_pairs(words: __m256i) -> [u32; 8] {
+        // SAFETY: register-only intrinsics of the caller's features; a 32-byte vector is eight
+        // words, for any bits.
+        unsafe {
+            let s = _mm256_srli_epi32::<28>(words);
+            let odd = _mm256_add_epi32(_mm256_add_epi32(s, s), _mm256_set1_epi32(1));
+            std::mem::transmute::<__m256i, [u32; 8]>(_mm256_or_si256(
+                odd,
+                _mm256_slli_epi32::<16>(odd),
+            ))
+        }
+    }
+
+    /// `x` read from memory, as written: LLVM otherwise takes bytes and words that are also
+    /// in a vector register out of it (`vpextrb`, `vpshufd` and a broadcast), two operations
+    /// on the shuffle ports the products need instead of one load.
+    #[inline(always)]
+    fn from_memory<T: Copy>(x: &T) -> T {
+        // SAFETY: a reference is valid for reads.
+        unsafe { std::ptr::read_volatile(x) }
+    }
+
     /// The four 7-bit sign codes of each of eight words (bits `7l..7l+7`), one per byte.
     ///
     /// # Safety
@@ -402,14 +430,15 @@ mod imp {
     }
 
     impl GridBlock for BlockIq2Xxs {
-        type Prep = [u32; 8];
+        /// Sign words and scale pairs.
+        type Prep = ([u32; 8], [u32; 8]);
         #[inline(always)]
         unsafe fn scale(&self) -> __m128 {
             // SAFETY: the caller's features.
             unsafe { block_scale(self.d, 0.125) }
         }
         #[inline(always)]
-        unsafe fn prepare(&self) -> [u32; 8] {
+        unsafe fn prepare(&self) -> Self::Prep {
             // SAFETY: register-only intrinsics of the caller's features; loads go through
             // fixed-size references.
             unsafe {
@@ -418,19 +447,19 @@ mod imp {
                 let q0 = _mm256_castsi256_ps(load32(sub::<u8, 32>(&self.qs, 0)));
                 let q1 = _mm256_castsi256_ps(load32(sub::<u8, 32>(&self.qs, 32)));
                 let words = _mm256_castps_si256(_mm256_shuffle_ps::<0xdd>(q0, q1));
-                sign_words(split_codes(_mm256_permute4x64_epi64::<0xd8>(words)))
+                let words = _mm256_permute4x64_epi64::<0xd8>(words);
+                (sign_words(split_codes(words)), top_scale_pairs(words))
             }
         }
         #[inline(always)]
-        unsafe fn group(&self, signs: &[u32; 8], g: usize) -> (__m256i, __m256i) {
+        unsafe fn group(&self, prep: &Self::Prep, g: usize) -> (__m256i, __m256i) {
             let idx = sub::<u8, 4>(&self.qs, 8 * g);
-            let aux = le_u32(&self.qs, 8 * g + 4);
             // SAFETY: register-only intrinsics of the caller's features.
             unsafe {
-                let point = |l: usize| IQ2XXS_GRID[usize::from(idx[l])];
+                let point = |l: usize| IQ2XXS_GRID[usize::from(from_memory(&idx[l]))];
                 let grid = points64([point(0), point(1), point(2), point(3)]);
-                let sc = _mm256_set1_epi16(odd((aux >> 28) as u8));
-                (signed(grid, signs[g]), sc)
+                let sc = _mm256_set1_epi32(from_memory(&prep.1[g]) as i32);
+                (signed(grid, prep.0[g]), sc)
             }
         }
     }
