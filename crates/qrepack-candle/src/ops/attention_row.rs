@@ -201,9 +201,10 @@ impl<E: Lanes> RowGroup<'_, E> {
 
     /// `scores[j * span + p] = scale * q_j . k_p`, each key row loaded once for the `M` query
     /// vectors, whose sums are independent chains. Four positions at a time while their
-    /// `4 M` accumulators leave registers for the loads, else two (each query load then serves
-    /// two positions: Llama 3's groups of 4 heads on AVX2, whose 8B decode step spent 77 us a
-    /// layer in this kernel with the cache in L3, one position at a time).
+    /// `4 M` accumulators, the query vectors and a key vector leave a register spare, else
+    /// three, else two (each query load then serves several positions: Llama 3's groups of 4
+    /// heads on AVX2, whose 8B decode step spent 77 us a layer in this kernel with the cache in
+    /// L3, one position at a time).
     ///
     /// # Safety
     /// `W`'s instruction set; the operands as asserted in [`RowGroup::run`], `M == self.m`,
