@@ -16,7 +16,7 @@ use crate::rng::SplitMix64 as Rng;
 use crate::types::GgmlType;
 use crate::vecdot;
 
-/// One tile of 8 rows of each block count in `nbs` times one quad, against `portable` and the
+/// One tile (of `tiled.groups` rows) of each block count in `nbs` times one quad, against `portable` and the
 /// exact product.
 fn compare_tile<W: Pod>(
     ty: GgmlType,
@@ -27,22 +27,23 @@ fn compare_tile<W: Pod>(
 ) {
     let mut rng = Rng::new(0x7e57 ^ ty.id() as u64);
     for nb in [1, 2, 3, 17] {
-        let w: Vec<W> = (0..ROWS * nb)
+        let rows = tiled.groups;
+        let w: Vec<W> = (0..rows * nb)
             .map(|_| w_override.unwrap_or_else(|| weight(&mut rng)))
             .collect();
         let mut tile = vec![0u64; (tiled.tile_words)(nb)];
         (tiled.make_tile)(&w, &mut tile);
         let a: Vec<BlockQ8K> = (0..4 * nb).map(|_| random_q8_k(&mut rng)).collect();
-        let mut out = vec![f32::NAN; 4 * ROWS];
+        let mut out = vec![f32::NAN; 4 * rows];
         (tiled.gemm)(&w, &tile, &a, &mut out);
         for m in 0..4 {
             let arow = &a[m * nb..(m + 1) * nb];
             let values = q8_k_values(arow);
-            for r in 0..ROWS {
+            for r in 0..rows {
                 let row = &w[r * nb..(r + 1) * nb];
                 let what = format!("{ty} tile blocks={nb} act {m} row {r}");
                 let exact = exact_dot(ty, bytemuck::cast_slice(row), &values);
-                check(&what, out[m * ROWS + r], portable(row, arow), exact, nb);
+                check(&what, out[m * rows + r], portable(row, arow), exact, nb);
             }
         }
     }
@@ -101,7 +102,7 @@ fn extremes_are_exact() {
                 qs: [0xff; 64],
                 d: one
             };
-            ROWS
+            tiled.groups
         ];
         let a = BlockQ8K {
             d: 1.0,
@@ -111,7 +112,7 @@ fn extremes_are_exact() {
         let acts = [a; 4];
         let mut tile = vec![0u64; (tiled.tile_words)(1)];
         (tiled.make_tile)(&w, &mut tile);
-        let mut out = vec![f32::NAN; 4 * ROWS];
+        let mut out = vec![f32::NAN; 4 * tiled.groups];
         (tiled.gemm)(&w, &tile, &acts, &mut out);
         let want = vecdot::vec_dot_tq2_0_q8_k(&w[..1], &acts[..1]);
         assert_eq!(want, 2.0 * 256.0 * f32::from(q));
@@ -124,7 +125,7 @@ fn extremes_are_exact() {
 #[test]
 fn matmul_with_tiles_equals_portable_and_exact() {
     let ns = [1, 4, 5, 7, 8, 9, 12, 16, 17, 33];
-    for rows in [7, 9, 17, 21] {
+    for rows in [7, 9, 16, 17, 21, 33] {
         let shapes = MatmulShapes {
             rows,
             nbs: &[1, 2, 5],
