@@ -1,14 +1,15 @@
 //! Per-call tiles of plain ternary rows (TQ1_0, TQ2_0), two sub-tiles of 8 rows with one row
-//! per 32-bit lane, multiplied with AVX2 against their Q8_K activations: the AVX2 form of the ternary tiles of the AVX-512
-//! `grid_tiles`.
+//! per 32-bit lane, multiplied with AVX2 against their Q8_K activations: the AVX2 form of the
+//! ternary tiles of the AVX-512 `grid_tiles`.
 //!
 //! A block's quants `t` (`0..=3`, the weight `t - 1`) are decoded once per call by the ternary
 //! decoders of `lowbit` and laid side by side, four quants of each of a sub-tile's 8 rows per
 //! 32-bit lane. Four activation bytes broadcast to every lane then meet four quants of each row
-//! of both sub-tiles in two `vpmaddubsw` (the unsigned quants times the signed activations), with no flip of the
-//! activations and no horizontal sums; the weights' offset of 1 comes off once per block with
-//! the sum of the activation block's `bsums`. Without tiles the row GEMM decodes each block
-//! once per quad of activation rows and sums each row and activation row across the lanes.
+//! of both sub-tiles in two `vpmaddubsw` (the unsigned quants times the signed activations),
+//! with no flip of the activations and no horizontal sums; the weights' offset of 1 comes off
+//! once per block with the sum of the activation block's `bsums`. Without tiles the row GEMM
+//! decodes each block once per quad of activation rows and sums each row and activation row
+//! across the lanes.
 //!
 //! # Exactness
 //!
