@@ -339,6 +339,58 @@ mod imp {
         }
     }
 
+    /// One IQ1_S block with each group's shift `δ` taken out of its bytes: the group's points
+    /// multiply as `8 q + 9` straight from the table, and `δ - 9` times the group's scale is
+    /// the factor of its two 16-weight activation sums, since
+    /// `Σ ls·(8 q + δ)·a = ls·Σ (8 q + 9)·a + (δ - 9)·ls·Σ a`. The group then needs no
+    /// vector work besides its points (IQ1_S has one shift sign a group; IQ1_M's are per
+    /// 8 weights, finer than the activation sums).
+    ///
+    /// # Safety
+    /// The CPU must support AVX2, FMA and F16C.
+    #[inline(always)]
+    unsafe fn iq1_s_groups<const N: usize>(
+        b: &BlockIq1S,
+        a: [&BlockQ8K; N],
+        acc: &mut [__m256; N],
+    ) {
+        // SAFETY: register-only intrinsics of the caller's features; loads go through
+        // fixed-size references.
+        unsafe {
+            let odd_scales = b.prepare();
+            // Word g of `qh`: the group's shift sign at bit 15 (δ = -1 when set, else 1).
+            let qh = _mm_loadu_si128(b.qh.as_ptr().cast());
+            let sc = _mm_and_si128(_mm_srli_epi16::<12>(qh), _mm_set1_epi16(7));
+            let ls = _mm_add_epi16(_mm_add_epi16(sc, sc), _mm_set1_epi16(1));
+            let negative = _mm_srai_epi16::<15>(qh);
+            // δ - 9: -10 or -8
+            let factor = _mm_add_epi16(_mm_set1_epi16(-8), _mm_add_epi16(negative, negative));
+            let coef = _mm_mullo_epi16(ls, factor);
+            // One factor per group, for both of its 16-weight sums.
+            let coef = _mm256_set_m128i(
+                _mm_unpackhi_epi16(coef, coef),
+                _mm_unpacklo_epi16(coef, coef),
+            );
+            let mut isum = [_mm256_setzero_si256(); N];
+            for r in 0..N {
+                isum[r] = _mm256_madd_epi16(load_bsums(&a[r].bsums), coef);
+            }
+            for (g, &scale) in odd_scales.iter().enumerate() {
+                let h = usize::from(le_u16(&b.qh, g));
+                let index = |l: usize| usize::from(b.qs[4 * g + l]) | (((h >> (3 * l)) & 7) << 8);
+                let point = |l: usize| IQ1_GRID_PLUS9[index(l)];
+                let u = points64([point(0), point(1), point(2), point(3)]);
+                let sc = _mm256_set1_epi16(scale);
+                for r in 0..N {
+                    let av = load32(sub::<i8, 32>(&a[r].qs, 32 * g));
+                    let p = _mm256_madd_epi16(_mm256_maddubs_epi16(u, av), sc);
+                    isum[r] = _mm256_add_epi32(isum[r], p);
+                }
+            }
+            scale_rows(b.scale(), a, isum, acc);
+        }
+    }
+
     /// Row blocks of the grid types through `signed_groups` or `shifted_groups`.
     macro_rules! grid_row_blocks {
         ($($block:ty => $body:ident;)*) => {$(
@@ -425,7 +477,7 @@ mod imp {
         BlockIq2S => signed_groups;
         BlockIq3Xxs => signed_groups;
         BlockIq3S => signed_groups;
-        BlockIq1S => shifted_groups;
+        BlockIq1S => iq1_s_groups;
         BlockIq1M => shifted_groups;
     }
 
@@ -596,25 +648,25 @@ mod imp {
         }
     }
 
-    /// Grid values `q` in {-1, 0, 1} (one byte each) as `u = 8 q + 9 + δ`, with `base` holding
-    /// `9 + δ` (8 or 10) per byte.
-    ///
-    /// # Safety
-    /// The CPU must support AVX2.
-    #[inline(always)]
-    unsafe fn iq1_bytes(grid: __m256i, base: __m256i) -> __m256i {
-        // SAFETY: register-only intrinsics of the caller's features.
-        unsafe { _mm256_add_epi8(_mm256_sign_epi8(_mm256_set1_epi8(8), grid), base) }
-    }
+    /// Every IQ1 grid point with each value `q` (in {-1, 0, 1}) as the unsigned byte `8 q + 9`
+    /// (1, 9 or 17): the point's bytes are then ready for `maddubs` once `δ` is added, or as
+    /// they are where `δ` goes into the activation sums' factor (IQ1_S), with no per-group
+    /// sign operation.
+    static IQ1_GRID_PLUS9: [u64; 2048] = plus9_grid();
 
-    /// `9 + δ` for a shift sign: 8 when negative, else 10.
-    #[inline(always)]
-    fn iq1_base(negative: bool) -> i8 {
-        if negative {
-            8
-        } else {
-            10
+    const fn plus9_grid() -> [u64; 2048] {
+        let mut out = [0u64; 2048];
+        let mut i = 0;
+        while i < 2048 {
+            let mut k = 0;
+            while k < 8 {
+                let q = (IQ1S_GRID[i] >> (8 * k)) as u8 as i8;
+                out[i] |= ((8 * q + 9) as u8 as u64) << (8 * k);
+                k += 1;
+            }
+            i += 1;
         }
+        out
     }
 
     /// The prepared values of an IQ1 block that `shifted_groups` reads itself.
@@ -624,21 +676,6 @@ mod imp {
     }
 
     impl ShiftCoef for Iq1Prep {
-        #[inline(always)]
-        fn coef(&self) -> __m256i {
-            self.coef
-        }
-    }
-
-    /// What an IQ1_S block decodes at once: the odd scale of each group and the factor of each
-    /// 16-weight activation sum. Its indices stay scalar in the groups (3 bits of one word per
-    /// point): building them for the whole block as IQ1_M does measured 5 % slower.
-    struct Iq1SPrep {
-        ls: [i16; 8],
-        coef: __m256i,
-    }
-
-    impl ShiftCoef for Iq1SPrep {
         #[inline(always)]
         fn coef(&self) -> __m256i {
             self.coef
@@ -737,58 +774,45 @@ mod imp {
         }
     }
 
-    /// The four grid points of group `g` (indices below 2048 by their mask).
+    /// The four grid points of group `g` as `8 q + 9` (indices below 2048 by their mask).
     #[inline(always)]
     fn iq1_points(prep: &Iq1Prep, g: usize) -> [u64; 4] {
         let q = &prep.index[4 * g..4 * g + 4];
         let word =
             u64::from(q[0]) | u64::from(q[1]) << 16 | u64::from(q[2]) << 32 | u64::from(q[3]) << 48;
         let word = opaque(word);
-        let point = |l: usize| IQ1S_GRID[(word >> (16 * l)) as usize & 0x7ff];
+        let point = |l: usize| IQ1_GRID_PLUS9[(word >> (16 * l)) as usize & 0x7ff];
         [point(0), point(1), point(2), point(3)]
     }
 
     impl GridBlock for BlockIq1S {
-        type Prep = Iq1SPrep;
+        /// The odd scale of each group. Its indices stay scalar in the groups (3 bits of one
+        /// word per point): building them for the whole block as IQ1_M does measured 5 %
+        /// slower.
+        type Prep = [i16; 8];
         #[inline(always)]
         unsafe fn scale(&self) -> __m128 {
             // SAFETY: the caller's features.
             unsafe { block_scale(self.d, 0.125) }
         }
         #[inline(always)]
-        unsafe fn prepare(&self) -> Iq1SPrep {
+        unsafe fn prepare(&self) -> [i16; 8] {
             // Word g of `qh`: the 3 high index bits of point l at 3 l, the group's 3-bit scale
             // at 12, its shift sign at 15.
-            let ls: [i16; 8] =
-                std::array::from_fn(|g| odd(((le_u16(&self.qh, g) >> 12) & 7) as u8));
-            // SAFETY: register-only intrinsics of the caller's features.
-            unsafe {
-                let qh = _mm_loadu_si128(self.qh.as_ptr().cast());
-                let sc = _mm_and_si128(_mm_srli_epi16::<12>(qh), _mm_set1_epi16(7));
-                let ls16 = _mm_add_epi16(_mm_add_epi16(sc, sc), _mm_set1_epi16(1));
-                // One scale per group, for both of its 16-weight sums.
-                let pairs = _mm256_set_m128i(
-                    _mm_unpackhi_epi16(ls16, ls16),
-                    _mm_unpacklo_epi16(ls16, ls16),
-                );
-                Iq1SPrep {
-                    ls,
-                    coef: _mm256_mullo_epi16(pairs, _mm256_set1_epi16(-9)),
-                }
-            }
+            std::array::from_fn(|g| odd(((le_u16(&self.qh, g) >> 12) & 7) as u8))
         }
         #[inline(always)]
-        unsafe fn group(&self, prep: &Iq1SPrep, g: usize) -> (__m256i, __m256i) {
+        unsafe fn group(&self, ls: &[i16; 8], g: usize) -> (__m256i, __m256i) {
             let h = usize::from(le_u16(&self.qh, g));
             let index = |l: usize| usize::from(self.qs[4 * g + l]) | (((h >> (3 * l)) & 7) << 8);
-            let point = |l: usize| IQ1S_GRID[index(l)];
+            let point = |l: usize| IQ1_GRID_PLUS9[index(l)];
             let points = [point(0), point(1), point(2), point(3)];
+            let delta = if h & 0x8000 != 0 { -1 } else { 1 };
             // SAFETY: register-only intrinsics of the caller's features.
             unsafe {
-                let base = _mm256_set1_epi8(iq1_base(h & 0x8000 != 0));
                 (
-                    iq1_bytes(points64(points), base),
-                    _mm256_set1_epi16(prep.ls[g]),
+                    _mm256_add_epi8(points64(points), _mm256_set1_epi8(delta)),
+                    _mm256_set1_epi16(ls[g]),
                 )
             }
         }
@@ -834,13 +858,10 @@ mod imp {
             unsafe {
                 let sel = _mm256_setr_epi64x(0x8, 0x80, 0x800, 0x8000);
                 let v = _mm256_and_si256(_mm256_set1_epi16(h as i16), sel);
-                let negative = _mm256_cmpeq_epi64(v, sel);
-                let base = _mm256_sub_epi8(
-                    _mm256_set1_epi8(iq1_base(false)),
-                    _mm256_and_si256(negative, _mm256_set1_epi8(2)),
-                );
+                // δ: all bits set (-1) where the run's sign is set, else 1
+                let delta = _mm256_or_si256(_mm256_cmpeq_epi64(v, sel), _mm256_set1_epi8(1));
                 (
-                    iq1_bytes(points64(iq1_points(prep, g)), base),
+                    _mm256_add_epi8(points64(iq1_points(prep, g)), delta),
                     prep.scales[g],
                 )
             }
