@@ -27,9 +27,13 @@ use crate::blocks::{BlockIq3Xxs, BlockQ8K};
 
 use super::plain_rows::block_rows;
 use super::plain_tiles::decoded_tiled;
+use crate::kernel_api::{target_entries, Kernels};
+use crate::kernels::x86::{prepared_gemv, Avx2};
 
 mod imp {
     use std::arch::x86_64::*;
+
+    pub(super) mod iq1_m_gemv;
 
     use super::super::lowbit::{half, mul_signed_pairs};
     use super::super::plain_rows::{
@@ -690,6 +694,8 @@ mod imp {
         index: [u16; 32],
         scales: [__m256i; 8],
         coef: __m256i,
+        /// The odd scale of each 16 weights (`i16` lane `k` for weights `16 k..16 k + 16`).
+        ls: __m256i,
     }
 
     /// The 3-bit field `k % 4` (bits `3 (k % 4)..`) of 16-bit word `k / 4` of `words`, for the
@@ -770,6 +776,7 @@ mod imp {
                 index,
                 scales: group_scale_pairs(ls),
                 coef: _mm256_mullo_epi16(ls, _mm256_set1_epi16(-9)),
+                ls,
             }
         }
     }
@@ -876,7 +883,20 @@ block_rows! {
     BlockIq3Xxs, BlockQ8K => iq3_xxs_gemv, iq3_xxs_gemm, iq3_xxs_rows, tiled decoded_tiled;
     BlockIq3S, BlockQ8K => iq3_s_gemv, iq3_s_gemm, iq3_s_rows, tiled decoded_tiled;
     BlockIq1S, BlockQ8K => iq1_s_gemv, iq1_s_gemm, iq1_s_rows, tiled decoded_tiled;
-    BlockIq1M, BlockQ8K => iq1_m_gemv, iq1_m_gemm, iq1_m_rows, tiled decoded_tiled;
+    BlockIq1M, BlockQ8K => iq1_m_row_gemv, iq1_m_gemm, iq1_m_row_kernels, tiled decoded_tiled;
+}
+
+target_entries! { "avx2,fma,f16c";
+    fn iq1_m_prepared_gemv(w: &[BlockIq1M], a: &[BlockQ8K], out: &mut [f32]) => prepared_gemv::gemv_body::<imp::iq1_m_gemv::Iq1M, { imp::iq1_m_gemv::PREP_BLOCKS }>;
+}
+
+/// Plain IQ1_M rows with AVX2: the GEMV on activations prepared once per call
+/// (`imp::iq1_m_gemv`), the row GEMM and the per-call tiles.
+pub(crate) fn iq1_m_rows(token: Avx2) -> Kernels<BlockIq1M, BlockQ8K, BlockQ8K> {
+    Kernels {
+        gemv: iq1_m_prepared_gemv,
+        ..iq1_m_row_kernels(token)
+    }
 }
 
 #[cfg(test)]
