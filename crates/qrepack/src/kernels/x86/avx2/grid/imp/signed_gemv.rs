@@ -1,0 +1,99 @@
+//! An AVX2 GEMV of the signed grid types (IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S) on
+//! activations prepared once per call (`prepared_gemv`): each group's `|a|` is taken once for
+//! every weight row rather than once per row, which leaves a group's product with each row
+//! at `maddubs(|a|, sign(w, a))`, its `madd` by the group scale and the sum. IQ3_S takes it;
+//! for the others the row GEMV measured faster (`grid/mod.rs` has the figures).
+//!
+//! # Exactness
+//!
+//! The row GEMV's integers (`signed_groups`), regrouped: `|a|` read as unsigned is exact for
+//! `a = -128`. Only the order of the `f32` roundings differs from the portable kernel.
+
+use std::arch::x86_64::*;
+use std::marker::PhantomData;
+
+use super::GridBlock;
+use crate::blocks::BlockQ8K;
+use crate::kernels::x86::avx2::plain_rows::{load32, sub};
+use crate::kernels::x86::prepared_gemv::{nothing_ahead, PreparedGemv};
+
+/// Activation blocks (256 columns) prepared at a time: 4096 columns, about 8 KiB of stack.
+pub(in crate::kernels::x86::avx2) const PREP_BLOCKS: usize = 16;
+
+/// One Q8_K block as the GEMVs read it.
+#[derive(Clone, Copy)]
+pub(in crate::kernels::x86::avx2) struct SignedAct {
+    /// The quants of each 32-weight group.
+    a: [__m256i; 8],
+    /// Their absolute values (unsigned: 128 for -128).
+    abs: [__m256i; 8],
+    d: f32,
+}
+
+/// The GEMV's blocks of grid type `B`.
+pub(in crate::kernels::x86::avx2) struct Signed<B>(PhantomData<B>);
+
+impl<B: GridBlock> PreparedGemv for Signed<B> {
+    type Weight = B;
+    type Act = BlockQ8K;
+    type Acc = __m256;
+    type Prep = SignedAct;
+    type Consts = ();
+    nothing_ahead!();
+
+    #[inline(always)]
+    unsafe fn empty() -> SignedAct {
+        // SAFETY: register-only intrinsics of the caller's features.
+        let zero = unsafe { _mm256_setzero_si256() };
+        SignedAct {
+            a: [zero; 8],
+            abs: [zero; 8],
+            d: 0.0,
+        }
+    }
+
+    #[inline(always)]
+    unsafe fn consts() {}
+
+    #[inline(always)]
+    unsafe fn prepare(a: &BlockQ8K) -> SignedAct {
+        // SAFETY: the caller's features; `load32` reads 32 bytes of the block's quants.
+        unsafe {
+            let q: [__m256i; 8] = std::array::from_fn(|g| load32(sub::<i8, 32>(&a.qs, 32 * g)));
+            SignedAct {
+                a: q,
+                abs: q.map(|v| _mm256_abs_epi8(v)),
+                d: a.d,
+            }
+        }
+    }
+
+    #[inline(always)]
+    unsafe fn block(w: &B, _: &(), p: &SignedAct, _: (), acc: __m256) -> __m256 {
+        // SAFETY: register-only intrinsics of the caller's features; the block's own loads go
+        // through its fixed-size fields.
+        unsafe {
+            let prep = w.prepare();
+            // Two sums, the groups in pairs, unrolled (as the row GEMV's `signed_groups`).
+            let mut isum = [_mm256_setzero_si256(); 2];
+            macro_rules! group {
+                ($g:literal) => {
+                    let (wv, sc) = w.group(&prep, $g);
+                    let pairs = _mm256_maddubs_epi16(p.abs[$g], _mm256_sign_epi8(wv, p.a[$g]));
+                    isum[$g % 2] = _mm256_add_epi32(isum[$g % 2], _mm256_madd_epi16(pairs, sc));
+                };
+            }
+            group!(0);
+            group!(1);
+            group!(2);
+            group!(3);
+            group!(4);
+            group!(5);
+            group!(6);
+            group!(7);
+            let total = _mm256_add_epi32(isum[0], isum[1]);
+            let d = _mm256_broadcastss_ps(_mm_mul_ss(w.scale(), _mm_set_ss(p.d)));
+            _mm256_fmadd_ps(_mm256_cvtepi32_ps(total), d, acc)
+        }
+    }
+}
