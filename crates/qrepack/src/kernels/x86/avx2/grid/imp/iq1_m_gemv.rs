@@ -14,7 +14,8 @@
 
 use std::arch::x86_64::*;
 
-use super::{iq1_points, points64, GridBlock};
+use super::iq1::iq1_points;
+use super::{points64, GridBlock};
 use crate::blocks::{BlockIq1M, BlockQ8K};
 use crate::kernels::x86::avx2::plain_rows::{load32, load_bsums, sub};
 use crate::kernels::x86::prepared_gemv::{nothing_ahead, PreparedGemv};
