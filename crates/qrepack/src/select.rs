@@ -186,7 +186,7 @@ kernel_table! {
         ; scalar::kernels::<Iq4Nl4x4>()
     }
     Iq4Nl8x8 {
-        #[cfg(target_arch = "x86_64")] x86::Avx512 => avx512::table_kernels::<BlockIq4Nlx8>,
+        #[cfg(target_arch = "x86_64")] x86::Avx512 => avx512::table_kernels::<BlockIq4Nlx8, BlockQ8_0x4Abs>,
         #[cfg(target_arch = "x86_64")] x86::AvxVnni => avxvnni::nibble_kernels::<BlockIq4Nlx8, BlockQ8_0x4Abs>,
         #[cfg(target_arch = "x86_64")] x86::Avx2 => avx2::nibble::kernels::<BlockIq4Nlx8, BlockQ8_0x4Abs>,
         ; scalar::kernels::<Iq4Nl8x8>()
@@ -197,14 +197,15 @@ kernel_table! {
         #[cfg(target_arch = "aarch64")] aarch64::Dotprod => dotprod::rows4x4_kernels::<BlockMxfp4x4>,
         ; scalar::kernels::<Mxfp4_4x4>()
     }
-    // With AVX2 alone, the GEMM on unsigned weights at every batch: against the row groups
-    // decoded per call into the 8-row tiles of the plain MXFP4 rows (`avx2::q8_0_tiles`),
-    // 4096x4096, 2 threads, weights hot, min of 3 alternating runs, AMD EPYC Zen 3,
-    // 2026-12-07, ms: batch 32 4.99 -> 4.35, 64 9.58 -> 8.78, 128 18.4 -> 17.5, 512 71.9 ->
-    // 70.5 (11008x4096 batch 32 13.6 -> 12.2, 512 194 -> 196).
+    // With AVX2 alone, the GEMM on unsigned weights, and from two quads on its 16-row tiles
+    // (`avx2::nibble::tiles`, figures there). The GEMM against the row groups decoded per
+    // call into the 8-row tiles of the plain MXFP4 rows (`avx2::q8_0_tiles`), 4096x4096, 2
+    // threads, weights hot, min of 3 alternating runs, AMD EPYC Zen 3, 2026-12-07, ms: batch
+    // 32 4.99 -> 4.35, 64 9.58 -> 8.78, 128 18.4 -> 17.5, 512 71.9 -> 70.5 (11008x4096 batch
+    // 32 13.6 -> 12.2, 512 194 -> 196).
     Mxfp4_8x8 {
-        #[cfg(target_arch = "x86_64")] x86::Avx512 => avx512::table_kernels::<BlockMxfp4x8>,
-        #[cfg(target_arch = "x86_64")] x86::AvxVnni => avxvnni::nibble_kernels::<BlockMxfp4x8, BlockQ8_0x4Abs>,
+        #[cfg(target_arch = "x86_64")] x86::Avx512 => avx512::table_kernels::<BlockMxfp4x8, BlockQ8_0x4Sums>,
+        #[cfg(target_arch = "x86_64")] x86::AvxVnni => avxvnni::nibble_kernels::<BlockMxfp4x8, BlockQ8_0x4Sums>,
         #[cfg(target_arch = "x86_64")] x86::Avx2 => avx2::nibble::mxfp4_kernels,
         ; scalar::kernels::<Mxfp4_8x8>()
     }

@@ -4,7 +4,7 @@
 
 use bytemuck::Zeroable;
 
-use crate::activation::{ArmQ8_0Interleaved, Q8_0AbsInterleaved};
+use crate::activation::{ArmQ8_0Interleaved, Q8_0SumsInterleaved};
 use crate::blocks::{BlockMxfp4, BlockMxfp4x4, BlockMxfp4x8};
 use crate::layout::{deinterleave_quants, interleave_quants, Layout, PackedLayout};
 use crate::types::GgmlType;
@@ -52,4 +52,11 @@ mxfp4_layout!(
     4,
     4
 );
-mxfp4_layout!(Mxfp4_8x8, MXFP4_8x8, BlockMxfp4x8, Q8_0AbsInterleaved, 8, 8);
+mxfp4_layout!(
+    Mxfp4_8x8,
+    MXFP4_8x8,
+    BlockMxfp4x8,
+    Q8_0SumsInterleaved<128>,
+    8,
+    8
+);

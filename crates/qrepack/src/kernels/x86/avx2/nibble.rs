@@ -14,9 +14,7 @@
 
 use std::arch::x86_64::*;
 
-use crate::blocks::{
-    BlockMxfp4x8, BlockQ4_0x8, BlockQ8_0, BlockQ8_0x4, BlockQ8_0x4Abs, BlockQ8_0x4Sums, F16Bits,
-};
+use crate::blocks::{BlockMxfp4x8, BlockQ4_0x8, BlockQ8_0, BlockQ8_0x4, BlockQ8_0x4Sums, F16Bits};
 use crate::cpu::KernelSet;
 use crate::kernel_api::Kernels;
 use crate::kernels::x86::Avx2;
@@ -212,6 +210,7 @@ nibble8x8!(
 
 pub(in crate::kernels::x86) mod imp;
 mod mxfp4;
+mod tiles;
 
 /// The AVX2 GEMV/GEMM of an 8x8 nibble (or byte) layout: signed bytes through the table.
 pub(crate) fn kernels<P: Nibble8x8, Q: Q8Quad>(_: Avx2) -> Kernels<P, BlockQ8_0, Q> {
@@ -226,14 +225,18 @@ pub(crate) fn q4_0_kernels(_: Avx2) -> Kernels<BlockQ4_0x8, BlockQ8_0, BlockQ8_0
 
 /// `mxfp4_8x8`'s AVX2 kernels: the GEMV through the table, the GEMM on unsigned weights
 /// (`mxfp4`).
-pub(crate) fn mxfp4_kernels(token: Avx2) -> Kernels<BlockMxfp4x8, BlockQ8_0, BlockQ8_0x4Abs> {
+pub(crate) fn mxfp4_kernels(token: Avx2) -> Kernels<BlockMxfp4x8, BlockQ8_0, BlockQ8_0x4Sums> {
     Kernels {
         gemm: mxfp4_gemm,
-        ..kernels::<BlockMxfp4x8, BlockQ8_0x4Abs>(token)
+        tiled: Some(tiles::tiles::<BlockMxfp4x8>(MXFP4_TILE_MIN_QUADS)),
+        ..kernels::<BlockMxfp4x8, BlockQ8_0x4Sums>(token)
     }
 }
 
-fn mxfp4_gemm(w: &[BlockMxfp4x8], a: &[BlockQ8_0x4Abs], out: &mut [f32]) {
+/// Quads from which MXFP4 takes the 16-row tiles (`tiles`).
+const MXFP4_TILE_MIN_QUADS: usize = 2;
+
+fn mxfp4_gemm(w: &[BlockMxfp4x8], a: &[BlockQ8_0x4Sums], out: &mut [f32]) {
     // SAFETY: only handed out by `mxfp4_kernels`, in exchange for an `Avx2` token.
     unsafe { mxfp4::gemm(w, a, out) }
 }

@@ -29,7 +29,7 @@ pub(crate) mod tq1_0_rows;
 
 use crate::blocks::{
     BlockQ4Kx8, BlockQ4_0x8, BlockQ5_0x8, BlockQ6Kx8, BlockQ8K, BlockQ8Kx4, BlockQ8_0,
-    BlockQ8_0x4Abs, BlockQ8_0x4Sums, BlockQ8_0x8, BlockQ8_1x4,
+    BlockQ8_0x4Sums, BlockQ8_0x8, BlockQ8_1x4,
 };
 use crate::cpu::KernelSet;
 use crate::kernel_api::{Kernels, TiledGemm};
@@ -65,16 +65,13 @@ pub(crate) fn q8_0_kernels(_: Avx512) -> Kernels<BlockQ8_0x8, BlockQ8_0, BlockQ8
 }
 
 /// The table layouts (`iq4_nl_8x8`, `P = BlockIq4Nlx8`; `mxfp4_8x8`, `BlockMxfp4x8`) with
-/// 512-bit `vpdpbusd`: values + 128 from a table, `128 Σa` from the quads.
-pub(crate) fn table_kernels<P: ZmmBlock>(_: Avx512) -> Kernels<P, BlockQ8_0, BlockQ8_0x4Abs> {
+/// 512-bit `vpdpbusd`: values + 128 from a table, `128 Σa` from the quads (`Q`: IQ4_NL's
+/// `BlockQ8_0x4Abs`, MXFP4's `BlockQ8_0x4Sums`).
+pub(crate) fn table_kernels<P: ZmmBlock, Q: OffsetQuad>(_: Avx512) -> Kernels<P, BlockQ8_0, Q> {
     Kernels {
-        wide: Some(wide_gemm::<P, BlockQ8_0x4Abs>),
+        wide: Some(wide_gemm::<P, Q>),
         tiled: Some(rows16_tiled(NIBBLE_TILE_MIN_QUADS)),
-        ..Kernels::pair(
-            KernelSet::Avx512,
-            zmm_gemv::<P>,
-            offset_gemm::<P, BlockQ8_0x4Abs>,
-        )
+        ..Kernels::pair(KernelSet::Avx512, zmm_gemv::<P>, offset_gemm::<P, Q>)
     }
 }
 

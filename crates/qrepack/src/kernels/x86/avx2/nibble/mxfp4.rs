@@ -2,7 +2,7 @@
 //! the nibbles regrouped to one row per 32-bit lane, looked up as the doubled E2M1 values plus
 //! 12 (unsigned bytes, 0 to 24), multiplied with 4-byte broadcasts of each activation row and
 //! summed in `i16` with no sign fix-ups; the offset, 12 times each row's quant sum, comes from
-//! the quad (`BlockQ8_0x4Abs` carries 128 times that sum).
+//! the quad (`BlockQ8_0x4Sums` carries 128 times that sum).
 //!
 //! The two halves of a block (8 bytes of each row, then the next 8) are decoded and multiplied
 //! one after the other, so that four decoded vectors are live, not eight, beside the four
@@ -20,7 +20,7 @@
 use std::arch::x86_64::*;
 
 use super::imp::{e8m0_half_x8, nibble_rows_half, row_order};
-use crate::blocks::{BlockMxfp4x8, BlockQ8_0x4Abs};
+use crate::blocks::{BlockMxfp4x8, BlockQ8_0x4Sums};
 use crate::quant::grids::KVALUES_FP4;
 
 /// What makes every doubled E2M1 value (`|v| <= 12`) an unsigned byte.
@@ -32,7 +32,7 @@ const OFFSET: i8 = 12;
 /// # Safety
 /// The CPU must support AVX2, FMA and F16C.
 #[target_feature(enable = "avx2,fma,f16c")]
-pub(super) unsafe fn gemm(w: &[BlockMxfp4x8], a: &[BlockQ8_0x4Abs], out: &mut [f32]) {
+pub(super) unsafe fn gemm(w: &[BlockMxfp4x8], a: &[BlockQ8_0x4Sums], out: &mut [f32]) {
     // SAFETY: the caller's features; every pointer read comes from a fixed-size array field,
     // and `out` holds at least 32 floats (asserted below).
     unsafe {
@@ -128,11 +128,10 @@ mod tests {
                     e: [128; 8],
                     qs: [nibble * 0x11; 128],
                 }];
-                let a = [BlockQ8_0x4Abs {
+                let a = [BlockQ8_0x4Sums {
                     d: [1.0; 4],
                     offsets: [128 * 32 * i32::from(q); 4],
                     qs: [q; 128],
-                    abs: [q.unsigned_abs(); 128],
                 }];
                 let mut out = [f32::NAN; 32];
                 // SAFETY: the CPU has AVX2, FMA and F16C (checked above).
