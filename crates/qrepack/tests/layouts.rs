@@ -461,8 +461,9 @@ fn long_rows_match_reference() {
 }
 
 /// MXFP4's layouts with exponents over a wide range (the generic tests draw them from eight
-/// values) and rows of one, two and three blocks: every kernel set against the f64 reference
-/// and against its scalar twin.
+/// values), rows of one, two and three blocks, and one to five row groups (a tiled GEMM's whole
+/// tiles and the groups left over): every kernel set against the f64 reference and against its
+/// scalar twin.
 #[test]
 fn mxfp4_layouts_over_wide_exponents_and_short_rows() {
     let ty = GgmlType::MXFP4;
@@ -474,7 +475,7 @@ fn mxfp4_layouts_over_wide_exponents_and_short_rows() {
     for layout in [Layout::MXFP4_8x8, Layout::MXFP4_4x4] {
         let r = layout.rows_interleaved();
         for (i, cols) in [32, 64, 96, 640].into_iter().enumerate() {
-            for rows in [r, 3 * r] {
+            for rows in [r, 3 * r, 5 * r] {
                 let mut w = random_weights(ty, rows, cols, 900 + 7 * i as u64 + rows as u64);
                 let mut rng = SplitMix64::new(rows as u64 * 31 + cols as u64);
                 for block in w.chunks_exact_mut(ty.block_bytes()) {

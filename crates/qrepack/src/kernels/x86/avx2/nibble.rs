@@ -233,7 +233,7 @@ pub(crate) fn mxfp4_kernels(token: Avx2) -> Kernels<BlockMxfp4x8, BlockQ8_0, Blo
     }
 }
 
-/// Quads from which MXFP4 takes the 16-row tiles (`tiles`).
+/// Quads from which MXFP4 takes the 24-row tiles (`tiles`).
 const MXFP4_TILE_MIN_QUADS: usize = 2;
 
 fn mxfp4_gemm(w: &[BlockMxfp4x8], a: &[BlockQ8_0x4Sums], out: &mut [f32]) {

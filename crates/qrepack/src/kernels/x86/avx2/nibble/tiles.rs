@@ -1,17 +1,17 @@
-//! Per-call tiles of two 8-row groups of `mxfp4_8x8` for the AVX2 GEMM: each block's nibbles
+//! Per-call tiles of three 8-row groups of `mxfp4_8x8` for the AVX2 GEMM: each block's nibbles
 //! decoded once per call to unsigned bytes (the doubled E2M1 value plus 12), one row per 32-bit
 //! lane as the interleaved GEMM regroups them, and its E8M0 scales to f32.
 //!
 //! The interleaved GEMM (`mxfp4::gemm`) decodes every block again for each quad of activation
 //! rows (regrouping, nibble split and a table lookup per vector), and each 4-byte broadcast of
 //! an activation row meets one 8-row group. Over a tile, the products read the decoded vectors
-//! and each broadcast meets both groups: per 32 weights of 16 rows and four activation rows,
-//! 32 broadcasts serve 64 `vpmaddubsw` and nothing is decoded. Against the interleaved GEMM,
+//! and each broadcast meets all three groups: per 32 weights of 24 rows and four activation
+//! rows, 32 broadcasts serve 96 `vpmaddubsw` and nothing is decoded. Against the interleaved GEMM,
 //! AMD EPYC Zen 3, 2 threads, weights hot, min of 3 (`compare_peer.py --baseline`), ms: 4096x4096
-//! batch 32 4.98 -> 3.70, 512 82.8 -> 55.0; 11008x4096 batch 32 12.5 -> 9.8, 512 209 -> 154.
-//! Q4_0, whose interleaved GEMM decodes with five instructions a vector and no lookup, measured
-//! slower on the same tiles at batches 8 and 32 (0.94 -> 1.21, 3.47 -> 4.02 ms) and equal at 512,
-//! so it keeps its interleaved GEMM.
+//! batch 8 1.45 -> 1.13, 32 5.43 -> 3.80, 512 96.8 -> 58.9; 11008x4096 batch 32 12.6 -> 8.7, 512
+//! 206 -> 133. Q4_0, whose interleaved GEMM decodes with five instructions a vector and no
+//! lookup, measured slower on two-group tiles at batches 8 and 32 (0.94 -> 1.21, 3.47 -> 4.02 ms)
+//! and equal at 512, so it keeps its interleaved GEMM.
 //!
 //! # Exactness
 //!
@@ -27,10 +27,13 @@ use crate::blocks::{BlockMxfp4x8, BlockQ8_0x4Sums};
 use crate::kernel_api::{target_entries, TiledGemm};
 use crate::quant::grids::KVALUES_FP4;
 
-/// Row groups of 8 in one tile: every activation broadcast serves both.
-const GROUPS: usize = 2;
+/// Row groups of 8 in one tile: every activation broadcast serves all of them. Three against
+/// two, MXFP4 4096x4096, one Zen 3 thread, weights hot, min of 3 alternating (ms): batch 32
+/// 7.23 -> 6.49, 512 108.3 -> 95.6; four measured no faster than three (the accumulators of
+/// four groups leave no spare register).
+const GROUPS: usize = 3;
 
-/// One 32-column block of the tile's 16 rows.
+/// One 32-column block of the tile's rows.
 #[repr(C)]
 #[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
 struct TileBlock {
@@ -116,7 +119,7 @@ unsafe fn load32(p: &[u8; 32]) -> __m256i {
     unsafe { _mm256_loadu_si256(p.as_ptr().cast()) }
 }
 
-/// Fills the tile from its two row groups (`blocks`: group 0's `nb` blocks, then group 1's).
+/// Fills the tile from its row groups (`blocks`: group 0's `nb` blocks, then group 1's, ...).
 ///
 /// # Safety
 /// The CPU must support AVX2 and F16C.
@@ -141,7 +144,7 @@ unsafe fn make_tile_body<W: UnsignedBlock>(blocks: &[W], tile: &mut [u64]) {
     }
 }
 
-/// The tile's 16 rows times one quad of activation rows: `out[16 m + 8 g + r]` for activation
+/// The tile's rows times one quad of activation rows: `out[8 (GROUPS m + g) + r]` for activation
 /// row `m` and row `r` of group `g`.
 ///
 /// # Safety
@@ -164,10 +167,10 @@ unsafe fn gemm_body<W: UnsignedBlock>(
         let per_half = 8 / halves;
         let mut acc = [[_mm256_setzero_ps(); GROUPS]; M];
         for (t, ab) in tile.iter().zip(a) {
-            let d = [
-                _mm256_loadu_ps(t.d[0].as_ptr()),
-                _mm256_loadu_ps(t.d[1].as_ptr()),
-            ];
+            let mut d = [_mm256_setzero_ps(); GROUPS];
+            for (d, row_scales) in d.iter_mut().zip(&t.d) {
+                *d = _mm256_loadu_ps(row_scales.as_ptr());
+            }
             for (m, acc_m) in acc.iter_mut().enumerate() {
                 // The weights loaded again for every activation row: left to itself, LLVM keeps
                 // the block's 16 vectors for the four rows and spills them.
@@ -201,7 +204,7 @@ unsafe fn gemm_body<W: UnsignedBlock>(
         let order = row_order();
         for (m, acc_m) in acc.iter().enumerate() {
             for (g, acc) in acc_m.iter().enumerate() {
-                let o = &mut out[16 * m + 8 * g..16 * m + 8 * g + 8];
+                let o = &mut out[8 * (GROUPS * m + g)..8 * (GROUPS * m + g) + 8];
                 _mm256_storeu_ps(o.as_mut_ptr(), _mm256_permutevar8x32_ps(*acc, order));
             }
         }
@@ -213,7 +216,7 @@ target_entries! { "avx2,fma,f16c";
     fn tiled_gemm<W: UnsignedBlock>(w: &[W], tile: &[u64], a: &[BlockQ8_0x4Sums], out: &mut [f32]) => gemm_body::<W>;
 }
 
-/// The 16-row tiles of `W`, used from `min_quads` quads of activation rows on.
+/// The tiles of `W` (`GROUPS` row groups), used from `min_quads` quads of activation rows on.
 pub(in crate::kernels::x86::avx2) fn tiles<W: UnsignedBlock>(
     min_quads: usize,
 ) -> TiledGemm<W, BlockQ8_0x4Sums> {
@@ -232,13 +235,13 @@ mod tests {
     use super::*;
     use crate::cpu::{CpuFeatures, KernelSet};
 
-    /// The tile's product of two row groups of `blocks` with one quad `a`, through the entry
+    /// The tile's product of the row groups of `blocks` with one quad `a`, through the entry
     /// points the driver calls.
     fn product<W: UnsignedBlock>(blocks: &[W], a: &[BlockQ8_0x4Sums]) -> Vec<f32> {
         let t = tiles::<W>(1);
         let mut tile = vec![0u64; (t.tile_words)(a.len())];
         (t.make_tile)(blocks, &mut tile);
-        let mut out = vec![f32::NAN; 64];
+        let mut out = vec![f32::NAN; 32 * GROUPS];
         (t.gemm)(blocks, &tile, a, &mut out);
         out
     }
@@ -253,7 +256,7 @@ mod tests {
     }
 
     /// Every MXFP4 nibble against activations of -128 and 127, the widest `i16` sums and the
-    /// largest offsets: exact, in every row of both groups.
+    /// largest offsets: exact, in every row of every group.
     #[test]
     fn mxfp4_extremes_are_exact() {
         if !CpuFeatures::get().has(KernelSet::Avx2) {
@@ -266,7 +269,7 @@ mod tests {
                     e: [128; 8],
                     qs: [nibble * 0x11; 128],
                 };
-                let out = product(&[block, block], &[quad::<128>(q)]);
+                let out = product(&[block; GROUPS], &[quad::<128>(q)]);
                 let want = 32.0 * f32::from(KVALUES_FP4[usize::from(nibble)]) * f32::from(q);
                 assert!(
                     out.iter().all(|&o| o == want),
