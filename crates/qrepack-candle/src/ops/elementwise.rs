@@ -433,41 +433,57 @@ unsafe fn gated_row_256(gate: Gate, g: &[f32], u: &[f32], out: &mut [f32]) {
     unsafe { gated_row_wide::<std::arch::x86_64::__m256>(gate, g, u, out) }
 }
 
-/// `out[i] = act(g[i]) * u[i]` a vector at a time, each activation as `x / (1 + e^-y)`; the
-/// values past the last full vector through [`gated_row`].
+/// `out[i] = act(g[i]) * u[i]` four vectors at a time, each activation as `x / (1 + e^-y)`;
+/// the values past the last four vectors through [`gated_row`]. The four exponentials run
+/// interleaved ([`super::wide::Wide::exp_many`]): one at a time, each a chain of some 30
+/// dependent operations, they ran at a third of the four's speed (SiLU, one Zen 3 thread,
+/// 0.93 -> 2.1 values/ns).
 ///
 /// # Safety
 /// `W`'s instruction set; `g` and `u` at least as long as `out`.
 #[cfg(target_arch = "x86_64")]
 #[inline(always)]
 unsafe fn gated_row_wide<W: super::wide::Wide>(gate: Gate, g: &[f32], u: &[f32], out: &mut [f32]) {
+    const VECTORS: usize = 4;
     let n = out.len();
-    let full = n - n % W::LANES;
+    let step = VECTORS * W::LANES;
+    let full = n - n % step;
     let (gp, up, op) = (g.as_ptr(), u.as_ptr(), out.as_mut_ptr());
-    // SAFETY: `i + LANES <= full <= n` for every vector; the inputs hold at least `n` values.
+    // SAFETY: `i + step <= full <= n` for every step; the inputs hold at least `n` values.
     unsafe {
         let one = W::splat(1.0);
         let mut i = 0;
         while i < full {
-            let (g, u) = (W::load(gp.add(i)), W::load(up.add(i)));
-            // `x / (1 + e^-y) * v` for the gate's x, y and factor v
-            let (x, y, v) = match gate {
-                Gate::SwiGlu => (g, g, u),
-                Gate::GeGlu => {
-                    // 2 sqrt(2 / pi) (x + 0.044715 x^3)
-                    let cube = g.mul(g).mul(W::splat(0.044_715));
-                    let t = cube.mul_add(g, g);
-                    (g, t.mul(W::splat(2.0 * 0.797_884_6)), u)
-                }
-                Gate::SwiGluOai => {
-                    let x = g.min(W::splat(OAI_LIMIT));
-                    let v = u.min(W::splat(OAI_LIMIT)).max(W::splat(-OAI_LIMIT));
-                    (x, x.mul(W::splat(OAI_ALPHA)), v.add(one))
-                }
-            };
-            let denominator = one.add(W::zero().sub(y).exp());
-            x.div(denominator).mul(v).store(op.add(i));
-            i += W::LANES;
+            // `x / (1 + e^-y) * v` for the gate's x, y and factor v; loops over the vectors
+            // rather than closures, which do not take the caller's target features
+            let (mut x, mut minus_y, mut v) = ([one; VECTORS], [one; VECTORS], [one; VECTORS]);
+            for k in 0..VECTORS {
+                let (g, u) = (
+                    W::load(gp.add(i + k * W::LANES)),
+                    W::load(up.add(i + k * W::LANES)),
+                );
+                let (xk, yk, vk) = match gate {
+                    Gate::SwiGlu => (g, g, u),
+                    Gate::GeGlu => {
+                        // 2 sqrt(2 / pi) (x + 0.044715 x^3)
+                        let cube = g.mul(g).mul(W::splat(0.044_715));
+                        (g, cube.mul_add(g, g).mul(W::splat(2.0 * 0.797_884_6)), u)
+                    }
+                    Gate::SwiGluOai => {
+                        let x = g.min(W::splat(OAI_LIMIT));
+                        let v = u.min(W::splat(OAI_LIMIT)).max(W::splat(-OAI_LIMIT));
+                        (x, x.mul(W::splat(OAI_ALPHA)), v.add(one))
+                    }
+                };
+                (x[k], minus_y[k], v[k]) = (xk, W::zero().sub(yk), vk);
+            }
+            let e = W::exp_many(minus_y);
+            for k in 0..VECTORS {
+                x[k].div(one.add(e[k]))
+                    .mul(v[k])
+                    .store(op.add(i + k * W::LANES));
+            }
+            i += step;
         }
     }
     gated_row(gate, &g[full..n], &u[full..n], &mut out[full..])

@@ -9,7 +9,7 @@ use std::arch::x86_64::*;
 
 use half::f16;
 
-use super::math::x86::{exp16, exp8, exp8_nonpositive};
+use super::math::x86::{exp16, exp16_many, exp8_many, exp8_nonpositive};
 
 /// Which vector width a kernel runs with.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -73,10 +73,10 @@ pub(super) trait Wide: Copy {
     unsafe fn max(self, b: Self) -> Self;
     unsafe fn min(self, b: Self) -> Self;
     unsafe fn div(self, b: Self) -> Self;
-    /// `e^x` per lane (relative error below 3e-7): 0 below -87.3 and for `-inf`, `+inf`
-    /// above 88.7.
-    unsafe fn exp(self) -> Self;
-    /// [`Wide::exp`] of lanes at most 0 (the same values; other lanes unspecified): what a
+    /// `e^x` per lane (relative error below 3e-7) of `N` vectors, their chains interleaved:
+    /// 0 below -87.3 and for `-inf`, `+inf` above 88.7.
+    unsafe fn exp_many<const N: usize>(x: [Self; N]) -> [Self; N];
+    /// [`Wide::exp_many`] of one vector's lanes at most 0 (the same values; other lanes unspecified): what a
     /// softmax takes after subtracting the maximum, where it can be cheaper.
     unsafe fn exp_nonpositive(self) -> Self;
     /// `self`, with `-inf` in the lanes where `at` lies outside `lo..hi` (a lane's first
@@ -207,16 +207,16 @@ impl Wide for __m512 {
     }
 
     #[inline(always)]
-    unsafe fn exp(self) -> Self {
-        // SAFETY: the trait's contract (AVX-512 F).
-        unsafe { exp16(self) }
-    }
-
-    #[inline(always)]
     unsafe fn exp_nonpositive(self) -> Self {
         // SAFETY: the trait's contract (AVX-512 F). `vscalefps` already applies any `2^n` in
         // one instruction: little to save here.
         unsafe { exp16(self) }
+    }
+
+    #[inline(always)]
+    unsafe fn exp_many<const N: usize>(x: [Self; N]) -> [Self; N] {
+        // SAFETY: the trait's contract (AVX-512 F).
+        unsafe { exp16_many(x) }
     }
 
     #[inline(always)]
@@ -373,15 +373,15 @@ impl Wide for __m256 {
     }
 
     #[inline(always)]
-    unsafe fn exp(self) -> Self {
-        // SAFETY: the trait's contract (AVX2, FMA).
-        unsafe { exp8(self) }
-    }
-
-    #[inline(always)]
     unsafe fn exp_nonpositive(self) -> Self {
         // SAFETY: the trait's contract (AVX2, FMA).
         unsafe { exp8_nonpositive(self) }
+    }
+
+    #[inline(always)]
+    unsafe fn exp_many<const N: usize>(x: [Self; N]) -> [Self; N] {
+        // SAFETY: the trait's contract (AVX2, FMA).
+        unsafe { exp8_many(x) }
     }
 
     #[inline(always)]
