@@ -218,6 +218,71 @@ unsafe fn iq1_prep(qs: &[u8; 32], high: [__m256i; 2], fields: __m256i) -> Iq1Pre
     }
 }
 
+/// The 3 high index bits of an IQ1_M block's points as `i16` lanes, points 0..16 and 16..32:
+/// bits 0..3 of `qh[p / 2]` for an even point p, 4..7 for an odd one (bits 3 and 7 are the
+/// shift signs).
+///
+/// # Safety
+/// The CPU must support AVX2.
+#[inline(always)]
+unsafe fn iq1_m_high_bits(b: &BlockIq1M) -> [__m256i; 2] {
+    // SAFETY: register-only intrinsics of the caller's features; the load reads the block's
+    // 16 `qh` bytes.
+    unsafe {
+        let q = _mm256_cvtepu8_epi16(_mm_loadu_si128(b.qh.as_ptr().cast()));
+        let seven = _mm256_set1_epi16(7);
+        let even = _mm256_and_si256(q, seven);
+        let odd = _mm256_and_si256(_mm256_srli_epi16::<4>(q), seven);
+        // `unpack` interleaves within 128-bit lanes: points 0..8 | 16..24 and
+        // 8..16 | 24..32, put back in order by the lane permutes.
+        let lo = _mm256_unpacklo_epi16(even, odd);
+        let hi = _mm256_unpackhi_epi16(even, odd);
+        [
+            _mm256_permute2x128_si256::<0x20>(lo, hi),
+            _mm256_permute2x128_si256::<0x31>(lo, hi),
+        ]
+    }
+}
+
+/// The 11-bit grid indices of an IQ1_M block's 32 points, four to a word (point `4 g + l` in
+/// bits `16 l..16 l + 16` of word `g`), stored into `index`.
+///
+/// # Safety
+/// The CPU must support AVX2.
+#[inline(always)]
+pub(super) unsafe fn iq1_m_indices(b: &BlockIq1M, index: &mut [u64; 8]) {
+    // SAFETY: register-only intrinsics of the caller's features; the loads read 16 of the
+    // block's `qs` bytes each, the stores write four of the `index` words each.
+    unsafe {
+        let high = iq1_m_high_bits(b);
+        for (h, out) in index.chunks_exact_mut(4).enumerate() {
+            let low = _mm256_cvtepu8_epi16(_mm_loadu_si128(
+                sub::<u8, 16>(&b.qs, 16 * h).as_ptr().cast(),
+            ));
+            let v = _mm256_or_si256(low, _mm256_slli_epi16::<8>(high[h]));
+            _mm256_storeu_si256(out.as_mut_ptr().cast(), v);
+        }
+    }
+}
+
+/// The four grid points of group `g` as `8 q + 9`, their indices cut from word `g` of `index`
+/// (written some blocks earlier, see `prepared_gemv::AHEAD_BLOCKS`, and read from memory as
+/// written: LLVM otherwise moves the words' loads up to the block's start and spills them).
+///
+/// # Safety
+/// Every 16-bit field of `index[g]` below 2048 (as [`iq1_m_indices`] writes them).
+#[inline(always)]
+pub(super) unsafe fn iq1_points_ahead(index: &[u64; 8], g: usize) -> [u64; 4] {
+    let word = from_memory(&index[g]);
+    let point = |l: usize| {
+        let i = (word >> (16 * l)) as usize & 0xffff;
+        debug_assert!(i < IQ1_GRID_PLUS9.len());
+        // SAFETY: below 2048, the table's length (the caller's contract).
+        unsafe { *IQ1_GRID_PLUS9.get_unchecked(i) }
+    };
+    [point(0), point(1), point(2), point(3)]
+}
+
 /// The four grid points of group `g` as `8 q + 9` (indices below 2048 by their mask).
 #[inline(always)]
 pub(super) fn iq1_points(prep: &Iq1Prep, g: usize) -> [u64; 4] {
@@ -274,23 +339,9 @@ impl GridBlock for BlockIq1M {
         // SAFETY: register-only intrinsics of the caller's features; loads go through
         // fixed-size references.
         unsafe {
-            // Point p's 3 high index bits: bits 0..3 of `qh[p / 2]` for even p, 4..7 for
-            // odd p (bits 3 and 7 are the shift signs).
-            let q = _mm256_cvtepu8_epi16(_mm_loadu_si128(self.qh.as_ptr().cast()));
-            let seven = _mm256_set1_epi16(7);
-            let even = _mm256_and_si256(q, seven);
-            let odd = _mm256_and_si256(_mm256_srli_epi16::<4>(q), seven);
-            // `unpack` interleaves within 128-bit lanes: points 0..8 | 16..24 and
-            // 8..16 | 24..32, put back in order by the lane permutes.
-            let lo = _mm256_unpacklo_epi16(even, odd);
-            let hi = _mm256_unpackhi_epi16(even, odd);
-            let high = [
-                _mm256_permute2x128_si256::<0x20>(lo, hi),
-                _mm256_permute2x128_si256::<0x31>(lo, hi),
-            ];
             // Scale of half k (16 weights): 3 bits at 3 (k % 4) of scale word k / 4.
             let fields = fields3(word_pairs(u64::from_le_bytes(self.scales)));
-            iq1_prep(&self.qs, high, fields)
+            iq1_prep(&self.qs, iq1_m_high_bits(self), fields)
         }
     }
     #[inline(always)]

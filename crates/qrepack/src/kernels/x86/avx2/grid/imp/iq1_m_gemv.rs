@@ -14,11 +14,13 @@
 
 use std::arch::x86_64::*;
 
-use super::iq1::iq1_points;
+use std::mem::MaybeUninit;
+
+use super::iq1::{iq1_m_indices, iq1_points_ahead};
 use super::{points64, GridBlock};
 use crate::blocks::{BlockIq1M, BlockQ8K};
 use crate::kernels::x86::avx2::plain_rows::{load32, load_bsums, sub};
-use crate::kernels::x86::prepared_gemv::{nothing_ahead, PreparedGemv};
+use crate::kernels::x86::prepared_gemv::PreparedGemv;
 
 /// Activation blocks (256 columns) prepared at a time: 4096 columns, under 6 KiB of stack.
 pub(in crate::kernels::x86::avx2) const PREP_BLOCKS: usize = 16;
@@ -43,7 +45,16 @@ impl PreparedGemv for Iq1M {
     type Acc = __m256;
     type Prep = Iq1MAct;
     type Consts = ();
-    nothing_ahead!();
+    type Ahead = [u64; 8];
+
+    /// The block's 32 grid indices, worked out a few blocks before its product and read back
+    /// one by one: cut from a general register with shifts and masks in the product, they
+    /// were most of its scalar work.
+    #[inline(always)]
+    unsafe fn ahead(w: &BlockIq1M, _: (), index: &mut MaybeUninit<[u64; 8]>) {
+        // SAFETY: the caller's features; `iq1_m_indices` writes all eight words.
+        unsafe { iq1_m_indices(w, index.write([0; 8])) }
+    }
 
     #[inline(always)]
     unsafe fn empty() -> Iq1MAct {
@@ -75,7 +86,7 @@ impl PreparedGemv for Iq1M {
     }
 
     #[inline(always)]
-    unsafe fn block(w: &BlockIq1M, _: &(), p: &Iq1MAct, _: (), acc: __m256) -> __m256 {
+    unsafe fn block(w: &BlockIq1M, index: &[u64; 8], p: &Iq1MAct, _: (), acc: __m256) -> __m256 {
         // SAFETY: register-only intrinsics of the caller's features; the loads read the
         // block's 16 `qh` bytes.
         unsafe {
@@ -96,7 +107,8 @@ impl PreparedGemv for Iq1M {
                 _mm256_madd_epi16(p.runs[1], odd),
             );
             for (g, &av) in p.qs.iter().enumerate() {
-                let u = points64(iq1_points(&prep, g));
+                // `ahead` wrote the indices (below 2048).
+                let u = points64(iq1_points_ahead(index, g));
                 let products = _mm256_madd_epi16(_mm256_maddubs_epi16(u, av), prep.scales[g]);
                 isum = _mm256_add_epi32(isum, products);
             }
