@@ -35,6 +35,7 @@ mod imp {
 
     mod iq1;
     pub(super) mod iq1_m_gemv;
+    pub(super) mod iq1_s_gemv;
     pub(super) mod signed_gemv;
 
     use iq1::{iq1_s_groups, shifted_groups};
@@ -579,12 +580,13 @@ block_rows! {
     BlockIq2S, BlockQ8K => iq2_s_gemv, iq2_s_gemm, iq2_s_rows, tiled decoded_tiled;
     BlockIq3Xxs, BlockQ8K => iq3_xxs_gemv, iq3_xxs_gemm, iq3_xxs_rows, tiled decoded_tiled;
     BlockIq3S, BlockQ8K => iq3_s_row_gemv, iq3_s_gemm, iq3_s_row_kernels, tiled decoded_tiled;
-    BlockIq1S, BlockQ8K => iq1_s_gemv, iq1_s_gemm, iq1_s_rows, tiled decoded_tiled;
+    BlockIq1S, BlockQ8K => iq1_s_row_gemv, iq1_s_gemm, iq1_s_row_kernels, tiled decoded_tiled;
     BlockIq1M, BlockQ8K => iq1_m_row_gemv, iq1_m_gemm, iq1_m_row_kernels, tiled decoded_tiled;
 }
 
 target_entries! { "avx2,fma,f16c";
     fn iq1_m_prepared_gemv(w: &[BlockIq1M], a: &[BlockQ8K], out: &mut [f32]) => prepared_gemv::gemv_body::<imp::iq1_m_gemv::Iq1M, { imp::iq1_m_gemv::PREP_BLOCKS }>;
+    fn iq1_s_prepared_gemv(w: &[BlockIq1S], a: &[BlockQ8K], out: &mut [f32]) => prepared_gemv::gemv_body::<imp::iq1_s_gemv::Iq1S, { imp::iq1_s_gemv::PREP_BLOCKS }>;
 }
 
 /// The signed grid types' GEMVs on prepared activations and their row and tile kernels.
@@ -611,6 +613,15 @@ macro_rules! signed_prepared_rows {
 // 1.52, IQ2_S 1.31 -> 1.47, IQ3_XXS 1.56 -> 1.65, IQ2_XS 1.44 -> 1.43) and keep the row GEMV.
 signed_prepared_rows! {
     BlockIq3S => iq3_s_prepared_gemv, iq3_s_rows, iq3_s_row_kernels;
+}
+
+/// Plain IQ1_S rows with AVX2: the GEMV on activations prepared once per call
+/// (`imp::iq1_s_gemv`), the row GEMM and the per-call tiles.
+pub(crate) fn iq1_s_rows(token: Avx2) -> Kernels<BlockIq1S, BlockQ8K, BlockQ8K> {
+    Kernels {
+        gemv: iq1_s_prepared_gemv,
+        ..iq1_s_row_kernels(token)
+    }
 }
 
 /// Plain IQ1_M rows with AVX2: the GEMV on activations prepared once per call

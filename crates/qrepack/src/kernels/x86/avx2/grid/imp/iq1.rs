@@ -265,6 +265,28 @@ pub(super) unsafe fn iq1_m_indices(b: &BlockIq1M, index: &mut [u64; 8]) {
     }
 }
 
+/// The 11-bit grid indices of an IQ1_S block's 32 points, four to a word as
+/// [`iq1_m_indices`] writes them: point `4 g + l`'s low byte `qs[4 g + l]`, its 3 high bits at
+/// `3 l` of `qh` word `g`.
+///
+/// # Safety
+/// The CPU must support AVX2.
+#[inline(always)]
+pub(super) unsafe fn iq1_s_indices(b: &BlockIq1S, index: &mut [u64; 8]) {
+    // SAFETY: register-only intrinsics of the caller's features; the loads read 16 of the
+    // block's `qs` bytes each, the stores write four of the `index` words each.
+    unsafe {
+        for (h, out) in index.chunks_exact_mut(4).enumerate() {
+            let low = _mm256_cvtepu8_epi16(_mm_loadu_si128(
+                sub::<u8, 16>(&b.qs, 16 * h).as_ptr().cast(),
+            ));
+            let high = fields3(word_pairs(le_u64(&b.qh, 8 * h)));
+            let v = _mm256_or_si256(low, _mm256_slli_epi16::<8>(high));
+            _mm256_storeu_si256(out.as_mut_ptr().cast(), v);
+        }
+    }
+}
+
 /// The four grid points of group `g` as `8 q + 9`, their indices cut from word `g` of `index`
 /// (written some blocks earlier, see `prepared_gemv::AHEAD_BLOCKS`, and read from memory as
 /// written: LLVM otherwise moves the words' loads up to the block's start and spills them).
