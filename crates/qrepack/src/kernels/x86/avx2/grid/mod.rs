@@ -223,9 +223,9 @@ mod imp {
     ///
     /// The decode is a trait rather than a closure: a closure does not inherit its caller's
     /// target features, and when it is not inlined its intrinsics become calls.
-    trait GridBlock {
+    pub(in crate::kernels::x86::avx2) trait GridBlock {
         /// What the whole block decodes at once (sign words, scales).
-        type Prep;
+        type Prep: Copy;
         /// The block's weight scale times the type's constant factor (a power of two), in
         /// lane 0.
         ///
@@ -575,8 +575,8 @@ mod imp {
 }
 
 block_rows! {
-    BlockIq2Xxs, BlockQ8K => iq2_xxs_gemv, iq2_xxs_gemm, iq2_xxs_rows, tiled decoded_tiled;
-    BlockIq2Xs, BlockQ8K => iq2_xs_gemv, iq2_xs_gemm, iq2_xs_rows, tiled decoded_tiled;
+    BlockIq2Xxs, BlockQ8K => iq2_xxs_row_gemv, iq2_xxs_gemm, iq2_xxs_row_kernels, tiled decoded_tiled;
+    BlockIq2Xs, BlockQ8K => iq2_xs_row_gemv, iq2_xs_gemm, iq2_xs_row_kernels, tiled decoded_tiled;
     BlockIq2S, BlockQ8K => iq2_s_gemv, iq2_s_gemm, iq2_s_rows, tiled decoded_tiled;
     BlockIq3Xxs, BlockQ8K => iq3_xxs_gemv, iq3_xxs_gemm, iq3_xxs_rows, tiled decoded_tiled;
     BlockIq3S, BlockQ8K => iq3_s_row_gemv, iq3_s_gemm, iq3_s_row_kernels, tiled decoded_tiled;
@@ -608,11 +608,14 @@ macro_rules! signed_prepared_rows {
     };
 }
 
-// Only IQ3_S gains from the prepared activations (one Zen 3 thread, 4096x4096 hot, min of 3
-// alternating, row GEMV -> prepared: IQ3_S 2.12 -> 1.97 ms); the others lose (IQ2_XXS 1.40 ->
-// 1.52, IQ2_S 1.31 -> 1.47, IQ3_XXS 1.56 -> 1.65, IQ2_XS 1.44 -> 1.43) and keep the row GEMV.
+// The prepared activations with each block's sign words and scales worked out eight blocks
+// ahead (one Zen 3 thread, 4096x4096 hot, min of 3 alternating, row GEMV -> prepared):
+// IQ2_XXS 1.405 -> 1.184 ms, IQ2_XS 1.465 -> 1.391, IQ3_S 2.12 -> 1.97 (nothing ahead). IQ2_S
+// (1.285 -> 1.504) and IQ3_XXS (1.557 -> 1.633) lose and keep the row GEMV.
 signed_prepared_rows! {
     BlockIq3S => iq3_s_prepared_gemv, iq3_s_rows, iq3_s_row_kernels;
+    BlockIq2Xxs => iq2_xxs_prepared_gemv, iq2_xxs_rows, iq2_xxs_row_kernels;
+    BlockIq2Xs => iq2_xs_prepared_gemv, iq2_xs_rows, iq2_xs_row_kernels;
 }
 
 /// Plain IQ1_S rows with AVX2: the GEMV on activations prepared once per call

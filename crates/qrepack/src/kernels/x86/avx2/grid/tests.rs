@@ -199,3 +199,47 @@ fn negated_points_against_minus_128_are_exact() {
     (iq1_s_rows(cpu).gemv)(&[w], &[act], &mut out);
     assert_eq!(out[0], vecdot::vec_dot_iq1_s_q8_k(&[w], &[act]));
 }
+
+/// The GEMVs on prepared activations, whose blocks' indices or sign words are worked out
+/// eight blocks ahead, on rows of 70 and 130 blocks (several pieces of prepared blocks, the
+/// last chunk ahead partial) and 1 to 9 rows.
+#[test]
+fn prepared_gemvs_on_long_rows() {
+    use crate::kernels::row_tests::q8_k_long_rows;
+    let Some(cpu) = avx2() else { return };
+    let iq1_s_gemv = iq1_s_rows(cpu).gemv;
+    q8_k_long_rows(
+        GgmlType::IQ1_S,
+        iq1_s_gemv,
+        vecdot::vec_dot_iq1_s_q8_k,
+        iq1_s,
+    );
+    let iq1_m_gemv = iq1_m_rows(cpu).gemv;
+    q8_k_long_rows(
+        GgmlType::IQ1_M,
+        iq1_m_gemv,
+        vecdot::vec_dot_iq1_m_q8_k,
+        iq1_m,
+    );
+    let iq2_xxs_gemv = iq2_xxs_rows(cpu).gemv;
+    q8_k_long_rows(
+        GgmlType::IQ2_XXS,
+        iq2_xxs_gemv,
+        vecdot::vec_dot_iq2_xxs_q8_k,
+        iq2_xxs,
+    );
+    let iq2_xs_gemv = iq2_xs_rows(cpu).gemv;
+    q8_k_long_rows(
+        GgmlType::IQ2_XS,
+        iq2_xs_gemv,
+        vecdot::vec_dot_iq2_xs_q8_k,
+        iq2_xs,
+    );
+    let iq3_s_gemv = iq3_s_rows(cpu).gemv;
+    q8_k_long_rows(
+        GgmlType::IQ3_S,
+        iq3_s_gemv,
+        vecdot::vec_dot_iq3_s_q8_k,
+        iq3_s,
+    );
+}

@@ -128,7 +128,8 @@ impl ShiftCoef for Iq1Prep {
 /// odd scales of each 16 weights as the groups' `madd` operands, and the factor of each
 /// 16-weight activation sum (`-9` times its scale). Decoding them for the whole block in
 /// vector registers took most of the scalar work out of the groups.
-pub(super) struct Iq1Prep {
+#[derive(Clone, Copy)]
+pub(in crate::kernels::x86::avx2) struct Iq1Prep {
     index: [u16; 32],
     pub(super) scales: [__m256i; 8],
     coef: __m256i,

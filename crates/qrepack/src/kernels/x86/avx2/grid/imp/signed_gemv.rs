@@ -11,11 +11,12 @@
 
 use std::arch::x86_64::*;
 use std::marker::PhantomData;
+use std::mem::MaybeUninit;
 
 use super::GridBlock;
 use crate::blocks::BlockQ8K;
 use crate::kernels::x86::avx2::plain_rows::{load32, sub};
-use crate::kernels::x86::prepared_gemv::{nothing_ahead, PreparedGemv};
+use crate::kernels::x86::prepared_gemv::PreparedGemv;
 
 /// Activation blocks (256 columns) prepared at a time: 4096 columns, about 8 KiB of stack.
 pub(in crate::kernels::x86::avx2) const PREP_BLOCKS: usize = 16;
@@ -39,7 +40,16 @@ impl<B: GridBlock> PreparedGemv for Signed<B> {
     type Acc = __m256;
     type Prep = SignedAct;
     type Consts = ();
-    nothing_ahead!();
+    /// What the block decodes at once (sign words, scales), worked out a few blocks before its
+    /// product (`prepared_gemv::AHEAD_BLOCKS`): made right before it, its loads waited on the
+    /// vector stores that had just written it.
+    type Ahead = B::Prep;
+
+    #[inline(always)]
+    unsafe fn ahead(w: &B, _: (), out: &mut MaybeUninit<B::Prep>) {
+        // SAFETY: the caller's features.
+        out.write(unsafe { w.prepare() });
+    }
 
     #[inline(always)]
     unsafe fn empty() -> SignedAct {
@@ -69,16 +79,15 @@ impl<B: GridBlock> PreparedGemv for Signed<B> {
     }
 
     #[inline(always)]
-    unsafe fn block(w: &B, _: &(), p: &SignedAct, _: (), acc: __m256) -> __m256 {
+    unsafe fn block(w: &B, prep: &B::Prep, p: &SignedAct, _: (), acc: __m256) -> __m256 {
         // SAFETY: register-only intrinsics of the caller's features; the block's own loads go
         // through its fixed-size fields.
         unsafe {
-            let prep = w.prepare();
             // Two sums, the groups in pairs, unrolled (as the row GEMV's `signed_groups`).
             let mut isum = [_mm256_setzero_si256(); 2];
             macro_rules! group {
                 ($g:literal) => {
-                    let (wv, sc) = w.group(&prep, $g);
+                    let (wv, sc) = w.group(prep, $g);
                     let pairs = _mm256_maddubs_epi16(p.abs[$g], _mm256_sign_epi8(wv, p.a[$g]));
                     isum[$g % 2] = _mm256_add_epi32(isum[$g % 2], _mm256_madd_epi16(pairs, sc));
                 };
