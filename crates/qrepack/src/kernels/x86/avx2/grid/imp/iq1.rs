@@ -57,19 +57,7 @@ pub(super) unsafe fn iq1_s_groups<const N: usize>(
     // fixed-size references.
     unsafe {
         let odd_scales = b.prepare();
-        // Word g of `qh`: the group's shift sign at bit 15 (δ = -1 when set, else 1).
-        let qh = _mm_loadu_si128(b.qh.as_ptr().cast());
-        let sc = _mm_and_si128(_mm_srli_epi16::<12>(qh), _mm_set1_epi16(7));
-        let ls = _mm_add_epi16(_mm_add_epi16(sc, sc), _mm_set1_epi16(1));
-        let negative = _mm_srai_epi16::<15>(qh);
-        // δ - 9: -10 or -8
-        let factor = _mm_add_epi16(_mm_set1_epi16(-8), _mm_add_epi16(negative, negative));
-        let coef = _mm_mullo_epi16(ls, factor);
-        // One factor per group, for both of its 16-weight sums.
-        let coef = _mm256_set_m128i(
-            _mm_unpackhi_epi16(coef, coef),
-            _mm_unpacklo_epi16(coef, coef),
-        );
+        let coef = iq1_s_shift_coef(b);
         let mut isum = [_mm256_setzero_si256(); N];
         for r in 0..N {
             isum[r] = _mm256_madd_epi16(load_bsums(&a[r].bsums), coef);
@@ -87,6 +75,33 @@ pub(super) unsafe fn iq1_s_groups<const N: usize>(
             }
         }
         scale_rows(b.scale(), a, isum, acc);
+    }
+}
+
+/// The factor `(δ - 9)·ls` of each of an IQ1_S block's 16-weight activation sums (`i16` lanes,
+/// group `g`'s on sums `2 g` and `2 g + 1`), which takes the shift `δ` out of the points.
+///
+/// # Safety
+/// The CPU must support AVX2.
+#[inline(always)]
+pub(super) unsafe fn iq1_s_shift_coef(b: &BlockIq1S) -> __m256i {
+    // SAFETY: register-only intrinsics of the caller's features; the load reads the block's
+    // 16 `qh` bytes.
+    unsafe {
+        // Word g of `qh`: the group's 3-bit scale at 12, its shift sign at 15 (δ = -1 when
+        // set, else 1).
+        let qh = _mm_loadu_si128(b.qh.as_ptr().cast());
+        let sc = _mm_and_si128(_mm_srli_epi16::<12>(qh), _mm_set1_epi16(7));
+        let ls = _mm_add_epi16(_mm_add_epi16(sc, sc), _mm_set1_epi16(1));
+        let negative = _mm_srai_epi16::<15>(qh);
+        // δ - 9: -10 or -8
+        let factor = _mm_add_epi16(_mm_set1_epi16(-8), _mm_add_epi16(negative, negative));
+        let coef = _mm_mullo_epi16(ls, factor);
+        // One factor per group, for both of its 16-weight sums.
+        _mm256_set_m128i(
+            _mm_unpackhi_epi16(coef, coef),
+            _mm_unpacklo_epi16(coef, coef),
+        )
     }
 }
 

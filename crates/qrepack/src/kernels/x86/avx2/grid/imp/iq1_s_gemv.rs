@@ -12,7 +12,7 @@
 use std::arch::x86_64::*;
 use std::mem::MaybeUninit;
 
-use super::iq1::{iq1_points_ahead, iq1_s_indices};
+use super::iq1::{iq1_points_ahead, iq1_s_indices, iq1_s_shift_coef};
 use super::{le_u16, odd, points64, GridBlock};
 use crate::blocks::{BlockIq1S, BlockQ8K};
 use crate::kernels::x86::avx2::plain_rows::{load32, load_bsums, sub};
@@ -79,23 +79,10 @@ impl PreparedGemv for Iq1S {
 
     #[inline(always)]
     unsafe fn block(w: &BlockIq1S, index: &[u64; 8], p: &Iq1SAct, _: (), acc: __m256) -> __m256 {
-        // SAFETY: register-only intrinsics of the caller's features; the loads read the
-        // block's 16 `qh` bytes; `ahead` wrote the indices (below 2048).
+        // SAFETY: register-only intrinsics of the caller's features; `ahead` wrote the
+        // indices (below 2048).
         unsafe {
-            // Word g of `qh`: the group's 3-bit scale at 12, its shift sign at 15 (δ = -1
-            // when set, else 1).
-            let qh = _mm_loadu_si128(w.qh.as_ptr().cast());
-            let sc = _mm_and_si128(_mm_srli_epi16::<12>(qh), _mm_set1_epi16(7));
-            let ls = _mm_add_epi16(_mm_add_epi16(sc, sc), _mm_set1_epi16(1));
-            let negative = _mm_srai_epi16::<15>(qh);
-            // δ - 9: -10 or -8
-            let factor = _mm_add_epi16(_mm_set1_epi16(-8), _mm_add_epi16(negative, negative));
-            let coef = _mm_mullo_epi16(ls, factor);
-            // One factor per group, for both of its 16-weight sums.
-            let coef = _mm256_set_m128i(
-                _mm_unpackhi_epi16(coef, coef),
-                _mm_unpacklo_epi16(coef, coef),
-            );
+            let coef = iq1_s_shift_coef(w);
             let mut isum = _mm256_madd_epi16(p.bsums, coef);
             for (g, &av) in p.qs.iter().enumerate() {
                 let u = points64(iq1_points_ahead(index, g));
