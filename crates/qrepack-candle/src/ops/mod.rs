@@ -10,6 +10,7 @@ mod attention_row;
 #[cfg(target_arch = "x86_64")]
 mod attention_tile;
 mod elementwise;
+mod gated;
 mod kv_cache;
 mod math;
 #[cfg(target_arch = "x86_64")]
@@ -17,7 +18,7 @@ mod wide;
 
 pub use attention::{Attention, Heads, Rows};
 pub use elementwise::{
-    add_bias, add_in_place, gated, gated_split, rms_norm, rms_norm_heads, rms_norm_in_place, Gate,
-    Rope, RopeStyle, Yarn,
+    add_bias, add_in_place, rms_norm, rms_norm_heads, rms_norm_in_place, Rope, RopeStyle, Yarn,
 };
+pub use gated::{gated, gated_split, Gate};
 pub use kv_cache::{KvCache, KvType, PAGE};
