@@ -216,24 +216,19 @@ fn bench_vs_ggml_sums_the_peer_over_the_shapes() {
 fn sweep_plot() {
     let dir = TempDir::new("sweep");
     let svg = dir.path("s.svg");
-    let v = ok_json(&[
-        "bench",
-        "--sweep",
-        "--rows",
-        "16",
-        "--cols",
-        "64",
-        "--type",
-        "q4_0,q8_0",
-        "--batch",
-        "1,2,4,8",
-        "--reps",
-        "1",
-        "--plot",
-        s(&svg),
-        "--json",
-        "-q",
-    ]);
+    // the same sweep through `bench --sweep` and through `sweep`
+    let sweep = |command: &[&str], plot: &std::path::Path| {
+        let shape = ["--rows", "16", "--cols", "64", "--type", "q4_0,q8_0"];
+        let rest = [
+            "--batch", "1,2,4,8", "--reps", "1", "--json", "-q", "--plot",
+        ];
+        let mut args: Vec<&str> = command.to_vec();
+        args.extend(shape);
+        args.extend(rest);
+        args.push(s(plot));
+        ok_json(&args)
+    };
+    let v = sweep(&["bench", "--sweep"], &svg);
     let series = v["series"].as_array().unwrap();
     assert!(series.len() >= 2);
     assert_eq!(series[0]["points"].as_array().unwrap().len(), 4);
@@ -243,23 +238,7 @@ fn sweep_plot() {
 
     // `qrepack sweep` is the same command as `bench --sweep`
     let svg2 = dir.path("s2.svg");
-    let w = ok_json(&[
-        "sweep",
-        "--rows",
-        "16",
-        "--cols",
-        "64",
-        "--type",
-        "q4_0,q8_0",
-        "--batch",
-        "1,2,4,8",
-        "--reps",
-        "1",
-        "--plot",
-        s(&svg2),
-        "--json",
-        "-q",
-    ]);
+    let w = sweep(&["sweep"], &svg2);
     for key in ["rows", "cols", "seed", "threads", "cpu", "batches"] {
         assert_eq!(v[key], w[key], "{key}");
     }

@@ -355,11 +355,11 @@ pub fn add_bias(x: &mut [f32], bias: &[f32]) {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
 
-    /// `n` values uniform in [-2, 2).
-    fn values(n: usize, seed: u64) -> Vec<f32> {
+    /// `n` values uniform in [-2, 2) (also the gated activations' test values).
+    pub(in crate::ops) fn values(n: usize, seed: u64) -> Vec<f32> {
         let mut v = qrepack::rng::SplitMix64::new(seed).pm1_vec(n);
         v.iter_mut().for_each(|x| *x *= 2.0);
         v

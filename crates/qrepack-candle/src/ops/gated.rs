@@ -201,14 +201,8 @@ fn gelu_tanh(x: f32) -> f32 {
 
 #[cfg(test)]
 mod tests {
+    use super::super::elementwise::tests::values;
     use super::*;
-
-    /// `n` values uniform in [-2, 2).
-    fn values(n: usize, seed: u64) -> Vec<f32> {
-        let mut v = qrepack::rng::SplitMix64::new(seed).pm1_vec(n);
-        v.iter_mut().for_each(|x| *x *= 2.0);
-        v
-    }
 
     /// The clamped SwiGLU beyond its limits: the gate capped at 7, the up value clamped.
     #[test]
