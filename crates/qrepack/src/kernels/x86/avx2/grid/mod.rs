@@ -180,17 +180,14 @@ mod imp {
         unsafe { _mm256_setr_epi32(p(0), p(1), p(2), p(3), p(4), p(5), p(6), p(7)) }
     }
 
-    /// Grid magnitudes with bit `i` of `signs` negating byte `i`.
+    /// `grid` with the bytes where `mask` is `0xff` negated.
     ///
     /// # Safety
     /// The CPU must support AVX2.
     #[inline(always)]
-    unsafe fn signed(grid: __m256i, signs: u32) -> __m256i {
+    pub(in crate::kernels::x86::avx2) unsafe fn negated(grid: __m256i, mask: __m256i) -> __m256i {
         // SAFETY: register-only intrinsics of the caller's features.
-        unsafe {
-            let m = bit_mask32(signs);
-            _mm256_sub_epi8(_mm256_xor_si256(grid, m), m)
-        }
+        unsafe { _mm256_sub_epi8(_mm256_xor_si256(grid, mask), mask) }
     }
 
     /// The odd scales `2 s + 1` of the 16 nibbles of 8 bytes (the low nibble of byte `g` for
@@ -235,11 +232,13 @@ mod imp {
         /// # Safety
         /// The CPU must support AVX2.
         unsafe fn prepare(&self) -> Self::Prep;
-        /// Group `g`'s bytes and scales.
+        /// Group `g`'s grid bytes, the mask of the weights they negate (`0xff` bytes; zero for
+        /// types without signs) and the group's scales: [`negated`] of the first two is the
+        /// group's weights.
         ///
         /// # Safety
         /// The CPU must support AVX2.
-        unsafe fn group(&self, prep: &Self::Prep, g: usize) -> (__m256i, __m256i);
+        unsafe fn group(&self, prep: &Self::Prep, g: usize) -> (__m256i, __m256i, __m256i);
     }
 
     /// `d` times `factor` in lane 0.
@@ -292,7 +291,8 @@ mod imp {
             let mut isum = [[_mm256_setzero_si256(); N]; 2];
             macro_rules! group {
                 ($g:literal) => {
-                    let (w, sc) = b.group(&prep, $g);
+                    let (grid, negate, sc) = b.group(&prep, $g);
+                    let w = negated(grid, negate);
                     for r in 0..N {
                         let av = load32(sub::<i8, 32>(&a[r].qs, 32 * $g));
                         let p = _mm256_madd_epi16(mul_signed_pairs(w, av), sc);
@@ -353,8 +353,8 @@ mod imp {
         unsafe {
             let prep = b.prepare();
             for g in 0..8 {
-                let (w, sc) = b.group(&prep, g);
-                let u = _mm256_add_epi8(w, _mm256_set1_epi8(bias));
+                let (grid, negate, sc) = b.group(&prep, g);
+                let u = _mm256_add_epi8(negated(grid, negate), _mm256_set1_epi8(bias));
                 let dst: &mut [u8; 32] = (&mut out.u[32 * g..32 * g + 32])
                     .try_into()
                     .expect("32 bytes");
@@ -429,14 +429,14 @@ mod imp {
             }
         }
         #[inline(always)]
-        unsafe fn group(&self, prep: &Self::Prep, g: usize) -> (__m256i, __m256i) {
+        unsafe fn group(&self, prep: &Self::Prep, g: usize) -> (__m256i, __m256i, __m256i) {
             let idx = sub::<u8, 4>(&self.qs, 8 * g);
             // SAFETY: register-only intrinsics of the caller's features.
             unsafe {
                 let point = |l: usize| IQ2XXS_GRID[usize::from(from_memory(&idx[l]))];
                 let grid = points64([point(0), point(1), point(2), point(3)]);
                 let sc = _mm256_set1_epi32(from_memory(&prep.1[g]) as i32);
-                (signed(grid, prep.0[g]), sc)
+                (grid, bit_mask32(prep.0[g]), sc)
             }
         }
     }
@@ -462,13 +462,13 @@ mod imp {
             }
         }
         #[inline(always)]
-        unsafe fn group(&self, prep: &Self::Prep, g: usize) -> (__m256i, __m256i) {
+        unsafe fn group(&self, prep: &Self::Prep, g: usize) -> (__m256i, __m256i, __m256i) {
             let word = opaque(le_u64(&self.qs, 8 * g));
             let point = |l: usize| IQ2XS_GRID[(word >> (16 * l)) as usize & 511];
             // SAFETY: register-only intrinsics of the caller's features.
             unsafe {
                 let grid = points64([point(0), point(1), point(2), point(3)]);
-                (signed(grid, prep.0[g]), prep.1[g])
+                (grid, bit_mask32(prep.0[g]), prep.1[g])
             }
         }
     }
@@ -486,7 +486,7 @@ mod imp {
             unsafe { nibble_scale_pairs(&self.scales) }
         }
         #[inline(always)]
-        unsafe fn group(&self, scales: &[__m256i; 8], g: usize) -> (__m256i, __m256i) {
+        unsafe fn group(&self, scales: &[__m256i; 8], g: usize) -> (__m256i, __m256i, __m256i) {
             // Low 8 index bits in `qs[..32]`, the top 2 of point `l` in bits 2l, 2l + 1 of
             // `qh[g]`; the 8 sign bits of each point stored in `qs[32..]`.
             let low = sub::<u8, 4>(&self.qs, 4 * g);
@@ -496,8 +496,8 @@ mod imp {
             let points = [point(0), point(1), point(2), point(3)];
             // SAFETY: register-only intrinsics of the caller's features.
             unsafe {
-                let w = signed(points64(points), le_u32(&self.qs, 32 + 4 * g));
-                (w, scales[g])
+                let negate = bit_mask32(le_u32(&self.qs, 32 + 4 * g));
+                (points64(points), negate, scales[g])
             }
         }
     }
@@ -516,7 +516,7 @@ mod imp {
             unsafe { sign_words(split_codes(load32(sub::<u8, 32>(&self.qs, 64)))) }
         }
         #[inline(always)]
-        unsafe fn group(&self, signs: &[u32; 8], g: usize) -> (__m256i, __m256i) {
+        unsafe fn group(&self, signs: &[u32; 8], g: usize) -> (__m256i, __m256i, __m256i) {
             let idx = sub::<u8, 8>(&self.qs, 8 * g);
             let aux = le_u32(&self.qs, 64 + 4 * g);
             // SAFETY: register-only intrinsics of the caller's features.
@@ -533,7 +533,7 @@ mod imp {
                     point(7),
                 ]);
                 let sc = _mm256_set1_epi16(odd((aux >> 28) as u8));
-                (signed(grid, signs[g]), sc)
+                (grid, bit_mask32(signs[g]), sc)
             }
         }
     }
@@ -548,7 +548,7 @@ mod imp {
         #[inline(always)]
         unsafe fn prepare(&self) {}
         #[inline(always)]
-        unsafe fn group(&self, _: &(), g: usize) -> (__m256i, __m256i) {
+        unsafe fn group(&self, _: &(), g: usize) -> (__m256i, __m256i, __m256i) {
             // Point `k`'s 9th index bit is bit `k` of `qh[g]`.
             let idx = sub::<u8, 8>(&self.qs, 8 * g);
             let qh = usize::from(self.qh[g]);
@@ -567,8 +567,8 @@ mod imp {
             let s = (self.scales[g / 2] >> (4 * (g % 2))) & 0x0f;
             // SAFETY: register-only intrinsics of the caller's features.
             unsafe {
-                let w = signed(points32(points), le_u32(&self.signs, 4 * g));
-                (w, _mm256_set1_epi16(odd(s)))
+                let negate = bit_mask32(le_u32(&self.signs, 4 * g));
+                (points32(points), negate, _mm256_set1_epi16(odd(s)))
             }
         }
     }
@@ -610,8 +610,11 @@ macro_rules! signed_prepared_rows {
 
 // The prepared activations with each block's sign words and scales worked out eight blocks
 // ahead (one Zen 3 thread, 4096x4096 hot, min of 3 alternating, row GEMV -> prepared):
-// IQ2_XXS 1.405 -> 1.184 ms, IQ2_XS 1.465 -> 1.391, IQ3_S 2.12 -> 1.97 (nothing ahead). IQ2_S
-// (1.285 -> 1.504) and IQ3_XXS (1.557 -> 1.633) lose and keep the row GEMV.
+// IQ2_XXS 1.405 -> 1.184 ms, IQ2_XS 1.465 -> 1.391, IQ3_S 2.12 -> 1.97 (nothing ahead); with
+// the activations' signs prepared too (one `xor` and one `vpsignb` a group instead of negating
+// the grid bytes and then signing them): IQ2_XXS 1.182 -> 1.137, IQ2_XS 1.361 -> 1.341, IQ3_S
+// 1.983 -> 1.928. IQ2_S (1.285 -> 1.504; with the signs, 1.300 -> 1.473) and IQ3_XXS (1.557 ->
+// 1.633; 1.564 -> 1.614) lose and keep the row GEMV.
 signed_prepared_rows! {
     BlockIq3S => iq3_s_prepared_gemv, iq3_s_rows, iq3_s_row_kernels;
     BlockIq2Xxs => iq2_xxs_prepared_gemv, iq2_xxs_rows, iq2_xxs_row_kernels;

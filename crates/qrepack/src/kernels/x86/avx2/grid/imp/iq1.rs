@@ -27,7 +27,7 @@ pub(super) unsafe fn shifted_groups<B: GridBlock<Prep: ShiftCoef>, const N: usiz
             isum[r] = _mm256_madd_epi16(load_bsums(&a[r].bsums), prep.coef());
         }
         for g in 0..8 {
-            let (u, sc) = b.group(&prep, g);
+            let (u, _, sc) = b.group(&prep, g);
             for r in 0..N {
                 let av = load32(sub::<i8, 32>(&a[r].qs, 32 * g));
                 let p = _mm256_madd_epi16(_mm256_maddubs_epi16(u, av), sc);
@@ -349,7 +349,7 @@ impl GridBlock for BlockIq1S {
         std::array::from_fn(|g| odd(((le_u16(&self.qh, g) >> 12) & 7) as u8))
     }
     #[inline(always)]
-    unsafe fn group(&self, ls: &[i16; 8], g: usize) -> (__m256i, __m256i) {
+    unsafe fn group(&self, ls: &[i16; 8], g: usize) -> (__m256i, __m256i, __m256i) {
         let h = usize::from(le_u16(&self.qh, g));
         let index = |l: usize| usize::from(self.qs[4 * g + l]) | (((h >> (3 * l)) & 7) << 8);
         let point = |l: usize| IQ1_GRID_PLUS9[index(l)];
@@ -359,6 +359,7 @@ impl GridBlock for BlockIq1S {
         unsafe {
             (
                 _mm256_add_epi8(points64(points), _mm256_set1_epi8(delta)),
+                _mm256_setzero_si256(),
                 _mm256_set1_epi16(ls[g]),
             )
         }
@@ -383,7 +384,7 @@ impl GridBlock for BlockIq1M {
         }
     }
     #[inline(always)]
-    unsafe fn group(&self, prep: &Iq1Prep, g: usize) -> (__m256i, __m256i) {
+    unsafe fn group(&self, prep: &Iq1Prep, g: usize) -> (__m256i, __m256i, __m256i) {
         // The shift signs of the group's four 8-weight runs: bits 3, 7, 11, 15 of its two
         // `qh` bytes, one per 64-bit lane.
         let h = u16::from_le_bytes([self.qh[2 * g], self.qh[2 * g + 1]]);
@@ -395,6 +396,7 @@ impl GridBlock for BlockIq1M {
             let delta = _mm256_or_si256(_mm256_cmpeq_epi64(v, sel), _mm256_set1_epi8(1));
             (
                 _mm256_add_epi8(points64(iq1_points(prep, g)), delta),
+                _mm256_setzero_si256(),
                 prep.scales[g],
             )
         }

@@ -1,13 +1,18 @@
 //! An AVX2 GEMV of the signed grid types (IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S) on
-//! activations prepared once per call (`prepared_gemv`): each group's `|a|` is taken once for
-//! every weight row rather than once per row, which leaves a group's product with each row
-//! at `maddubs(|a|, sign(w, a))`, its `madd` by the group scale and the sum. IQ3_S takes it;
-//! for the others the row GEMV measured faster (`grid/mod.rs` has the figures).
+//! activations prepared once per call (`prepared_gemv`): each group's `|a|` and the sign of
+//! each `a` are taken once for every weight row rather than once per row. A group's product
+//! with a row is then `maddubs(|a|, sign(grid, sign(a) ^ negate))`, the grid bytes unsigned
+//! and `negate` the mask of the weights their signs negate, its `madd` by the group scale and
+//! the sum: the row GEMV also negates the grid bytes before signing them by `a`. IQ3_S,
+//! IQ2_XXS and IQ2_XS take it; for the others the row GEMV measured faster (`grid/mod.rs` has
+//! the figures).
 //!
 //! # Exactness
 //!
 //! The row GEMV's integers (`signed_groups`), regrouped: `|a|` read as unsigned is exact for
-//! `a = -128`. Only the order of the `f32` roundings differs from the portable kernel.
+//! `a = -128`, and the sign operand is never zero where `a` is not, so every grid magnitude
+//! (at most 62) keeps its value with the sign of its product. Only the order of the `f32`
+//! roundings differs from the portable kernel.
 
 use std::arch::x86_64::*;
 use std::marker::PhantomData;
@@ -24,8 +29,10 @@ pub(in crate::kernels::x86::avx2) const PREP_BLOCKS: usize = 16;
 /// One Q8_K block as the GEMVs read it.
 #[derive(Clone, Copy)]
 pub(in crate::kernels::x86::avx2) struct SignedAct {
-    /// The quants of each 32-weight group.
-    a: [__m256i; 8],
+    /// Each quant's sign as a nonzero byte: `0x81` where it is negative, else `0x01`. With
+    /// the mask of a group's negated weights (`0xff` bytes) xored in, its sign is that of the
+    /// product, and it is never zero, so `sign(grid, ..)` leaves every magnitude in place.
+    sign: [__m256i; 8],
     /// Their absolute values (unsigned: 128 for -128).
     abs: [__m256i; 8],
     d: f32,
@@ -56,7 +63,7 @@ impl<B: GridBlock> PreparedGemv for Signed<B> {
         // SAFETY: register-only intrinsics of the caller's features.
         let zero = unsafe { _mm256_setzero_si256() };
         SignedAct {
-            a: [zero; 8],
+            sign: [zero; 8],
             abs: [zero; 8],
             d: 0.0,
         }
@@ -70,8 +77,10 @@ impl<B: GridBlock> PreparedGemv for Signed<B> {
         // SAFETY: the caller's features; `load32` reads 32 bytes of the block's quants.
         unsafe {
             let q: [__m256i; 8] = std::array::from_fn(|g| load32(sub::<i8, 32>(&a.qs, 32 * g)));
+            let top = _mm256_set1_epi8(-128);
+            let one = _mm256_set1_epi8(1);
             SignedAct {
-                a: q,
+                sign: q.map(|v| _mm256_or_si256(_mm256_and_si256(v, top), one)),
                 abs: q.map(|v| _mm256_abs_epi8(v)),
                 d: a.d,
             }
@@ -87,8 +96,10 @@ impl<B: GridBlock> PreparedGemv for Signed<B> {
             let mut isum = [_mm256_setzero_si256(); 2];
             macro_rules! group {
                 ($g:literal) => {
-                    let (wv, sc) = w.group(prep, $g);
-                    let pairs = _mm256_maddubs_epi16(p.abs[$g], _mm256_sign_epi8(wv, p.a[$g]));
+                    // |a| times the grid byte with the sign of the product (exact for a = -128)
+                    let (grid, negate, sc) = w.group(prep, $g);
+                    let sign = _mm256_xor_si256(p.sign[$g], negate);
+                    let pairs = _mm256_maddubs_epi16(p.abs[$g], _mm256_sign_epi8(grid, sign));
                     isum[$g % 2] = _mm256_add_epi32(isum[$g % 2], _mm256_madd_epi16(pairs, sc));
                 };
             }
