@@ -99,6 +99,17 @@ mod imp {
         }
     }
 
+    /// A 64-byte table of constants as one register.
+    ///
+    /// # Safety
+    /// The CPU must support AVX-512 F.
+    #[inline(always)]
+    unsafe fn table<T: Copy, const N: usize>(t: &[T; N]) -> __m512i {
+        const { assert!(std::mem::size_of::<[T; N]>() == 64) };
+        // SAFETY: the caller's features; `t` is 64 bytes and `loadu` needs no alignment.
+        unsafe { _mm512_loadu_si512(t.as_ptr().cast()) }
+    }
+
     /// The f16 block scale times `factor` times the activations' scale, in every lane.
     ///
     /// # Safety
@@ -252,13 +263,9 @@ mod imp {
         #[inline(always)]
         unsafe fn consts() -> Iq2SConsts {
             let (spread, shifts) = &IQ2_S_HIGH_BITS;
-            // SAFETY: the caller's features; each load reads one 64-byte array.
-            unsafe {
-                Iq2SConsts {
-                    spread: _mm512_loadu_si512(spread.as_ptr().cast()),
-                    shifts: _mm512_loadu_si512(shifts.as_ptr().cast()),
-                }
-            }
+            // SAFETY: the caller's features.
+            let (spread, shifts) = unsafe { (table(spread), table(shifts)) };
+            Iq2SConsts { spread, shifts }
         }
 
         #[inline(always)]
@@ -433,13 +440,9 @@ mod imp {
         #[inline(always)]
         unsafe fn consts() -> Iq1MConsts {
             let (low, high) = &IQ1_M_SHUFFLES;
-            // SAFETY: the caller's features; each load reads one 64-byte array.
-            unsafe {
-                Iq1MConsts {
-                    low: _mm512_loadu_si512(low.as_ptr().cast()),
-                    high: _mm512_loadu_si512(high.as_ptr().cast()),
-                }
-            }
+            // SAFETY: the caller's features.
+            let (low, high) = unsafe { (table(low), table(high)) };
+            Iq1MConsts { low, high }
         }
 
         #[inline(always)]
